@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds and runs the C and C++ tests against a built libcai.
+# Usage: c_tests/run.sh [LIBDIR]   (default: target/release)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+libdir=$(cd "${1:-target/release}" && pwd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+CC=${CC:-cc}
+CXX=${CXX:-c++}
+cflags=(-std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -Ic_tests)
+link=(-L"$libdir" -lcai -Wl,-rpath,"$libdir")
+
+for test in c_tests/test_*.c; do
+  name=$(basename "$test" .c)
+  "$CC" "${cflags[@]}" "$test" -o "$out/$name" "${link[@]}"
+  "$out/$name"
+done
+
+"$CXX" -std=c++17 -Wall -Wextra -Werror -pedantic -Iinclude c_tests/header_cpp.cpp -o "$out/header_cpp" "${link[@]}"
+"$out/header_cpp"
+echo "c_tests/header_cpp: 1 passed, 0 failed"

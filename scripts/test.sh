@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every test suite that needs no GPU: Rust (unit, conformance, header freshness), C and
+# C++, Python, and the link check. The GPU suite is scripts/gpu-check.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== Rust"
+cargo test
+cargo build --release
+
+echo "== C and C++"
+c_tests/run.sh target/release
+
+echo "== libcai.so does not link libcuda"
+if readelf -d target/release/libcai.so | grep -i 'NEEDED.*libcuda'; then
+  echo "libcai.so links libcuda: the driver must be opened at run time" >&2
+  exit 1
+fi
+echo "link check: 1 passed, 0 failed"
+
+echo "== Python"
+CAI_LIBRARY="$PWD/target/release/libcai.so" python3 -m pytest -q python/tests

@@ -1,0 +1,22 @@
+//! Type string parsing.
+
+use std::os::raw::c_char;
+
+use super::{guard, required_c_str, required_mut, CaiError};
+use crate::dtype::{parse_typestr, CaiDtype};
+
+/// Parses a NUL-terminated numpy typestr (e.g. "<f4", "|V12", "<M8[ns]") as numpy would.
+///
+/// `*dtype` is written only on success. `error` may be NULL; it is written only on failure.
+#[no_mangle]
+pub extern "C" fn cai_typestr_parse(
+    typestr: *const c_char,
+    dtype: *mut CaiDtype,
+    error: *mut CaiError,
+) -> i32 {
+    guard(error, || {
+        let bytes = required_c_str(typestr, "typestr")?;
+        *required_mut(dtype, "dtype")? = parse_typestr(bytes)?;
+        Ok(())
+    })
+}

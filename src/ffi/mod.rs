@@ -1,0 +1,133 @@
+//! The `extern "C"` surface. Thin by rule: NULL checks, a panic boundary, a status code and
+//! the optional error out-parameter; the logic lives in the core modules.
+
+mod array;
+mod dtype;
+mod info;
+
+pub use array::{cai_export, cai_layout, cai_release, cai_validate};
+pub use dtype::cai_typestr_parse;
+pub use info::{cai_library_version, cai_status_string};
+
+use std::os::raw::c_char;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::status::{Error, Result, Status, CAI_OK};
+
+/// Bytes in `CaiError.message`, the terminating NUL included.
+pub const CAI_ERROR_MESSAGE_CAPACITY: usize = 512;
+
+/// Details of a failure, filled in by any function given a non-NULL `CaiError*`.
+/// Caller-owned; written only when the function fails, so one can serve many calls.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CaiError {
+    /// The CAI_ERROR_* status the function returned.
+    pub code: i32,
+    /// Raw CUresult of the driver call that failed; 0 when no driver call failed.
+    pub cu_result: i32,
+    /// NUL-terminated message naming the field and value at fault; truncated to fit.
+    pub message: [c_char; CAI_ERROR_MESSAGE_CAPACITY],
+}
+
+impl CaiError {
+    pub fn message_str(&self) -> String {
+        let bytes = crate::array::c_chars_until_nul(&self.message).unwrap_or_default();
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+}
+
+fn write_error(out: *mut CaiError, error: &Error) {
+    // SAFETY: the caller passes NULL or a writable CaiError.
+    let Some(out) = (unsafe { out.as_mut() }) else { return };
+    out.code = error.status.code();
+    out.cu_result = error.cu_result;
+    let text = format!("{}: {}", error.status.name(), error.message);
+    let mut end = text.len().min(CAI_ERROR_MESSAGE_CAPACITY - 1);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    for (slot, &byte) in out.message.iter_mut().zip(&text.as_bytes()[..end]) {
+        *slot = byte as c_char;
+    }
+    out.message[end] = 0;
+}
+
+/// Runs `body` behind a panic boundary and turns its outcome into a status code, filling
+/// `error` on failure. No panic ever unwinds into C.
+pub(crate) fn guard(error: *mut CaiError, body: impl FnOnce() -> Result<()>) -> i32 {
+    let failure = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return CAI_OK,
+        Ok(Err(e)) => e,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Error::new(Status::Panic, format!("libcai panicked (a bug; please report it): {what}"))
+        }
+    };
+    write_error(error, &failure);
+    failure.status.code()
+}
+
+/// Borrows a required pointer argument, or fails naming it.
+pub(crate) fn required<'a, T>(ptr: *const T, name: &str) -> Result<&'a T> {
+    // SAFETY: the caller passes NULL or a valid pointer, as every function's docs require.
+    unsafe { ptr.as_ref() }.ok_or_else(|| Error::new(Status::NullArgument, format!("{name} is NULL")))
+}
+
+/// Borrows an optional pointer argument: NULL is None.
+pub(crate) fn optional<'a, T>(ptr: *const T) -> Option<&'a T> {
+    // SAFETY: the caller passes NULL or a valid pointer, as every function's docs require.
+    unsafe { ptr.as_ref() }
+}
+
+/// Borrows a required NUL-terminated string argument, or fails naming it.
+pub(crate) fn required_c_str<'a>(ptr: *const c_char, name: &str) -> Result<&'a [u8]> {
+    required(ptr, name)?;
+    // SAFETY: checked non-NULL; the caller promises NUL termination, as the docs require.
+    Ok(unsafe { std::ffi::CStr::from_ptr(ptr) }.to_bytes())
+}
+
+/// Borrows a required pointer argument mutably, or fails naming it.
+pub(crate) fn required_mut<'a, T>(ptr: *mut T, name: &str) -> Result<&'a mut T> {
+    // SAFETY: as for `required`, and the caller does not alias it during the call.
+    unsafe { ptr.as_mut() }.ok_or_else(|| Error::new(Status::NullArgument, format!("{name} is NULL")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blank_error() -> CaiError {
+        CaiError { code: -1, cu_result: -1, message: [0; CAI_ERROR_MESSAGE_CAPACITY] }
+    }
+
+    #[test]
+    fn guard_turns_panics_into_cai_error_panic() {
+        let mut e = blank_error();
+        let status = guard(&mut e, || panic!("boom"));
+        assert_eq!(status, Status::Panic.code());
+        assert_eq!(e.code, Status::Panic.code());
+        assert!(e.message_str().contains("boom"), "{}", e.message_str());
+    }
+
+    #[test]
+    fn guard_leaves_the_error_untouched_on_success() {
+        let mut e = blank_error();
+        assert_eq!(guard(&mut e, || Ok(())), CAI_OK);
+        assert_eq!(e.code, -1);
+        assert_eq!(guard(std::ptr::null_mut(), || Err(Error::new(Status::InvalidShape, "x"))), 4);
+    }
+
+    #[test]
+    fn long_messages_are_truncated_on_a_char_boundary() {
+        let mut e = blank_error();
+        guard(&mut e, || Err(Error::new(Status::InvalidTypestr, "\u{3bc}".repeat(600))));
+        let text = e.message_str();
+        assert!(text.len() < CAI_ERROR_MESSAGE_CAPACITY);
+        assert!(text.ends_with('\u{3bc}'));
+    }
+}

@@ -1,0 +1,205 @@
+//! Array layout: element count, byte size, contiguity and byte extent, every product
+//! overflow-checked. Shapes are already known non-negative when these run.
+
+use crate::status::{Error, Result, Status};
+
+/// Layout facts about a valid array, as `cai_layout` reports them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaiLayout {
+    /// Number of elements (1 for a 0-d array, 0 when any extent is 0).
+    pub element_count: u64,
+    /// element_count * itemsize.
+    pub nbytes: u64,
+    /// Offset from `data` of the lowest byte any element touches (<= 0 with negative strides).
+    pub extent_begin: i64,
+    /// Offset from `data` one past the highest byte any element touches (0 for zero-size arrays).
+    pub extent_end: i64,
+    /// 1 if the elements are laid out in C order with no gaps (size-1 dimensions ignored).
+    pub c_contiguous: u32,
+    /// 1 if the elements are laid out in Fortran order with no gaps (size-1 dimensions ignored).
+    pub f_contiguous: u32,
+    /// 1 if every stride is a multiple of the itemsize (numpy's "aligned" needs this).
+    pub strides_itemsize_aligned: u32,
+}
+
+fn overflow(what: String) -> Error {
+    Error::new(Status::Overflow, what)
+}
+
+/// Number of elements. Like numpy, a product that overflows is rejected even when another
+/// extent is 0, so that no consumer multiplying extents in another order can wrap.
+pub fn element_count(shape: &[i64]) -> Result<u64> {
+    let mut count: u64 = 1;
+    let mut has_zero = false;
+    for (i, &extent) in shape.iter().enumerate() {
+        if extent == 0 {
+            has_zero = true;
+            continue;
+        }
+        count = count.checked_mul(extent as u64).filter(|&c| c <= i64::MAX as u64).ok_or_else(|| {
+            overflow(format!("shape: element count overflows 64 bits at shape[{i}] = {extent}"))
+        })?;
+    }
+    Ok(if has_zero { 0 } else { count })
+}
+
+/// Byte size of `count` elements.
+pub fn nbytes(count: u64, itemsize: u64) -> Result<u64> {
+    count
+        .checked_mul(itemsize)
+        .filter(|&n| n <= i64::MAX as u64)
+        .ok_or_else(|| overflow(format!("nbytes: {count} elements of {itemsize} bytes overflow 64 bits")))
+}
+
+/// The strides of a C-contiguous array of this shape.
+pub fn c_strides(shape: &[i64], itemsize: u64, out: &mut [i64]) -> Result<()> {
+    let mut stride = itemsize as i64;
+    for i in (0..shape.len()).rev() {
+        out[i] = stride;
+        // Extent 0 makes the array empty; the strides after it are never used to address data.
+        stride = stride.checked_mul(shape[i].max(1)).ok_or_else(|| {
+            overflow(format!("strides: C strides overflow 64 bits at shape[{i}] = {}", shape[i]))
+        })?;
+    }
+    Ok(())
+}
+
+/// numpy's C-contiguity: an empty array is contiguous, size-1 dimensions are ignored.
+pub fn is_c_contiguous(shape: &[i64], strides: &[i64], itemsize: u64) -> bool {
+    contiguous_in_order(shape.iter().zip(strides).rev(), shape, itemsize)
+}
+
+/// numpy's Fortran-contiguity, with the same exemptions as C-contiguity.
+pub fn is_f_contiguous(shape: &[i64], strides: &[i64], itemsize: u64) -> bool {
+    contiguous_in_order(shape.iter().zip(strides), shape, itemsize)
+}
+
+fn contiguous_in_order<'a>(
+    innermost_first: impl Iterator<Item = (&'a i64, &'a i64)>,
+    shape: &[i64],
+    itemsize: u64,
+) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
+    let mut expected = itemsize as i128;
+    for (&extent, &stride) in innermost_first {
+        if extent == 1 {
+            continue;
+        }
+        if i128::from(stride) != expected {
+            return false;
+        }
+        expected *= i128::from(extent);
+    }
+    true
+}
+
+/// Byte offsets [begin, end) from the data pointer that the elements touch. A negative stride
+/// reaches below the pointer (the pointer is at the first element, not the lowest address).
+pub fn byte_extent(shape: &[i64], strides: &[i64], itemsize: u64, count: u64) -> Result<(i64, i64)> {
+    if count == 0 {
+        return Ok((0, 0));
+    }
+    let (mut begin, mut end) = (0i64, itemsize as i64);
+    for (i, (&extent, &stride)) in shape.iter().zip(strides).enumerate() {
+        let reach = (extent - 1).checked_mul(stride).ok_or_else(|| {
+            overflow(format!(
+                "strides: shape[{i}] = {extent} times strides[{i}] = {stride} overflows 64 bits"
+            ))
+        })?;
+        let total = if reach < 0 { begin.checked_add(reach) } else { end.checked_add(reach) };
+        let total = total.ok_or_else(|| {
+            overflow(format!("strides: byte extent overflows 64 bits at strides[{i}] = {stride}"))
+        })?;
+        if reach < 0 {
+            begin = total;
+        } else {
+            end = total;
+        }
+    }
+    Ok((begin, end))
+}
+
+/// True when every stride is a multiple of the itemsize.
+pub fn strides_itemsize_aligned(strides: &[i64], itemsize: u64) -> bool {
+    strides.iter().all(|&s| i128::from(s) % i128::from(itemsize) == 0)
+}
+
+/// Validates `array` and computes every layout fact `cai_layout` reports.
+pub fn layout_of(array: &crate::array::CaiArray) -> Result<CaiLayout> {
+    let validated = crate::validate::validate(array)?;
+    let ndim = array.ndim as usize;
+    let shape = &array.shape[..ndim];
+    let itemsize = validated.dtype.itemsize;
+    let mut implied = [0i64; crate::array::CAI_MAX_NDIM];
+    let strides = if array.strides_given == 1 {
+        &array.strides[..ndim]
+    } else {
+        c_strides(shape, itemsize, &mut implied[..ndim])?;
+        &implied[..ndim]
+    };
+    Ok(CaiLayout {
+        element_count: validated.element_count,
+        nbytes: validated.nbytes,
+        extent_begin: validated.extent.0,
+        extent_end: validated.extent.1,
+        c_contiguous: is_c_contiguous(shape, strides, itemsize).into(),
+        f_contiguous: is_f_contiguous(shape, strides, itemsize).into(),
+        strides_itemsize_aligned: strides_itemsize_aligned(strides, itemsize).into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn element_count_multiplies_extents_and_checks_overflow() {
+        assert_eq!(element_count(&[]).unwrap(), 1);
+        assert_eq!(element_count(&[2, 3, 4]).unwrap(), 24);
+        assert_eq!(element_count(&[2, 0, 4]).unwrap(), 0);
+        assert_eq!(element_count(&[1 << 32, 1 << 31]).unwrap_err().status, Status::Overflow);
+        assert_eq!(element_count(&[0, 1 << 32, 1 << 32]).unwrap_err().status, Status::Overflow);
+        assert_eq!(nbytes(1 << 61, 8).unwrap_err().status, Status::Overflow);
+    }
+
+    #[test]
+    fn c_strides_and_contiguity_follow_numpy() {
+        let mut s = [0i64; 3];
+        c_strides(&[2, 3, 4], 4, &mut s).unwrap();
+        assert_eq!(s, [48, 16, 4]);
+        assert!(is_c_contiguous(&[2, 3, 4], &s, 4));
+        assert!(!is_f_contiguous(&[2, 3, 4], &s, 4));
+        assert!(is_f_contiguous(&[2, 3, 4], &[4, 8, 24], 4));
+        assert!(!is_c_contiguous(&[2, 3, 4], &[4, 8, 24], 4));
+        // size-1 dimensions carry any stride.
+        assert!(is_c_contiguous(&[1, 3, 1], &[999, 4, -7], 4));
+        assert!(is_f_contiguous(&[1, 3, 1], &[999, 4, -7], 4));
+        // a[::2]
+        assert!(!is_c_contiguous(&[5], &[8], 4));
+        // empty arrays are contiguous whatever their strides.
+        assert!(is_c_contiguous(&[0, 3], &[5, 5], 4));
+    }
+
+    #[test]
+    fn byte_extent_reaches_below_the_pointer_with_negative_strides() {
+        // a[::-1] of 10 float32: pointer at the last element.
+        assert_eq!(byte_extent(&[10], &[-4], 4, 10).unwrap(), (-36, 4));
+        assert_eq!(byte_extent(&[2, 3], &[12, 4], 4, 6).unwrap(), (0, 24));
+        assert_eq!(byte_extent(&[2, 3], &[-12, 4], 4, 6).unwrap(), (-12, 12));
+        assert_eq!(byte_extent(&[0, 3], &[-12, 4], 4, 0).unwrap(), (0, 0));
+        assert_eq!(byte_extent(&[3], &[i64::MAX], 1, 3).unwrap_err().status, Status::Overflow);
+        assert_eq!(
+            byte_extent(&[2, 2], &[i64::MIN / 2, i64::MIN / 2 - 1], 1, 4).unwrap_err().status,
+            Status::Overflow
+        );
+    }
+
+    #[test]
+    fn stride_alignment_is_reported() {
+        assert!(strides_itemsize_aligned(&[8, -4], 4));
+        assert!(!strides_itemsize_aligned(&[6], 4));
+    }
+}

@@ -1,0 +1,60 @@
+//! The export form of a descriptor: what a producer writes, in the one spelling consumers
+//! expect (spec v2+: strides None when C-contiguous, data 0 when zero-size).
+
+use crate::array::{CaiArray, CAI_STREAM_NONE};
+use crate::dtype::{canonical_typestr, typestr_in_buffer};
+use crate::layout::is_c_contiguous;
+use crate::status::{Error, Result, Status};
+use crate::validate::{validate, Validated};
+
+/// Version written when the caller does not choose one.
+pub const CAI_EXPORT_VERSION_DEFAULT: i32 = 3;
+
+/// Environment variable that makes exports default to version 2, without `stream` (as CuPy's
+/// CUPY_CUDA_ARRAY_INTERFACE_EXPORT_VERSION does).
+pub(crate) const EXPORT_VERSION_ENV: &str = "CAI_ARRAY_INTERFACE_EXPORT_VERSION";
+
+/// The version an export writes: the one asked for (2 or 3), else the environment's, else 3.
+pub fn export_version(requested: i32) -> Result<i32> {
+    match requested {
+        0 => match std::env::var(EXPORT_VERSION_ENV).ok().as_deref().map(str::trim) {
+            None | Some("") | Some("3") => Ok(3),
+            Some("2") => Ok(2),
+            Some(other) => Err(Error::new(
+                Status::InvalidArgument,
+                format!("{EXPORT_VERSION_ENV}={other:?}; it must be 2 or 3"),
+            )),
+        },
+        2 | 3 => Ok(requested),
+        other => Err(Error::new(Status::InvalidArgument, format!("export version {other} is not 2 or 3"))),
+    }
+}
+
+/// Validates `array`, then rewrites it in export form for `version` (2 or 3): typestr spelled
+/// as numpy's `dtype.str`, strides dropped when C-contiguous, data 0 when zero-size, unused
+/// shape/stride slots zeroed, and no stream in version 2. On error `array` is unchanged.
+pub fn normalize_for_export(array: &mut CaiArray, version: i32) -> Result<Validated> {
+    debug_assert!(version == 2 || version == 3);
+    let validated = validate(array)?;
+    let canonical = canonical_typestr(typestr_in_buffer(&array.typestr, "typestr")?)?;
+    let ndim = array.ndim as usize;
+    if array.strides_given == 1
+        && is_c_contiguous(&array.shape[..ndim], &array.strides[..ndim], validated.dtype.itemsize)
+    {
+        array.strides_given = 0;
+    }
+    if array.strides_given == 0 {
+        array.strides.fill(0);
+    }
+    array.shape[ndim..].fill(0);
+    array.strides[ndim..].fill(0);
+    array.set_typestr(canonical.as_str());
+    if validated.element_count == 0 {
+        array.data = 0;
+    }
+    array.version = version;
+    if version < 3 {
+        array.stream = CAI_STREAM_NONE;
+    }
+    Ok(validated)
+}

@@ -1,0 +1,161 @@
+//! Status codes and the error every libcai function reports through.
+//!
+//! Codes are plain `i32` constants (cbindgen emits them as `#define`s): cffi cannot parse
+//! cbindgen's enum guards, and an out-of-range C enum read into Rust is undefined behaviour.
+
+/// Success.
+pub const CAI_OK: i32 = 0;
+/// A required pointer argument was NULL.
+pub const CAI_ERROR_NULL_ARGUMENT: i32 = 1;
+/// An option, flag or reserved field holds a value the API does not define.
+pub const CAI_ERROR_INVALID_ARGUMENT: i32 = 2;
+/// `version` is missing or not one of 0, 1, 2, 3.
+pub const CAI_ERROR_INVALID_VERSION: i32 = 3;
+/// `ndim` or a `shape` extent is out of range.
+pub const CAI_ERROR_INVALID_SHAPE: i32 = 4;
+/// `strides` are malformed (wrong count, bad flag).
+pub const CAI_ERROR_INVALID_STRIDES: i32 = 5;
+/// `typestr` is not a numpy type string a device array can hold.
+pub const CAI_ERROR_INVALID_TYPESTR: i32 = 6;
+/// `data` is malformed: NULL pointer for a non-empty array, bad read-only flag.
+pub const CAI_ERROR_INVALID_DATA: i32 = 7;
+/// `stream` is 0, negative or not an integer.
+pub const CAI_ERROR_INVALID_STREAM: i32 = 8;
+/// `mask` has another shape, points to itself or nests too deeply.
+pub const CAI_ERROR_INVALID_MASK: i32 = 9;
+/// `descr` fields do not add up to the typestr's itemsize, or are malformed.
+pub const CAI_ERROR_INVALID_DESCR: i32 = 10;
+/// Element count, byte size or byte extent does not fit in 64 bits.
+pub const CAI_ERROR_OVERFLOW: i32 = 11;
+/// Writable access was asked for on a read-only array.
+pub const CAI_ERROR_READONLY: i32 = 12;
+/// libcuda.so.1 could not be loaded (message has the loader's reason).
+pub const CAI_ERROR_NO_DRIVER: i32 = 13;
+/// A CUDA driver call failed; `CaiError.cu_result` holds the raw CUresult.
+pub const CAI_ERROR_DRIVER: i32 = 14;
+/// The data pointer is not accessible from the device.
+pub const CAI_ERROR_NOT_DEVICE_POINTER: i32 = 15;
+/// The array's byte extent runs outside the allocation that holds its data pointer.
+pub const CAI_ERROR_OUT_OF_BOUNDS: i32 = 16;
+/// A Rust panic was caught at the API boundary (a libcai bug; please report it).
+pub const CAI_ERROR_PANIC: i32 = 17;
+
+/// Kinds of failure, one per `CAI_ERROR_*` code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum Status {
+    NullArgument = CAI_ERROR_NULL_ARGUMENT,
+    InvalidArgument = CAI_ERROR_INVALID_ARGUMENT,
+    InvalidVersion = CAI_ERROR_INVALID_VERSION,
+    InvalidShape = CAI_ERROR_INVALID_SHAPE,
+    InvalidStrides = CAI_ERROR_INVALID_STRIDES,
+    InvalidTypestr = CAI_ERROR_INVALID_TYPESTR,
+    InvalidData = CAI_ERROR_INVALID_DATA,
+    InvalidStream = CAI_ERROR_INVALID_STREAM,
+    InvalidMask = CAI_ERROR_INVALID_MASK,
+    InvalidDescr = CAI_ERROR_INVALID_DESCR,
+    Overflow = CAI_ERROR_OVERFLOW,
+    Readonly = CAI_ERROR_READONLY,
+    NoDriver = CAI_ERROR_NO_DRIVER,
+    Driver = CAI_ERROR_DRIVER,
+    NotDevicePointer = CAI_ERROR_NOT_DEVICE_POINTER,
+    OutOfBounds = CAI_ERROR_OUT_OF_BOUNDS,
+    Panic = CAI_ERROR_PANIC,
+}
+
+impl Status {
+    pub const ALL: [Status; 17] = [
+        Status::NullArgument,
+        Status::InvalidArgument,
+        Status::InvalidVersion,
+        Status::InvalidShape,
+        Status::InvalidStrides,
+        Status::InvalidTypestr,
+        Status::InvalidData,
+        Status::InvalidStream,
+        Status::InvalidMask,
+        Status::InvalidDescr,
+        Status::Overflow,
+        Status::Readonly,
+        Status::NoDriver,
+        Status::Driver,
+        Status::NotDevicePointer,
+        Status::OutOfBounds,
+        Status::Panic,
+    ];
+
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// The `#define` name, NUL-terminated so the FFI can hand it out as a C string.
+    pub fn name_with_nul(self) -> &'static str {
+        match self {
+            Status::NullArgument => "CAI_ERROR_NULL_ARGUMENT\0",
+            Status::InvalidArgument => "CAI_ERROR_INVALID_ARGUMENT\0",
+            Status::InvalidVersion => "CAI_ERROR_INVALID_VERSION\0",
+            Status::InvalidShape => "CAI_ERROR_INVALID_SHAPE\0",
+            Status::InvalidStrides => "CAI_ERROR_INVALID_STRIDES\0",
+            Status::InvalidTypestr => "CAI_ERROR_INVALID_TYPESTR\0",
+            Status::InvalidData => "CAI_ERROR_INVALID_DATA\0",
+            Status::InvalidStream => "CAI_ERROR_INVALID_STREAM\0",
+            Status::InvalidMask => "CAI_ERROR_INVALID_MASK\0",
+            Status::InvalidDescr => "CAI_ERROR_INVALID_DESCR\0",
+            Status::Overflow => "CAI_ERROR_OVERFLOW\0",
+            Status::Readonly => "CAI_ERROR_READONLY\0",
+            Status::NoDriver => "CAI_ERROR_NO_DRIVER\0",
+            Status::Driver => "CAI_ERROR_DRIVER\0",
+            Status::NotDevicePointer => "CAI_ERROR_NOT_DEVICE_POINTER\0",
+            Status::OutOfBounds => "CAI_ERROR_OUT_OF_BOUNDS\0",
+            Status::Panic => "CAI_ERROR_PANIC\0",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.name_with_nul().trim_end_matches('\0')
+    }
+
+    pub fn from_code(code: i32) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| s.code() == code)
+    }
+}
+
+/// A failure: its kind, the raw CUresult where a driver call failed (0 otherwise), and a
+/// message that names the offending field and value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", status.name())]
+pub struct Error {
+    pub status: Status,
+    pub cu_result: i32,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(status: Status, message: impl Into<String>) -> Error {
+        Error { status, cu_result: 0, message: message.into() }
+    }
+
+    pub fn driver(cu_result: i32, message: impl Into<String>) -> Error {
+        Error { status: Status::Driver, cu_result, message: message.into() }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_round_trips_through_its_code_and_name() {
+        for s in Status::ALL {
+            assert_eq!(Status::from_code(s.code()), Some(s));
+            assert!(s.name().starts_with("CAI_ERROR_"));
+            assert!(!s.name().contains('\0'));
+        }
+        assert_eq!(Status::from_code(CAI_OK), None);
+        assert_eq!(Status::from_code(999), None);
+        let codes: std::collections::HashSet<i32> = Status::ALL.iter().map(|s| s.code()).collect();
+        assert_eq!(codes.len(), Status::ALL.len(), "codes are distinct");
+    }
+}

@@ -1,0 +1,211 @@
+//! The CAI spec's rules for a descriptor, one function per rule, named for the rule. Each
+//! returns an error that names the field and the value at fault.
+//!
+//! Rules about the dict's Python types (bools are not ints, `stream: 0`, lists for tuples)
+//! cannot be broken by a `CaiArray`; the Python binding checks those while converting.
+
+use crate::array::{CaiArray, CAI_ARRAY_RESERVED_WORDS, CAI_MAX_MASK_DEPTH, CAI_MAX_NDIM, CAI_STREAM_NONE};
+use crate::dtype::{parse_typestr, typestr_in_buffer, validate_descr, CaiDtype};
+use crate::layout::{byte_extent, element_count, nbytes};
+use crate::status::{Error, Result, Status};
+
+/// What validation learned about an array, reused by layout, export and import.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validated {
+    pub dtype: CaiDtype,
+    pub element_count: u64,
+    pub nbytes: u64,
+    /// Byte offsets [begin, end) from `data` that the elements touch.
+    pub extent: (i64, i64),
+}
+
+/// Checks every rule of the spec that needs no driver.
+pub fn validate(array: &CaiArray) -> Result<Validated> {
+    validate_nested(array, 0)
+}
+
+fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
+    version_is_known(array.version)?;
+    reserved_words_are_zero(&array.reserved)?;
+    readonly_is_a_flag(array.readonly)?;
+    strides_given_is_a_flag(array.strides_given)?;
+    let ndim = ndim_is_within_limit(array.ndim)?;
+    let shape = &array.shape[..ndim];
+    extents_are_non_negative(shape)?;
+    let dtype = typestr_is_a_device_type(array)?;
+    descr_matches_itemsize(array, dtype.itemsize)?;
+    let element_count = element_count(shape)?;
+    let nbytes = nbytes(element_count, dtype.itemsize)?;
+    let extent = if array.strides_given == 1 {
+        byte_extent(shape, &array.strides[..ndim], dtype.itemsize, element_count)?
+    } else {
+        (0, nbytes as i64)
+    };
+    data_is_null_only_when_empty(array.data, element_count)?;
+    extent_stays_in_address_space(array.data, extent)?;
+    mask_matches_array(array, mask_depth)?;
+    Ok(Validated { dtype, element_count, nbytes, extent })
+}
+
+/// `version` is required and is one of the published versions 0 to 3.
+pub fn version_is_known(version: i32) -> Result<()> {
+    if (0..=3).contains(&version) {
+        Ok(())
+    } else {
+        Err(Error::new(Status::InvalidVersion, format!("version {version} is not a CAI version (0 to 3)")))
+    }
+}
+
+/// Reserved words are zero, so that later versions can give them meaning.
+pub fn reserved_words_are_zero(reserved: &[u64; CAI_ARRAY_RESERVED_WORDS]) -> Result<()> {
+    match reserved.iter().position(|&w| w != 0) {
+        None => Ok(()),
+        Some(i) => Err(Error::new(
+            Status::InvalidArgument,
+            format!("reserved[{i}] is {:#x}; reserved words must be zero", reserved[i]),
+        )),
+    }
+}
+
+/// The second item of `data` is a bool.
+pub fn readonly_is_a_flag(readonly: u32) -> Result<()> {
+    if readonly <= 1 {
+        Ok(())
+    } else {
+        Err(Error::new(Status::InvalidData, format!("readonly is {readonly}; it must be 0 or 1")))
+    }
+}
+
+/// `strides` is either given or absent/None; nothing else.
+pub fn strides_given_is_a_flag(strides_given: u32) -> Result<()> {
+    if strides_given <= 1 {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Status::InvalidStrides,
+            format!("strides_given is {strides_given}; it must be 0 or 1"),
+        ))
+    }
+}
+
+/// `shape` has at most CAI_MAX_NDIM entries (NumPy's limit).
+pub fn ndim_is_within_limit(ndim: i32) -> Result<usize> {
+    usize::try_from(ndim).ok().filter(|&n| n <= CAI_MAX_NDIM).ok_or_else(|| {
+        Error::new(Status::InvalidShape, format!("ndim {ndim} is outside 0 to {CAI_MAX_NDIM} (CAI_MAX_NDIM)"))
+    })
+}
+
+/// Every extent in `shape` is a non-negative integer.
+pub fn extents_are_non_negative(shape: &[i64]) -> Result<()> {
+    match shape.iter().position(|&e| e < 0) {
+        None => Ok(()),
+        Some(i) => {
+            Err(Error::new(Status::InvalidShape, format!("shape[{i}] is {}; extents must be >= 0", shape[i])))
+        }
+    }
+}
+
+/// `typestr` is a numpy type string whose items a device array can hold.
+pub fn typestr_is_a_device_type(array: &CaiArray) -> Result<CaiDtype> {
+    parse_typestr(typestr_in_buffer(&array.typestr, "typestr")?)
+}
+
+/// `descr`, where given, describes fields that exactly fill one item of `typestr`.
+pub fn descr_matches_itemsize(array: &CaiArray, itemsize: u64) -> Result<()> {
+    let descr_error = |message: String| Err(Error::new(Status::InvalidDescr, message));
+    match (array.descr.is_null(), array.descr_count) {
+        (true, 0) => Ok(()),
+        (true, n) => descr_error(format!("descr is NULL but descr_count is {n}")),
+        (false, 0) => descr_error("descr is set but descr_count is 0; numpy's descr is never empty".into()),
+        // Every field is at least one byte, so more fields than bytes cannot be valid: this
+        // refuses a garbage count before any entry is read.
+        (false, n) if n > itemsize => descr_error(format!(
+            "descr_count {n} exceeds the itemsize {itemsize}; every field has at least one byte"
+        )),
+        (false, n) => {
+            // SAFETY: the API promises `descr` points to `descr_count` fields.
+            let fields = unsafe { std::slice::from_raw_parts(array.descr, n as usize) };
+            validate_descr(fields, itemsize)
+        }
+    }
+}
+
+/// The data pointer is 0 only for zero-size arrays (spec v2: "For zero-size arrays, use 0").
+pub fn data_is_null_only_when_empty(data: u64, element_count: u64) -> Result<()> {
+    if data == 0 && element_count > 0 {
+        Err(Error::new(
+            Status::InvalidData,
+            format!("data is 0 (NULL) but the array has {element_count} elements"),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The bytes the elements touch lie between address 0 and 2^64.
+pub fn extent_stays_in_address_space(data: u64, (begin, end): (i64, i64)) -> Result<()> {
+    let low = i128::from(data) + i128::from(begin);
+    let high = i128::from(data) + i128::from(end);
+    if begin == end || (low >= 0 && high <= i128::from(u64::MAX) + 1) {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Status::Overflow,
+            format!("data {data:#x} with byte extent [{begin}, {end}) wraps around the address space"),
+        ))
+    }
+}
+
+/// `mask` came in version 1, is a valid array of the same shape, and is not the array itself
+/// nor a chain deeper than CAI_MAX_MASK_DEPTH (how a cycle shows).
+pub fn mask_matches_array(array: &CaiArray, depth: usize) -> Result<()> {
+    let mask_error = |message: String| Err(Error::new(Status::InvalidMask, message));
+    if array.mask.is_null() {
+        return Ok(());
+    }
+    if array.version == 0 {
+        return mask_error("mask is set but CAI version 0 has no mask (it came in version 1)".into());
+    }
+    if std::ptr::eq(array.mask, array) {
+        return mask_error("mask points to the array itself".into());
+    }
+    if depth + 1 >= CAI_MAX_MASK_DEPTH {
+        return mask_error(format!(
+            "masks nest deeper than {CAI_MAX_MASK_DEPTH} levels (CAI_MAX_MASK_DEPTH); a cycle?"
+        ));
+    }
+    // SAFETY: the API promises a non-NULL mask points to a readable CaiArray.
+    let mask = unsafe { &*array.mask };
+    validate_nested(mask, depth + 1)
+        .map_err(|e| Error::new(Status::InvalidMask, format!("mask: {}", e.message)))?;
+    let ndim = array.ndim as usize;
+    if mask.ndim != array.ndim || mask.shape[..ndim] != array.shape[..ndim] {
+        return mask_error(format!(
+            "mask has shape {:?} but the array has shape {:?}",
+            &mask.shape[..mask.ndim as usize],
+            &array.shape[..ndim]
+        ));
+    }
+    Ok(())
+}
+
+/// The stream a consumer must synchronize on: `stream` came in version 3, and a descriptor of
+/// an earlier version that still carries one has it ignored.
+pub fn stream_for_version(array: &CaiArray) -> u64 {
+    if array.version >= 3 {
+        array.stream
+    } else {
+        CAI_STREAM_NONE
+    }
+}
+
+/// Reserved option words are zero, so that later versions can give them meaning.
+pub fn reserved_options_are_zero(options: &str, reserved: &[u32]) -> Result<()> {
+    match reserved.iter().position(|&w| w != 0) {
+        None => Ok(()),
+        Some(i) => Err(Error::new(
+            Status::InvalidArgument,
+            format!("{options}.reserved[{i}] is {:#x}; reserved words must be zero", reserved[i]),
+        )),
+    }
+}

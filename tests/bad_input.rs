@@ -1,0 +1,144 @@
+//! Hostile input from C at every entry point: a status and a message, never a crash.
+
+mod common;
+
+use std::ptr::{null, null_mut};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use cai::ffi::*;
+use cai::status::*;
+use cai::{CaiArray, CaiDtype, CaiLayout};
+use common::*;
+
+#[test]
+fn null_arguments_are_null_argument_errors_naming_the_argument() {
+    let mut e = blank_error();
+    assert_eq!(cai_validate(null(), &mut e), CAI_ERROR_NULL_ARGUMENT);
+    assert!(e.message_str().contains("array is NULL"), "{}", e.message_str());
+    assert_eq!(cai_layout(null(), null_mut(), null_mut()), CAI_ERROR_NULL_ARGUMENT);
+    let a = array(&[2], "<f4");
+    assert_eq!(cai_layout(&a, null_mut(), &mut e), CAI_ERROR_NULL_ARGUMENT);
+    assert!(e.message_str().contains("layout is NULL"));
+    assert_eq!(cai_export(null_mut(), null(), null_mut()), CAI_ERROR_NULL_ARGUMENT);
+    assert_eq!(cai_release(null_mut(), null_mut()), CAI_ERROR_NULL_ARGUMENT);
+    let mut d = CaiDtype { itemsize: 0, kind: 0, byteorder: 0 };
+    assert_eq!(cai_typestr_parse(null(), &mut d, null_mut()), CAI_ERROR_NULL_ARGUMENT);
+    assert_eq!(cai_typestr_parse(c"<f4".as_ptr(), null_mut(), null_mut()), CAI_ERROR_NULL_ARGUMENT);
+}
+
+#[test]
+fn outputs_are_untouched_on_failure() {
+    let a = array(&[-1], "<f4");
+    let mut l = CaiLayout { element_count: 77, ..Default::default() };
+    assert_eq!(cai_layout(&a, &mut l, null_mut()), CAI_ERROR_INVALID_SHAPE);
+    assert_eq!(l.element_count, 77);
+    let mut d = CaiDtype { itemsize: 5, kind: 0, byteorder: 0 };
+    assert_eq!(cai_typestr_parse(c"<f".as_ptr(), &mut d, null_mut()), CAI_ERROR_INVALID_TYPESTR);
+    assert_eq!(d.itemsize, 5);
+}
+
+#[test]
+fn garbage_flags_and_reserved_words_are_rejected() {
+    let mut a = array(&[2], "<f4");
+    a.readonly = 2;
+    assert_rejected(&a, CAI_ERROR_INVALID_DATA, "readonly is 2");
+    let mut a = array(&[2], "<f4");
+    a.strides_given = 0xdead;
+    assert_rejected(&a, CAI_ERROR_INVALID_STRIDES, "strides_given is 57005");
+    let mut a = array(&[2], "<f4");
+    a.reserved[3] = 1;
+    assert_rejected(&a, CAI_ERROR_INVALID_ARGUMENT, "reserved[3]");
+    let mut a = array(&[2], "<f4");
+    let options = cai::export::CaiExportOptions { version: 3, reserved: [0, 0, 9, 0, 0, 0, 0] };
+    assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_ERROR_INVALID_ARGUMENT);
+}
+
+#[test]
+fn a_mask_pointing_to_itself_or_a_cycle_is_invalid_mask() {
+    let mut a = array(&[2], "<f4");
+    a.mask = &a;
+    assert_rejected(&a, CAI_ERROR_INVALID_MASK, "itself");
+
+    // a -> b -> a: caught by the depth limit.
+    let mut pair = [array(&[2], "<f4"), array(&[2], "|b1")];
+    let base = pair.as_mut_ptr();
+    unsafe {
+        (*base).mask = base.add(1);
+        (*base.add(1)).mask = base;
+    }
+    assert_rejected(&pair[0], CAI_ERROR_INVALID_MASK, "CAI_MAX_MASK_DEPTH");
+}
+
+#[test]
+fn masks_nested_within_the_limit_are_accepted() {
+    let m2 = array(&[2], "|b1");
+    let mut m1 = array(&[2], "|b1");
+    m1.mask = &m2;
+    let mut a = array(&[2], "<f4");
+    a.mask = &m1;
+    assert_eq!(validate(&a).0, CAI_OK);
+}
+
+#[test]
+fn arbitrary_bytes_as_an_array_never_crash() {
+    // Deterministic xorshift bytes reinterpreted as a CaiArray, pointers cleared as the API
+    // requires (NULL or valid). Every outcome must be a defined status.
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..20_000 {
+        let mut bytes = [0u8; std::mem::size_of::<CaiArray>()];
+        for b in bytes.iter_mut() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            *b = state as u8;
+        }
+        let mut a: CaiArray = unsafe { std::mem::transmute(bytes) };
+        a.mask = null();
+        a.descr = null();
+        a.release = None;
+        // Bias toward valid values so that deeper rules run too.
+        a.version = a.version.rem_euclid(5);
+        a.ndim = a.ndim.rem_euclid(70);
+        a.readonly &= 1;
+        a.strides_given &= 1;
+        a.descr_count = 0;
+        if state % 2 == 0 {
+            a.reserved = [0; 4];
+        }
+        let status = cai_validate(&a, null_mut());
+        assert!(status == CAI_OK || cai::Status::from_code(status).is_some(), "status {status}");
+        assert_ne!(status, CAI_ERROR_PANIC);
+    }
+}
+
+static RELEASES: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn count_release(array: *mut CaiArray) {
+    RELEASES.fetch_add(1, Ordering::SeqCst);
+    assert_eq!(unsafe { (*array).owner } as usize, 0xabc);
+}
+
+#[test]
+fn release_runs_exactly_once_and_never_on_a_borrowed_array() {
+    let mut a = array(&[2], "<f4");
+    a.owner = 0xabc as *mut _;
+    a.release = Some(count_release);
+    assert_eq!(cai_release(&mut a, null_mut()), CAI_OK);
+    assert_eq!(cai_release(&mut a, null_mut()), CAI_OK);
+    assert_eq!(RELEASES.load(Ordering::SeqCst), 1);
+    assert!(a.release.is_none());
+    let mut borrowed = array(&[2], "<f4");
+    assert_eq!(cai_release(&mut borrowed, null_mut()), CAI_OK);
+    assert_eq!(RELEASES.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn status_strings_name_every_code() {
+    let name = |code| unsafe { std::ffi::CStr::from_ptr(cai_status_string(code)) }.to_str().unwrap();
+    assert_eq!(name(CAI_OK), "CAI_OK");
+    assert_eq!(name(CAI_ERROR_OVERFLOW), "CAI_ERROR_OVERFLOW");
+    assert_eq!(name(-5), "CAI_ERROR_UNKNOWN");
+    assert_eq!(name(1000), "CAI_ERROR_UNKNOWN");
+    let version = unsafe { std::ffi::CStr::from_ptr(cai_library_version()) }.to_str().unwrap();
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+}
