@@ -43,8 +43,31 @@
 // The CUDA per-thread default stream.
 #define CAI_STREAM_PER_THREAD 2
 
+// Stream-ordered when the consumer names a stream, else blocking; off when
+// CAI_ARRAY_INTERFACE_SYNC=0.
+#define CAI_SYNC_DEFAULT 0
+
+// The consumer's stream waits on an event recorded on the producer's stream; the host does
+// not block. Without a consumer stream, blocking.
+#define CAI_SYNC_STREAM_ORDERED 1
+
+// The host waits for the producer's stream (cuStreamSynchronize).
+#define CAI_SYNC_BLOCKING 2
+
+// No synchronization: the caller takes responsibility (spec: "User ... override").
+#define CAI_SYNC_NONE 3
+
 // Bytes in `CaiError.message`, the terminating NUL included.
 #define CAI_ERROR_MESSAGE_CAPACITY 512
+
+// Check the pointer when a driver can be loaded; skip it quietly when none can.
+#define CAI_POINTER_CHECK_DEFAULT 0
+
+// Always check the pointer; fail with CAI_ERROR_NO_DRIVER when no driver can be loaded.
+#define CAI_POINTER_CHECK_ALWAYS 1
+
+// Never ask the driver about the pointer.
+#define CAI_POINTER_CHECK_NEVER 2
 
 // Version written when the caller does not choose one.
 #define CAI_EXPORT_VERSION_DEFAULT 3
@@ -181,11 +204,55 @@ typedef struct CaiLayout {
 
 // How `cai_export` writes a descriptor. Zero-initialized means the defaults.
 typedef struct CaiExportOptions {
+  // NULL, or `work_stream_count` raw CUstreams (0 = the NULL stream) with pending work on the data.
+  const uint64_t *work_streams;
+  // Number of entries in `work_streams`.
+  uint64_t work_stream_count;
   // CAI version to write: 3, or 2 (no `stream`); 0 means CAI_ARRAY_INTERFACE_EXPORT_VERSION, else 3.
   int32_t version;
+  // 1: check through the driver that `data` is device memory holding the whole extent.
+  uint32_t check_pointer;
+  // 1: the producer's NULL stream is the per-thread default stream (exported as 2, not 1).
+  uint32_t per_thread_default_stream;
   // Zero; room for later options without an ABI break.
-  uint32_t reserved[7];
+  uint32_t reserved[5];
 } CaiExportOptions;
+
+// How `cai_import` accepts an array. Zero-initialized means the defaults.
+typedef struct CaiImportOptions {
+  // The consumer's stream, as a CAI stream value (0: none, 1 legacy, 2 per-thread, else a CUstream).
+  uint64_t consumer_stream;
+  // One of CAI_SYNC_*.
+  int32_t sync_mode;
+  // One of CAI_POINTER_CHECK_*.
+  int32_t pointer_check;
+  // 1: the consumer will write; a read-only array fails with CAI_ERROR_READONLY.
+  uint32_t writable;
+  // 1: only native byte order is accepted (as CuPy and mpi4py require).
+  uint32_t native_only;
+  // Zero; room for later options without an ABI break.
+  uint32_t reserved[6];
+} CaiImportOptions;
+
+// What the driver reports about a data pointer.
+typedef struct CaiPointerInfo {
+  // The pointer as usable in the calling thread's current context.
+  uint64_t device_pointer;
+  // Start of the allocation holding the pointer.
+  uint64_t allocation_base;
+  // Size in bytes of that allocation.
+  uint64_t allocation_size;
+  // CUcontext the allocation belongs to (may be NULL for managed memory).
+  void *context;
+  // Ordinal of the device the allocation belongs to.
+  int32_t device_ordinal;
+  // CUmemorytype: 1 host (pinned and mapped), 2 device, 4 unified.
+  uint32_t memory_type;
+  // 1 for managed (cudaMallocManaged) memory.
+  uint32_t is_managed;
+  // 1 if the driver was asked; 0 if the check was skipped (zero-size array, no driver, or off).
+  uint32_t checked;
+} CaiPointerInfo;
 
 // What a typestr describes, as numpy's dtype reports it.
 typedef struct CaiDtype {
@@ -229,6 +296,37 @@ int32_t cai_export(struct CaiArray *array,
 // exactly once however often this is called. A borrowed array (release NULL) is left as is.
 // The mask and descr are the producer's to free in its callback; libcai never frees them.
 int32_t cai_release(struct CaiArray *array, struct CaiError *error);
+
+// Consumer side: validates `array`, refuses writable access to read-only data, checks the
+// data pointer with the driver (device-accessible, whole extent inside its allocation; by
+// default only where a driver loads, never for zero-size arrays) and synchronizes with the
+// array's stream as `options->sync_mode` says. `options` may be NULL for the defaults.
+//
+// `*info` (may be NULL) is written only on success. `error` may be NULL; it is written only
+// on failure. Needs the driver only for a pointer check or a sync; fails with
+// CAI_ERROR_NO_DRIVER when one of those is needed and no driver loads.
+int32_t cai_import(const struct CaiArray *array,
+                   const struct CaiImportOptions *options,
+                   struct CaiPointerInfo *info,
+                   struct CaiError *error);
+
+// Synchronizes with `array`'s stream from `consumer_stream` (a CAI stream value; 0 for none)
+// in `sync_mode` (a CAI_SYNC_* value), without the other import checks. A NULL-stream
+// (`stream` 0, "None") array needs nothing and loads no driver.
+int32_t cai_sync(const struct CaiArray *array,
+                 uint64_t consumer_stream,
+                 int32_t sync_mode,
+                 struct CaiError *error);
+
+// Asks the driver about a data pointer: context, device, memory type, managed, and the
+// allocation holding it. Fails with CAI_ERROR_NOT_DEVICE_POINTER for memory the device
+// cannot reach. `*info` is written only on success.
+int32_t cai_pointer_info(uint64_t pointer, struct CaiPointerInfo *info, struct CaiError *error);
+
+// Loads the driver if it is not loaded yet and reports whether that worked: CAI_OK, or
+// CAI_ERROR_NO_DRIVER with the loader's message. `*version` (may be NULL) receives
+// cuDriverGetVersion's value on success, e.g. 12040.
+int32_t cai_driver_status(int32_t *version, struct CaiError *error);
 
 // Parses a NUL-terminated numpy typestr (e.g. "<f4", "|V12", "<M8[ns]") as numpy would.
 //

@@ -18,7 +18,21 @@
 
 #define CAI_STREAM_PER_THREAD 2
 
+#define CAI_SYNC_DEFAULT 0
+
+#define CAI_SYNC_STREAM_ORDERED 1
+
+#define CAI_SYNC_BLOCKING 2
+
+#define CAI_SYNC_NONE 3
+
 #define CAI_ERROR_MESSAGE_CAPACITY 512
+
+#define CAI_POINTER_CHECK_DEFAULT 0
+
+#define CAI_POINTER_CHECK_ALWAYS 1
+
+#define CAI_POINTER_CHECK_NEVER 2
 
 #define CAI_EXPORT_VERSION_DEFAULT 3
 
@@ -99,9 +113,33 @@ typedef struct CaiLayout {
 } CaiLayout;
 
 typedef struct CaiExportOptions {
+  const uint64_t *work_streams;
+  uint64_t work_stream_count;
   int32_t version;
-  uint32_t reserved[7];
+  uint32_t check_pointer;
+  uint32_t per_thread_default_stream;
+  uint32_t reserved[5];
 } CaiExportOptions;
+
+typedef struct CaiImportOptions {
+  uint64_t consumer_stream;
+  int32_t sync_mode;
+  int32_t pointer_check;
+  uint32_t writable;
+  uint32_t native_only;
+  uint32_t reserved[6];
+} CaiImportOptions;
+
+typedef struct CaiPointerInfo {
+  uint64_t device_pointer;
+  uint64_t allocation_base;
+  uint64_t allocation_size;
+  void *context;
+  int32_t device_ordinal;
+  uint32_t memory_type;
+  uint32_t is_managed;
+  uint32_t checked;
+} CaiPointerInfo;
 
 typedef struct CaiDtype {
   uint64_t itemsize;
@@ -120,6 +158,20 @@ int32_t cai_export(struct CaiArray *array,
                    struct CaiError *error);
 
 int32_t cai_release(struct CaiArray *array, struct CaiError *error);
+
+int32_t cai_import(const struct CaiArray *array,
+                   const struct CaiImportOptions *options,
+                   struct CaiPointerInfo *info,
+                   struct CaiError *error);
+
+int32_t cai_sync(const struct CaiArray *array,
+                 uint64_t consumer_stream,
+                 int32_t sync_mode,
+                 struct CaiError *error);
+
+int32_t cai_pointer_info(uint64_t pointer, struct CaiPointerInfo *info, struct CaiError *error);
+
+int32_t cai_driver_status(int32_t *version, struct CaiError *error);
 
 int32_t cai_typestr_parse(const char *typestr, struct CaiDtype *dtype, struct CaiError *error);
 

@@ -1,23 +1,96 @@
 //! Producer side: turn a producer's array into the descriptor consumers receive.
 
-use crate::array::CaiArray;
+use crate::array::{CaiArray, CAI_STREAM_NONE};
+use crate::device::pointer::CaiPointerInfo;
+use crate::device::sync::{consumer_sync, exported_stream_value, join_streams, CAI_SYNC_BLOCKING};
+use crate::driver::driver;
+use crate::import::{checked_pointer, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_NEVER};
 use crate::normalize::{export_version, normalize_for_export};
-use crate::status::Result;
-use crate::validate::Validated;
+use crate::status::{Error, Result, Status};
+use crate::validate::reserved_options_are_zero;
 
 /// How `cai_export` writes a descriptor. Zero-initialized means the defaults.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct CaiExportOptions {
+    /// NULL, or `work_stream_count` raw CUstreams (0 = the NULL stream) with pending work on the data.
+    pub work_streams: *const u64,
+    /// Number of entries in `work_streams`.
+    pub work_stream_count: u64,
     /// CAI version to write: 3, or 2 (no `stream`); 0 means CAI_ARRAY_INTERFACE_EXPORT_VERSION, else 3.
     pub version: i32,
+    /// 1: check through the driver that `data` is device memory holding the whole extent.
+    pub check_pointer: u32,
+    /// 1: the producer's NULL stream is the per-thread default stream (exported as 2, not 1).
+    pub per_thread_default_stream: u32,
     /// Zero; room for later options without an ABI break.
-    pub reserved: [u32; 7],
+    pub reserved: [u32; 5],
 }
 
-/// Validates and normalizes `array` for export as `options` ask.
-pub fn export(array: &mut CaiArray, options: &CaiExportOptions) -> Result<Validated> {
-    crate::validate::reserved_options_are_zero("CaiExportOptions", &options.reserved)?;
+impl Default for CaiExportOptions {
+    fn default() -> Self {
+        CaiExportOptions {
+            work_streams: std::ptr::null(),
+            work_stream_count: 0,
+            version: 0,
+            check_pointer: 0,
+            per_thread_default_stream: 0,
+            reserved: [0; 5],
+        }
+    }
+}
+
+/// Validates and normalizes `array` for export as `options` ask, then, where the producer has
+/// work on several streams, joins them into the exported one (spec: "Producers must ensure
+/// that ... synchronization on the provided stream is sufficient"). On error `array` is
+/// unchanged.
+pub fn export(array: &mut CaiArray, options: &CaiExportOptions) -> Result<CaiPointerInfo> {
+    reserved_options_are_zero("CaiExportOptions", &options.reserved)?;
     let version = export_version(options.version)?;
-    normalize_for_export(array, version)
+    let check_pointer = match options.check_pointer {
+        0 => CAI_POINTER_CHECK_NEVER,
+        1 => CAI_POINTER_CHECK_ALWAYS,
+        other => {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("CaiExportOptions.check_pointer is {other}; it must be 0 or 1"),
+            ))
+        }
+    };
+    let per_thread = options.per_thread_default_stream == 1;
+    let work_streams: Vec<u64> =
+        work_streams(options)?.iter().map(|&raw| exported_stream_value(raw, per_thread)).collect();
+
+    let mut exported = *array;
+    let validated = normalize_for_export(&mut exported, version)?;
+    let info = checked_pointer(&exported, &validated, check_pointer)?;
+    if exported.stream == CAI_STREAM_NONE && version >= 3 {
+        exported.stream = work_streams.first().copied().unwrap_or(CAI_STREAM_NONE);
+    }
+    if !work_streams.is_empty() {
+        let d = driver()?;
+        if version >= 3 {
+            join_streams(d, exported.stream, &work_streams, info.cu_context())?;
+        } else {
+            // Version 2 has no stream to join into: the work must be finished before the
+            // consumer sees the array, so the host waits for it.
+            for &stream in &work_streams {
+                consumer_sync(d, stream, CAI_STREAM_NONE, CAI_SYNC_BLOCKING, info.cu_context())?;
+            }
+        }
+    }
+    *array = exported;
+    Ok(info)
+}
+
+fn work_streams(options: &CaiExportOptions) -> Result<&[u64]> {
+    match (options.work_streams.is_null(), options.work_stream_count) {
+        (_, 0) => Ok(&[]),
+        (true, n) => Err(Error::new(
+            Status::NullArgument,
+            format!("CaiExportOptions.work_streams is NULL but work_stream_count is {n}"),
+        )),
+        // SAFETY: the API promises `work_streams` holds `work_stream_count` entries.
+        (false, n) => Ok(unsafe { std::slice::from_raw_parts(options.work_streams, n as usize) }),
+    }
 }

@@ -5,10 +5,13 @@
 //! that cbindgen turns into `include/cai.h`.
 
 pub mod array;
+pub mod device;
+pub mod driver;
 pub mod dtype;
 pub mod export;
 pub mod ffi;
 mod headers;
+pub mod import;
 pub mod layout;
 pub mod normalize;
 pub mod status;

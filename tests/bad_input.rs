@@ -49,7 +49,8 @@ fn garbage_flags_and_reserved_words_are_rejected() {
     a.reserved[3] = 1;
     assert_rejected(&a, CAI_ERROR_INVALID_ARGUMENT, "reserved[3]");
     let mut a = array(&[2], "<f4");
-    let options = cai::export::CaiExportOptions { version: 3, reserved: [0, 0, 9, 0, 0, 0, 0] };
+    let options =
+        cai::export::CaiExportOptions { version: 3, reserved: [0, 0, 9, 0, 0], ..Default::default() };
     assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_ERROR_INVALID_ARGUMENT);
 }
 

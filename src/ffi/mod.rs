@@ -2,10 +2,12 @@
 //! the optional error out-parameter; the logic lives in the core modules.
 
 mod array;
+mod device;
 mod dtype;
 mod info;
 
 pub use array::{cai_export, cai_layout, cai_release, cai_validate};
+pub use device::{cai_driver_status, cai_import, cai_pointer_info, cai_sync};
 pub use dtype::cai_typestr_parse;
 pub use info::{cai_library_version, cai_status_string};
 

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: arrays built as a C caller would build them.
 #![allow(dead_code)]
 
+pub mod fake_driver;
+
 use cai::ffi::CaiError;
 use cai::{CaiArray, CaiLayout};
 

@@ -1,0 +1,199 @@
+//! The CUDA driver, opened at run time with dlopen (never linked), its entry points resolved
+//! once per process. No driver is a status (CAI_ERROR_NO_DRIVER), never a panic.
+//!
+//! CUresult values stay raw `i32`s: an enum from bindings would lack newer codes, and reading
+//! an unknown value into a Rust enum is undefined behaviour.
+
+use std::ffi::{c_void, CStr, CString};
+use std::os::raw::{c_char, c_int, c_uint};
+use std::sync::OnceLock;
+
+use cuda_driver_sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream};
+
+use crate::status::{Error, Result, Status};
+
+/// Environment variable naming the driver library to open instead of libcuda.so.1.
+pub(crate) const DRIVER_PATH_ENV: &str = "CAI_CUDA_DRIVER";
+const DEFAULT_DRIVER: &str = "libcuda.so.1";
+
+pub(crate) const CUDA_SUCCESS: i32 = 0;
+/// CUDA version whose ABI cuGetProcAddress is asked for: every entry point below exists in it.
+const PROC_ADDRESS_CUDA_VERSION: c_int = 11030;
+/// CU_GET_PROC_ADDRESS_LEGACY_STREAM: default-stream handles are passed explicitly anyway.
+const PROC_ADDRESS_LEGACY_STREAM: u64 = 1;
+
+type CuGetProcAddress = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> i32;
+
+/// The entry points libcai uses, as the driver exports them.
+#[allow(non_snake_case)]
+pub struct Api {
+    pub cuInit: unsafe extern "C" fn(c_uint) -> i32,
+    pub cuDriverGetVersion: unsafe extern "C" fn(*mut c_int) -> i32,
+    pub cuGetErrorName: unsafe extern "C" fn(i32, *mut *const c_char) -> i32,
+    pub cuPointerGetAttributes:
+        unsafe extern "C" fn(c_uint, *mut c_uint, *mut *mut c_void, CUdeviceptr) -> i32,
+    pub cuMemGetAddressRange: unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUdeviceptr) -> i32,
+    pub cuCtxGetCurrent: unsafe extern "C" fn(*mut CUcontext) -> i32,
+    pub cuCtxPushCurrent: unsafe extern "C" fn(CUcontext) -> i32,
+    pub cuCtxPopCurrent: unsafe extern "C" fn(*mut CUcontext) -> i32,
+    pub cuCtxGetDevice: unsafe extern "C" fn(*mut CUdevice) -> i32,
+    pub cuStreamGetCtx: unsafe extern "C" fn(CUstream, *mut CUcontext) -> i32,
+    pub cuStreamSynchronize: unsafe extern "C" fn(CUstream) -> i32,
+    pub cuStreamWaitEvent: unsafe extern "C" fn(CUstream, CUevent, c_uint) -> i32,
+    pub cuEventCreate: unsafe extern "C" fn(*mut CUevent, c_uint) -> i32,
+    pub cuEventRecord: unsafe extern "C" fn(CUevent, CUstream) -> i32,
+    pub cuEventDestroy: unsafe extern "C" fn(CUevent) -> i32,
+}
+
+/// A loaded, initialized driver.
+pub struct Driver {
+    pub api: Api,
+    pub version: i32,
+    pub path: String,
+}
+
+// SAFETY: the table holds plain function pointers into a library that is never unloaded.
+unsafe impl Send for Driver {}
+unsafe impl Sync for Driver {}
+
+static DRIVER: OnceLock<std::result::Result<Driver, Error>> = OnceLock::new();
+
+/// The process's driver, loaded and cuInit-ed on first use from any thread.
+pub fn driver() -> Result<&'static Driver> {
+    DRIVER.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+/// True when a driver is loaded or can be: the import's default pointer check runs only then.
+pub fn driver_available() -> bool {
+    driver().is_ok()
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string owned by libc.
+    let message = unsafe { libc::dlerror() };
+    if message.is_null() {
+        "unknown dlopen error".into()
+    } else {
+        unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned()
+    }
+}
+
+fn load() -> std::result::Result<Driver, Error> {
+    let path = std::env::var(DRIVER_PATH_ENV).ok().filter(|p| !p.is_empty());
+    let path = path.as_deref().unwrap_or(DEFAULT_DRIVER).to_string();
+    let no_driver =
+        |why: String| Error::new(Status::NoDriver, format!("cannot load the CUDA driver {path:?}: {why}"));
+    let c_path = CString::new(path.clone()).map_err(|_| no_driver("the path contains a NUL byte".into()))?;
+    // SAFETY: dlopen with a valid C string. The handle is kept for the process's lifetime.
+    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        return Err(no_driver(dl_error()));
+    }
+    let api = resolve_all(handle).map_err(no_driver)?;
+    // SAFETY: entry points resolved from the driver with their documented signatures.
+    let init = unsafe { (api.cuInit)(0) };
+    if init != CUDA_SUCCESS {
+        let name = error_name(&api, init);
+        return Err(Error {
+            status: Status::NoDriver,
+            cu_result: init,
+            message: format!("cuInit failed in {path:?}: {name} ({init})"),
+        });
+    }
+    let mut version = 0;
+    // SAFETY: as above.
+    unsafe { (api.cuDriverGetVersion)(&mut version) };
+    Ok(Driver { api, version, path })
+}
+
+fn resolve_all(handle: *mut c_void) -> std::result::Result<Api, String> {
+    let get_proc_address: Option<CuGetProcAddress> = unsafe {
+        std::mem::transmute::<*mut c_void, Option<CuGetProcAddress>>(dlsym(handle, "cuGetProcAddress"))
+    };
+    let resolve = |name: &str, versioned: &str| -> std::result::Result<*mut c_void, String> {
+        if let Some(get) = get_proc_address {
+            let c_name = CString::new(name).expect("entry point names have no NUL");
+            let mut pointer = std::ptr::null_mut();
+            // SAFETY: cuGetProcAddress (CUDA 11.3+) with its documented signature.
+            let status = unsafe {
+                get(c_name.as_ptr(), &mut pointer, PROC_ADDRESS_CUDA_VERSION, PROC_ADDRESS_LEGACY_STREAM)
+            };
+            if status == CUDA_SUCCESS && !pointer.is_null() {
+                return Ok(pointer);
+            }
+        }
+        let pointer = dlsym(handle, versioned);
+        if pointer.is_null() {
+            Err(format!("the driver has no entry point {versioned}"))
+        } else {
+            Ok(pointer)
+        }
+    };
+    macro_rules! entry {
+        ($name:literal, $versioned:literal) => {
+            // SAFETY: the symbol is the driver's entry point of that name, whose C signature
+            // the field's type spells out.
+            unsafe { as_fn(resolve($name, $versioned)?) }
+        };
+    }
+    Ok(Api {
+        cuInit: entry!("cuInit", "cuInit"),
+        cuDriverGetVersion: entry!("cuDriverGetVersion", "cuDriverGetVersion"),
+        cuGetErrorName: entry!("cuGetErrorName", "cuGetErrorName"),
+        cuPointerGetAttributes: entry!("cuPointerGetAttributes", "cuPointerGetAttributes"),
+        cuMemGetAddressRange: entry!("cuMemGetAddressRange", "cuMemGetAddressRange_v2"),
+        cuCtxGetCurrent: entry!("cuCtxGetCurrent", "cuCtxGetCurrent"),
+        cuCtxPushCurrent: entry!("cuCtxPushCurrent", "cuCtxPushCurrent_v2"),
+        cuCtxPopCurrent: entry!("cuCtxPopCurrent", "cuCtxPopCurrent_v2"),
+        cuCtxGetDevice: entry!("cuCtxGetDevice", "cuCtxGetDevice"),
+        cuStreamGetCtx: entry!("cuStreamGetCtx", "cuStreamGetCtx"),
+        cuStreamSynchronize: entry!("cuStreamSynchronize", "cuStreamSynchronize"),
+        cuStreamWaitEvent: entry!("cuStreamWaitEvent", "cuStreamWaitEvent"),
+        cuEventCreate: entry!("cuEventCreate", "cuEventCreate"),
+        cuEventRecord: entry!("cuEventRecord", "cuEventRecord"),
+        cuEventDestroy: entry!("cuEventDestroy", "cuEventDestroy_v2"),
+    })
+}
+
+/// Reads a symbol address as a function pointer.
+///
+/// SAFETY: `F` must be the function-pointer type matching the symbol's C signature.
+unsafe fn as_fn<F: Copy>(pointer: *mut c_void) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    std::mem::transmute_copy(&pointer)
+}
+
+fn dlsym(handle: *mut c_void, name: &str) -> *mut c_void {
+    let c_name = CString::new(name).expect("symbol names have no NUL");
+    // SAFETY: a valid handle from dlopen and a valid C string.
+    unsafe { libc::dlsym(handle, c_name.as_ptr()) }
+}
+
+/// The driver's name for a CUresult ("CUDA_ERROR_INVALID_VALUE"), or "CUresult N" if unknown.
+pub fn error_name(api: &Api, result: i32) -> String {
+    let mut name: *const c_char = std::ptr::null();
+    // SAFETY: cuGetErrorName writes a pointer to a static string, or fails.
+    let status = unsafe { (api.cuGetErrorName)(result, &mut name) };
+    if status == CUDA_SUCCESS && !name.is_null() {
+        unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
+    } else {
+        format!("CUresult {result}")
+    }
+}
+
+impl Driver {
+    /// A CAI_ERROR_DRIVER naming the call and the CUresult it returned.
+    pub fn error(&self, result: i32, call: &str) -> Error {
+        let name = error_name(&self.api, result);
+        Error::driver(result, format!("{call} failed: {name} ({result})"))
+    }
+
+    /// Turns a CUresult into Ok, or the error naming the call.
+    pub fn check(&self, result: i32, call: impl FnOnce() -> String) -> Result<()> {
+        if result == CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(self.error(result, &call()))
+        }
+    }
+}

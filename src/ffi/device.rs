@@ -1,0 +1,84 @@
+//! Import, sync, pointer queries and driver status: the functions that use the CUDA driver.
+
+use super::{guard, optional, required, required_mut, CaiError};
+use crate::array::CaiArray;
+use crate::device::pointer::{pointer_info, CaiPointerInfo};
+use crate::device::sync::{consumer_sync, sync_mode_is_known};
+use crate::driver::driver;
+use crate::import::{import, CaiImportOptions};
+use crate::validate::{stream_for_version, validate};
+
+/// Consumer side: validates `array`, refuses writable access to read-only data, checks the
+/// data pointer with the driver (device-accessible, whole extent inside its allocation; by
+/// default only where a driver loads, never for zero-size arrays) and synchronizes with the
+/// array's stream as `options->sync_mode` says. `options` may be NULL for the defaults.
+///
+/// `*info` (may be NULL) is written only on success. `error` may be NULL; it is written only
+/// on failure. Needs the driver only for a pointer check or a sync; fails with
+/// CAI_ERROR_NO_DRIVER when one of those is needed and no driver loads.
+#[no_mangle]
+pub extern "C" fn cai_import(
+    array: *const CaiArray,
+    options: *const CaiImportOptions,
+    info: *mut CaiPointerInfo,
+    error: *mut CaiError,
+) -> i32 {
+    guard(error, || {
+        let array = required(array, "array")?;
+        let options = optional(options).copied().unwrap_or_default();
+        let (found, _) = import(array, &options)?;
+        if let Ok(out) = required_mut(info, "info") {
+            *out = found;
+        }
+        Ok(())
+    })
+}
+
+/// Synchronizes with `array`'s stream from `consumer_stream` (a CAI stream value; 0 for none)
+/// in `sync_mode` (a CAI_SYNC_* value), without the other import checks. A NULL-stream
+/// (`stream` 0, "None") array needs nothing and loads no driver.
+#[no_mangle]
+pub extern "C" fn cai_sync(
+    array: *const CaiArray,
+    consumer_stream: u64,
+    sync_mode: i32,
+    error: *mut CaiError,
+) -> i32 {
+    guard(error, || {
+        let array = required(array, "array")?;
+        sync_mode_is_known(sync_mode)?;
+        validate(array)?;
+        let producer = stream_for_version(array);
+        let planned = crate::device::sync::planned_action(producer, consumer_stream, sync_mode);
+        if planned != crate::device::sync::SyncAction::Nothing {
+            consumer_sync(driver()?, producer, consumer_stream, sync_mode, std::ptr::null_mut())?;
+        }
+        Ok(())
+    })
+}
+
+/// Asks the driver about a data pointer: context, device, memory type, managed, and the
+/// allocation holding it. Fails with CAI_ERROR_NOT_DEVICE_POINTER for memory the device
+/// cannot reach. `*info` is written only on success.
+#[no_mangle]
+pub extern "C" fn cai_pointer_info(pointer: u64, info: *mut CaiPointerInfo, error: *mut CaiError) -> i32 {
+    guard(error, || {
+        let out = required_mut(info, "info")?;
+        *out = pointer_info(driver()?, pointer)?;
+        Ok(())
+    })
+}
+
+/// Loads the driver if it is not loaded yet and reports whether that worked: CAI_OK, or
+/// CAI_ERROR_NO_DRIVER with the loader's message. `*version` (may be NULL) receives
+/// cuDriverGetVersion's value on success, e.g. 12040.
+#[no_mangle]
+pub extern "C" fn cai_driver_status(version: *mut i32, error: *mut CaiError) -> i32 {
+    guard(error, || {
+        let loaded = driver()?;
+        if let Ok(out) = required_mut(version, "version") {
+            *out = loaded.version;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,122 @@
+//! The fake CUDA driver (tests/fake_cuda/fake_cuda.c, a test double): compiled once per test
+//! binary, handed to libcai through CAI_CUDA_DRIVER, and driven through its fake_cuda_* controls.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+pub const CUDA_ERROR_INVALID_VALUE: i32 = 1;
+pub const CUDA_ERROR_NOT_FOUND: i32 = 500;
+pub const CUDA_ERROR_LAUNCH_FAILED: i32 = 719;
+pub const MEMORY_HOST: u32 = 1;
+pub const MEMORY_DEVICE: u32 = 2;
+pub const MEMORY_UNIFIED: u32 = 4;
+pub const FLAG_MANAGED: u32 = 1;
+pub const FLAG_UNMAPPED: u32 = 2;
+
+pub struct Fake {
+    handle: *mut c_void,
+}
+
+// SAFETY: the library's controls are thread-safe (their state is per thread or locked).
+unsafe impl Send for Fake {}
+unsafe impl Sync for Fake {}
+
+/// Builds the fake driver into the test's target tmpdir (atomically, so parallel test binaries
+/// do not see a half-written file) and returns its path.
+pub fn build() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let source = root.join("tests/fake_cuda/fake_cuda.c");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let target = dir.join("libfake_cuda.so");
+    let partial = dir.join(format!("libfake_cuda.so.{}", std::process::id()));
+    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-pthread"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&partial)
+        .status()
+        .expect("a C compiler (cc) is needed to build the fake driver");
+    assert!(status.success(), "building {source:?} failed");
+    std::fs::rename(&partial, &target).expect("move the fake driver into place");
+    target
+}
+
+/// Points libcai at the fake driver (before its first driver use) and opens the same
+/// library instance for the test controls.
+pub fn fake() -> &'static Fake {
+    static FAKE: OnceLock<Fake> = OnceLock::new();
+    FAKE.get_or_init(|| {
+        let path = build();
+        std::env::set_var("CAI_CUDA_DRIVER", &path);
+        let c_path = CString::new(path.to_str().unwrap()).unwrap();
+        let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        assert!(!handle.is_null(), "dlopen of the fake driver failed");
+        Fake { handle }
+    })
+}
+
+impl Fake {
+    fn symbol<T: Copy>(&self, name: &str) -> T {
+        let c_name = CString::new(name).unwrap();
+        let pointer = unsafe { libc::dlsym(self.handle, c_name.as_ptr()) };
+        assert!(!pointer.is_null(), "fake driver lacks {name}");
+        assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+        unsafe { std::mem::transmute_copy(&pointer) }
+    }
+
+    /// Makes `device` this thread's only current context (-1: none) and clears the thread's
+    /// call log and pending failures.
+    pub fn begin(&self, device: i32) {
+        let set: extern "C" fn(i32) = self.symbol("fake_cuda_set_device");
+        let clear: extern "C" fn() = self.symbol("fake_cuda_log_clear");
+        set(device);
+        clear();
+    }
+
+    pub fn alloc(&self, size: u64, memory_type: u32, device: i32, flags: u32) -> u64 {
+        let f: extern "C" fn(u64, u32, i32, u32) -> u64 = self.symbol("fake_cuda_alloc");
+        f(size, memory_type, device, flags)
+    }
+
+    pub fn stream(&self, device: i32) -> u64 {
+        let f: extern "C" fn(i32) -> u64 = self.symbol("fake_cuda_stream_create");
+        f(device)
+    }
+
+    /// The next call of `name` on this thread returns `result`.
+    pub fn fail(&self, name: &str, result: i32) {
+        let f: extern "C" fn(*const c_char, i32) = self.symbol("fake_cuda_fail");
+        let c_name = CString::new(name).unwrap();
+        f(c_name.as_ptr(), result);
+    }
+
+    /// This thread's calls since `begin`, one per line.
+    pub fn log(&self) -> String {
+        let f: extern "C" fn() -> *const c_char = self.symbol("fake_cuda_log");
+        unsafe { CStr::from_ptr(f()) }.to_string_lossy().into_owned()
+    }
+
+    pub fn context_depth(&self) -> i32 {
+        let f: extern "C" fn() -> i32 = self.symbol("fake_cuda_context_depth");
+        f()
+    }
+
+    pub fn live_events(&self) -> i32 {
+        let f: extern "C" fn() -> i32 = self.symbol("fake_cuda_live_events");
+        f()
+    }
+
+    pub fn proc_address_lookups(&self) -> i32 {
+        let f: extern "C" fn() -> i32 = self.symbol("fake_cuda_proc_address_lookups");
+        f()
+    }
+
+    /// The name of a fake stream handle in the log ("S3").
+    pub fn stream_name(&self, handle: u64) -> String {
+        // Stream handles point into the fake's table; ids are assigned in creation order, and
+        // the first field of each slot is its id.
+        format!("S{}", unsafe { *(handle as usize as *const i32) })
+    }
+}

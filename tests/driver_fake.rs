@@ -1,0 +1,458 @@
+//! The device half (pointer checks, sync, export joins) against the fake CUDA driver, a test
+//! double: conformance.md rows 24-27, 37, 43-47 and failure injection. The GPU suite
+//! (scripts/gpu-check.sh) runs the same paths on a real driver.
+
+mod common;
+
+use std::ptr::null_mut;
+
+use cai::array::{CAI_STREAM_LEGACY, CAI_STREAM_PER_THREAD};
+use cai::device::pointer::CaiPointerInfo;
+use cai::device::sync::*;
+use cai::export::CaiExportOptions;
+use cai::ffi::*;
+use cai::import::*;
+use cai::status::*;
+use cai::CaiArray;
+use common::fake_driver::*;
+use common::*;
+
+fn device_array(f: &Fake, shape: &[i64], typestr: &str, device: i32) -> CaiArray {
+    let mut a = array(shape, typestr);
+    a.data = f.alloc(4096, MEMORY_DEVICE, device, 0);
+    a
+}
+
+fn import_with(a: &CaiArray, options: CaiImportOptions) -> (i32, String, CaiPointerInfo) {
+    let mut info = CaiPointerInfo::default();
+    let mut e = blank_error();
+    let status = cai_import(a, &options, &mut info, &mut e);
+    (status, if status == CAI_OK { String::new() } else { e.message_str() }, info)
+}
+
+fn import_default(a: &CaiArray) -> (i32, String, CaiPointerInfo) {
+    import_with(a, CaiImportOptions::default())
+}
+
+fn lines(log: &str, prefix: &str) -> Vec<String> {
+    log.lines().filter(|l| l.starts_with(prefix)).map(String::from).collect()
+}
+
+#[test]
+fn fake_driver_loads_through_cuda_driver_env_and_reports_its_version() {
+    let _ = fake();
+    let mut version = 0;
+    assert_eq!(cai_driver_status(&mut version, null_mut()), CAI_OK);
+    assert_eq!(version, 12040);
+    assert!(fake().proc_address_lookups() >= 15, "entry points came through cuGetProcAddress");
+}
+
+#[test]
+fn row_01_import_of_a_device_array_checks_the_pointer_and_does_not_sync() {
+    let f = fake();
+    f.begin(0);
+    let a = device_array(f, &[4], "<f4", 0);
+    let (status, message, info) = import_default(&a);
+    assert_eq!(status, CAI_OK, "{message}");
+    assert_eq!((info.checked, info.memory_type, info.device_ordinal), (1, MEMORY_DEVICE, 0));
+    assert_eq!((info.device_pointer, info.allocation_base, info.allocation_size), (a.data, a.data, 4096));
+    let log = f.log();
+    assert_eq!(lines(&log, "cuPointerGetAttributes").len(), 1, "{log}");
+    assert!(lines(&log, "cuStream").is_empty() && lines(&log, "cuEvent").is_empty(), "{log}");
+}
+
+#[test]
+fn row_20_21_zero_size_arrays_never_query_the_driver() {
+    let f = fake();
+    f.begin(0);
+    let mut a = array(&[0, 4], "<f4");
+    a.data = 0;
+    assert_eq!(import_default(&a).0, CAI_OK);
+    a.data = 0xdead_0000;
+    let (status, _, info) = import_default(&a);
+    assert_eq!((status, info.checked), (CAI_OK, 0));
+    assert_eq!(f.log(), "", "no driver call at all");
+}
+
+#[test]
+fn row_24_unregistered_host_memory_is_not_a_device_pointer() {
+    let f = fake();
+    f.begin(0);
+    let host = [0u8; 64];
+    let mut a = array(&[4], "<f4");
+    a.data = host.as_ptr() as u64;
+    let (status, message, _) = import_default(&a);
+    assert_eq!(status, CAI_ERROR_NOT_DEVICE_POINTER);
+    assert!(message.contains(&format!("{:#x}", a.data)), "{message}");
+    let mut unmapped = array(&[4], "<f4");
+    unmapped.data = f.alloc(64, MEMORY_HOST, 0, FLAG_UNMAPPED);
+    let (status, message, _) = import_default(&unmapped);
+    assert_eq!(status, CAI_ERROR_NOT_DEVICE_POINTER);
+    assert!(message.contains("not mapped"), "{message}");
+}
+
+#[test]
+fn row_25_managed_and_pinned_mapped_memory_are_accepted_and_reported() {
+    let f = fake();
+    f.begin(0);
+    let mut managed = array(&[4], "<f4");
+    managed.data = f.alloc(64, MEMORY_UNIFIED, 0, FLAG_MANAGED);
+    let (status, _, info) = import_default(&managed);
+    assert_eq!((status, info.memory_type, info.is_managed), (CAI_OK, MEMORY_UNIFIED, 1));
+    let mut pinned = array(&[4], "<f4");
+    pinned.data = f.alloc(64, MEMORY_HOST, 0, 0);
+    let (status, _, info) = import_default(&pinned);
+    assert_eq!((status, info.memory_type, info.is_managed), (CAI_OK, MEMORY_HOST, 0));
+}
+
+#[test]
+fn row_26_extent_past_the_allocation_is_out_of_bounds() {
+    let f = fake();
+    f.begin(0);
+    let mut a = array(&[17], "<f4");
+    a.data = f.alloc(64, MEMORY_DEVICE, 0, 0);
+    let (status, message, _) = import_default(&a);
+    assert_eq!(status, CAI_ERROR_OUT_OF_BOUNDS);
+    assert!(message.contains("outside its allocation"), "{message}");
+    a.shape[0] = 16;
+    assert_eq!(import_default(&a).0, CAI_OK, "exactly the allocation is fine");
+    // Negative stride reaching below the allocation.
+    let mut flipped = with_strides(array(&[4], "<f4"), &[-4]);
+    flipped.data = f.alloc(64, MEMORY_DEVICE, 0, 0) + 8;
+    assert_eq!(import_default(&flipped).0, CAI_ERROR_OUT_OF_BOUNDS);
+    flipped.data += 4;
+    assert_eq!(import_default(&flipped).0, CAI_OK);
+}
+
+#[test]
+fn row_26_bounds_fall_back_to_range_attributes_when_get_address_range_fails() {
+    let f = fake();
+    f.begin(0);
+    let a = device_array(f, &[4], "<f4", 0);
+    f.fail("cuMemGetAddressRange", CUDA_ERROR_NOT_FOUND);
+    let (status, message, info) = import_default(&a);
+    assert_eq!(status, CAI_OK, "{message}");
+    assert_eq!(info.allocation_size, 4096);
+}
+
+#[test]
+fn row_27_pointer_on_device_1_reports_ordinal_1_from_either_context() {
+    let f = fake();
+    for current in [0, 1] {
+        f.begin(current);
+        let a = device_array(f, &[4], "<f4", 1);
+        let (status, _, info) = import_default(&a);
+        assert_eq!((status, info.device_ordinal), (CAI_OK, 1));
+    }
+}
+
+#[test]
+fn row_27_sync_on_device_1_stream_runs_in_its_context_and_restores_the_current_one() {
+    let f = fake();
+    f.begin(0);
+    let producer = f.stream(1);
+    let consumer = f.stream(0);
+    let mut a = device_array(f, &[4], "<f4", 1);
+    a.stream = producer;
+    let (status, message, _) =
+        import_with(&a, CaiImportOptions { consumer_stream: consumer, ..Default::default() });
+    assert_eq!(status, CAI_OK, "{message}");
+    let log = f.log();
+    let (p, c) = (f.stream_name(producer), f.stream_name(consumer));
+    assert!(log.contains("cuCtxPushCurrent C1"), "{log}");
+    assert!(lines(&log, "cuEventRecord").iter().any(|l| l.ends_with(&format!(" {p}"))), "{log}");
+    assert!(
+        lines(&log, "cuStreamWaitEvent").iter().any(|l| l.starts_with(&format!("cuStreamWaitEvent {c} "))),
+        "{log}"
+    );
+    assert_eq!(f.context_depth(), 1, "the pushed context was popped");
+}
+
+#[test]
+fn row_37_writable_import_of_read_only_data_is_readonly() {
+    let f = fake();
+    f.begin(0);
+    let mut a = device_array(f, &[4], "<f4", 0);
+    a.readonly = 1;
+    let (status, message, _) = import_with(&a, CaiImportOptions { writable: 1, ..Default::default() });
+    assert_eq!(status, CAI_ERROR_READONLY);
+    assert!(message.contains("read-only"), "{message}");
+    assert_eq!(import_default(&a).0, CAI_OK, "reading read-only data is fine");
+}
+
+#[test]
+fn row_29_native_only_import_rejects_big_endian() {
+    let f = fake();
+    f.begin(0);
+    let a = device_array(f, &[4], ">i4", 0);
+    assert_eq!(import_default(&a).0, CAI_OK);
+    let (status, message, _) = import_with(&a, CaiImportOptions { native_only: 1, ..Default::default() });
+    assert_eq!(status, CAI_ERROR_INVALID_TYPESTR);
+    assert!(message.contains("'>'"), "{message}");
+}
+
+#[test]
+fn row_43_stream_ordered_sync_records_on_the_producer_and_waits_on_the_consumer() {
+    let f = fake();
+    f.begin(0);
+    let (producer, consumer) = (f.stream(0), f.stream(0));
+    let mut a = device_array(f, &[4], "<f4", 0);
+    a.stream = producer;
+    let options = CaiImportOptions { consumer_stream: consumer, ..Default::default() };
+    assert_eq!(import_with(&a, options).0, CAI_OK);
+    let log = f.log();
+    let record = lines(&log, "cuEventRecord");
+    let wait = lines(&log, "cuStreamWaitEvent");
+    assert_eq!((record.len(), wait.len()), (1, 1), "{log}");
+    let event = record[0].split(' ').nth(1).unwrap().to_string();
+    assert_eq!(record[0], format!("cuEventRecord {event} {}", f.stream_name(producer)));
+    assert_eq!(wait[0], format!("cuStreamWaitEvent {} {event} flags=0", f.stream_name(consumer)));
+    assert!(lines(&log, "cuStreamSynchronize").is_empty(), "the host is not blocked: {log}");
+    assert!(
+        log.lines().all(|l| !l.starts_with("cuEventCreate") || l.ends_with("flags=2")),
+        "DISABLE_TIMING: {log}"
+    );
+}
+
+#[test]
+fn row_43_same_stream_needs_no_sync() {
+    let f = fake();
+    f.begin(0);
+    let stream = f.stream(0);
+    let mut a = device_array(f, &[4], "<f4", 0);
+    a.stream = stream;
+    assert_eq!(import_with(&a, CaiImportOptions { consumer_stream: stream, ..Default::default() }).0, CAI_OK);
+    let log = f.log();
+    assert!(lines(&log, "cuEvent").is_empty() && lines(&log, "cuStream").is_empty(), "{log}");
+}
+
+#[test]
+fn row_44_blocking_sync_synchronizes_the_producer_stream() {
+    let f = fake();
+    f.begin(0);
+    let producer = f.stream(0);
+    let mut a = device_array(f, &[4], "<f4", 0);
+    a.stream = producer;
+    let consumer = f.stream(0);
+    let options =
+        CaiImportOptions { consumer_stream: consumer, sync_mode: CAI_SYNC_BLOCKING, ..Default::default() };
+    assert_eq!(import_with(&a, options).0, CAI_OK);
+    assert_eq!(
+        lines(&f.log(), "cuStreamSynchronize"),
+        vec![format!("cuStreamSynchronize {}", f.stream_name(producer))]
+    );
+    f.begin(0);
+    assert_eq!(import_default(&a).0, CAI_OK, "no consumer stream: blocking");
+    assert_eq!(lines(&f.log(), "cuStreamSynchronize").len(), 1);
+}
+
+#[test]
+fn row_45_sync_none_makes_no_sync_call() {
+    let f = fake();
+    f.begin(0);
+    let mut a = device_array(f, &[4], "<f4", 0);
+    a.stream = f.stream(0);
+    let options =
+        CaiImportOptions { consumer_stream: f.stream(0), sync_mode: CAI_SYNC_NONE, ..Default::default() };
+    assert_eq!(import_with(&a, options).0, CAI_OK);
+    let log = f.log();
+    assert!(lines(&log, "cuEvent").is_empty() && lines(&log, "cuStream").is_empty(), "{log}");
+}
+
+#[test]
+fn row_03_a_version_2_stream_is_ignored_by_import() {
+    let f = fake();
+    f.begin(0);
+    let mut a = device_array(f, &[4], "<f4", 0);
+    a.version = 2;
+    a.stream = f.stream(0);
+    assert_eq!(import_default(&a).0, CAI_OK);
+    assert!(lines(&f.log(), "cuStream").is_empty());
+}
+
+#[test]
+fn row_42_default_stream_values_sync_as_legacy_and_per_thread_handles() {
+    let f = fake();
+    for (value, name) in [(CAI_STREAM_LEGACY, "legacy"), (CAI_STREAM_PER_THREAD, "per-thread")] {
+        f.begin(0);
+        let mut a = device_array(f, &[4], "<f4", 0);
+        a.stream = value;
+        assert_eq!(import_default(&a).0, CAI_OK);
+        assert_eq!(lines(&f.log(), "cuStreamSynchronize"), vec![format!("cuStreamSynchronize {name}")]);
+    }
+}
+
+#[test]
+fn row_46_export_joins_work_on_several_streams_into_the_exported_one() {
+    let f = fake();
+    f.begin(0);
+    let (s7, s9, s15, s3) = (f.stream(0), f.stream(0), f.stream(0), f.stream(0));
+    let mut a = device_array(f, &[4], "<f4", 0);
+    a.stream = s3;
+    let work = [s7, s9, s15];
+    let options =
+        CaiExportOptions { work_streams: work.as_ptr(), work_stream_count: 3, ..Default::default() };
+    assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_OK);
+    assert_eq!(a.stream, s3);
+    let log = f.log();
+    let records = lines(&log, "cuEventRecord");
+    let waits = lines(&log, "cuStreamWaitEvent");
+    assert_eq!((records.len(), waits.len()), (3, 3), "{log}");
+    for (i, s) in work.iter().enumerate() {
+        assert!(records[i].ends_with(&format!(" {}", f.stream_name(*s))), "{log}");
+        assert!(waits[i].starts_with(&format!("cuStreamWaitEvent {} ", f.stream_name(s3))), "{log}");
+    }
+}
+
+#[test]
+fn row_47_export_from_the_null_stream_exports_1_or_2_never_0() {
+    let f = fake();
+    f.begin(0);
+    let null_stream = [0u64];
+    for (per_thread, expected) in [(0, CAI_STREAM_LEGACY), (1, CAI_STREAM_PER_THREAD)] {
+        let mut a = device_array(f, &[4], "<f4", 0);
+        let options = CaiExportOptions {
+            work_streams: null_stream.as_ptr(),
+            work_stream_count: 1,
+            per_thread_default_stream: per_thread,
+            ..Default::default()
+        };
+        assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_OK);
+        assert_eq!(a.stream, expected);
+    }
+}
+
+#[test]
+fn export_version_2_with_work_streams_blocks_on_them() {
+    let f = fake();
+    f.begin(0);
+    let s = f.stream(0);
+    let mut a = device_array(f, &[4], "<f4", 0);
+    let work = [s];
+    let options = CaiExportOptions {
+        work_streams: work.as_ptr(),
+        work_stream_count: 1,
+        version: 2,
+        ..Default::default()
+    };
+    assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_OK);
+    assert_eq!((a.version, a.stream), (2, 0));
+    assert_eq!(
+        lines(&f.log(), "cuStreamSynchronize"),
+        vec![format!("cuStreamSynchronize {}", f.stream_name(s))]
+    );
+}
+
+#[test]
+fn export_checks_the_pointer_when_asked() {
+    let f = fake();
+    f.begin(0);
+    let mut a = array(&[4], "<f4");
+    let host = [0u8; 16];
+    a.data = host.as_ptr() as u64;
+    let options = CaiExportOptions { check_pointer: 1, ..Default::default() };
+    let before = format!("{a:?}");
+    assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_ERROR_NOT_DEVICE_POINTER);
+    assert_eq!(format!("{a:?}"), before, "unchanged on failure");
+    assert_eq!(cai_export(&mut a, std::ptr::null(), null_mut()), CAI_OK, "unchecked by default");
+}
+
+#[test]
+fn every_driver_failure_is_cai_error_driver_with_the_cuda_name_and_nothing_left_behind() {
+    let f = fake();
+    // cuEventCreate is tested in tests/driver_event_create_failure.rs, where the shared event
+    // pool is known to be empty.
+    for call in
+        ["cuPointerGetAttributes", "cuStreamGetCtx", "cuEventRecord", "cuStreamWaitEvent", "cuCtxPushCurrent"]
+    {
+        f.begin(0);
+        let producer = f.stream(1); // device 1: the context is pushed
+        let mut a = device_array(f, &[4], "<f4", 1);
+        a.stream = producer;
+        f.fail(call, CUDA_ERROR_LAUNCH_FAILED);
+        let (status, message, _) =
+            import_with(&a, CaiImportOptions { consumer_stream: f.stream(0), ..Default::default() });
+        assert_eq!(status, CAI_ERROR_DRIVER, "{call}: {message}");
+        assert!(message.contains("CUDA_ERROR_LAUNCH_FAILED (719)"), "{call}: {message}");
+        assert!(message.contains(call), "{call}: {message}");
+        assert_eq!(f.context_depth(), 1, "{call}: no context left pushed");
+    }
+    f.begin(0);
+    f.fail("cuStreamSynchronize", CUDA_ERROR_LAUNCH_FAILED);
+    let mut a = device_array(f, &[4], "<f4", 0);
+    a.stream = CAI_STREAM_LEGACY;
+    let mut e = blank_error();
+    assert_eq!(cai_import(&a, std::ptr::null(), null_mut(), &mut e), CAI_ERROR_DRIVER);
+    assert_eq!(e.cu_result, CUDA_ERROR_LAUNCH_FAILED, "the raw CUresult is kept");
+}
+
+#[test]
+fn unknown_cuda_results_are_named_by_number() {
+    let f = fake();
+    f.begin(0);
+    let a = device_array(f, &[4], "<f4", 0);
+    f.fail("cuPointerGetAttributes", 12345);
+    let (status, message, _) = import_default(&a);
+    assert_eq!(status, CAI_ERROR_DRIVER);
+    assert!(message.contains("CUresult 12345"), "{message}");
+}
+
+#[test]
+fn cai_sync_and_pointer_info_work_on_their_own() {
+    let f = fake();
+    f.begin(0);
+    let mut a = device_array(f, &[4], "<f4", 0);
+    a.stream = f.stream(0);
+    let consumer = f.stream(0);
+    assert_eq!(cai_sync(&a, consumer, CAI_SYNC_DEFAULT, null_mut()), CAI_OK);
+    assert_eq!(lines(&f.log(), "cuStreamWaitEvent").len(), 1);
+    assert_eq!(cai_sync(&a, consumer, 9, null_mut()), CAI_ERROR_INVALID_ARGUMENT);
+    let mut info = CaiPointerInfo::default();
+    assert_eq!(cai_pointer_info(a.data, &mut info, null_mut()), CAI_OK);
+    assert_eq!(info.allocation_size, 4096);
+    assert_eq!(cai_pointer_info(a.data, null_mut(), null_mut()), CAI_ERROR_NULL_ARGUMENT);
+}
+
+#[test]
+fn bad_import_options_are_invalid_argument() {
+    let f = fake();
+    f.begin(0);
+    let a = device_array(f, &[4], "<f4", 0);
+    for options in [
+        CaiImportOptions { sync_mode: 7, ..Default::default() },
+        CaiImportOptions { pointer_check: 3, ..Default::default() },
+        CaiImportOptions { writable: 2, ..Default::default() },
+        CaiImportOptions { reserved: [0, 1, 0, 0, 0, 0], ..Default::default() },
+    ] {
+        assert_eq!(import_with(&a, options).0, CAI_ERROR_INVALID_ARGUMENT, "{options:?}");
+    }
+}
+
+#[test]
+fn many_threads_import_and_sync_at_once_and_the_event_pool_stays_bounded() {
+    let f = fake();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let f = fake();
+                let device = t % 2;
+                f.begin(device);
+                let mut a = device_array(f, &[4], "<f4", device);
+                a.stream = f.stream(device);
+                let options = CaiImportOptions { consumer_stream: f.stream(device), ..Default::default() };
+                for _ in 0..500 {
+                    let (status, message, _) = import_with(&a, options);
+                    assert_eq!(status, CAI_OK, "{message}");
+                    f.begin(device);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("no thread failed");
+    }
+    assert!(EventPool::idle_count() <= EventPool::capacity());
+    // 4,000 stream-ordered imports: without reuse there would be 4,000 live events. Other
+    // tests run alongside, so allow one in-flight event per test thread beyond the pool.
+    assert!((f.live_events() as usize) <= EventPool::capacity() + 64, "events are reused, not leaked");
+}

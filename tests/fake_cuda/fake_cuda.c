@@ -1,0 +1,402 @@
+/* TEST DOUBLE: a fake CUDA driver for libcai's CI, which has no GPU.
+ *
+ * It exports the driver entry points libcai resolves, and simulates them on the host: two
+ * devices with one context each, a context stack per thread, streams, events, and
+ * allocations with known ranges and memory types. Every call is appended to a call log that
+ * tests read back, and any call can be made to fail once. The log and the failures are per
+ * thread, so tests running in parallel threads do not see each other's calls.
+ *
+ * Loaded by libcai through CAI_CUDA_DRIVER=/path/to/this.so. Test-only functions start with
+ * fake_cuda_. Environment: FAKE_CUDA_INIT_RESULT=N makes cuInit return N;
+ * FAKE_CUDA_NO_PROC_ADDRESS=1 makes cuGetProcAddress find nothing (libcai then uses dlsym). */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef uint64_t CUdeviceptr;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_LAUNCH_FAILED = 719,
+};
+
+#define DEVICES 2
+#define MAX_STREAMS 256
+#define MAX_EVENTS 65536
+#define MAX_ALLOCATIONS 1024
+#define STACK_DEPTH 16
+#define LOG_CAPACITY 65536
+#define MAX_FAILURES 16
+
+typedef struct Context { int device; } Context;
+typedef struct Stream { int id; Context *context; } Stream;
+typedef struct Event { int id; Context *context; int live; } Event;
+typedef struct Allocation {
+  uint64_t base, size;
+  unsigned memory_type; /* 1 host, 2 device, 4 unified */
+  int device, managed, mapped;
+} Allocation;
+
+static Context contexts[DEVICES] = {{0}, {1}};
+static Stream streams[MAX_STREAMS];
+static Event events[MAX_EVENTS];
+static Allocation allocations[MAX_ALLOCATIONS];
+static int stream_count, event_count, allocation_count, live_events;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static _Thread_local Context *stack[STACK_DEPTH];
+static _Thread_local int depth;
+static _Thread_local char call_log[LOG_CAPACITY];
+static _Thread_local size_t log_length;
+static _Thread_local struct { char name[48]; CUresult result; } failures[MAX_FAILURES];
+
+static void log_call(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  int n = vsnprintf(call_log + log_length, LOG_CAPACITY - log_length, format, args);
+  va_end(args);
+  if (n > 0 && log_length + (size_t)n + 1 < LOG_CAPACITY) {
+    log_length += (size_t)n;
+    call_log[log_length++] = '\n';
+    call_log[log_length] = '\0';
+  }
+}
+
+/* An injected failure for `name`, consumed by this call; CUDA_SUCCESS if none. */
+static CUresult injected(const char *name) {
+  for (int i = 0; i < MAX_FAILURES; i++) {
+    if (failures[i].name[0] && strcmp(failures[i].name, name) == 0) {
+      failures[i].name[0] = '\0';
+      log_call("%s -> injected failure %d", name, failures[i].result);
+      return failures[i].result;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+#define FAIL_IF_INJECTED(name)                \
+  do {                                        \
+    CUresult injected_ = injected(name);      \
+    if (injected_ != CUDA_SUCCESS) return injected_; \
+  } while (0)
+
+static Context *current(void) { return depth > 0 ? stack[depth - 1] : NULL; }
+
+static Stream *find_stream(uintptr_t handle) {
+  for (int i = 0; i < stream_count; i++)
+    if ((uintptr_t)&streams[i] == handle) return &streams[i];
+  return NULL;
+}
+
+/* The context a stream handle belongs to: default handles (NULL, 1, 2) are the current one. */
+static Context *stream_context(uintptr_t handle, int *known) {
+  *known = 1;
+  if (handle <= 2) return current();
+  Stream *s = find_stream(handle);
+  if (!s) *known = 0;
+  return s ? s->context : NULL;
+}
+
+static void stream_name(uintptr_t handle, char *out, size_t n) {
+  Stream *s = handle > 2 ? find_stream(handle) : NULL;
+  if (handle == 0) snprintf(out, n, "null");
+  else if (handle == 1) snprintf(out, n, "legacy");
+  else if (handle == 2) snprintf(out, n, "per-thread");
+  else if (s) snprintf(out, n, "S%d", s->id);
+  else snprintf(out, n, "unknown-%#lx", (unsigned long)handle);
+}
+
+static Event *find_event(uintptr_t handle) {
+  if (handle < (uintptr_t)&events[0] || handle >= (uintptr_t)&events[MAX_EVENTS]) return NULL;
+  Event *e = (Event *)handle;
+  return e->live ? e : NULL;
+}
+
+static Allocation *find_allocation(uint64_t pointer) {
+  for (int i = 0; i < allocation_count; i++)
+    if (pointer >= allocations[i].base && pointer < allocations[i].base + allocations[i].size)
+      return &allocations[i];
+  return NULL;
+}
+
+/* ---- driver entry points ---- */
+
+CUresult cuInit(unsigned flags) {
+  const char *forced = getenv("FAKE_CUDA_INIT_RESULT");
+  log_call("cuInit flags=%u", flags);
+  return forced ? atoi(forced) : CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int *version) {
+  *version = 12040;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorName(CUresult error, const char **name) {
+  switch (error) {
+    case CUDA_SUCCESS: *name = "CUDA_SUCCESS"; return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_CONTEXT: *name = "CUDA_ERROR_INVALID_CONTEXT"; return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return CUDA_SUCCESS;
+    case CUDA_ERROR_LAUNCH_FAILED: *name = "CUDA_ERROR_LAUNCH_FAILED"; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult cuCtxGetCurrent(void **context) {
+  FAIL_IF_INJECTED("cuCtxGetCurrent");
+  *context = current();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent_v2(void *context) {
+  FAIL_IF_INJECTED("cuCtxPushCurrent");
+  if (depth == STACK_DEPTH) return CUDA_ERROR_INVALID_VALUE;
+  stack[depth++] = (Context *)context;
+  log_call("cuCtxPushCurrent C%d", ((Context *)context)->device);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent_v2(void **context) {
+  FAIL_IF_INJECTED("cuCtxPopCurrent");
+  if (depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  Context *popped = stack[--depth];
+  if (context) *context = popped;
+  log_call("cuCtxPopCurrent C%d", popped->device);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(int *device) {
+  if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = current()->device;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCtx(void *stream, void **context) {
+  FAIL_IF_INJECTED("cuStreamGetCtx");
+  int known;
+  Context *c = stream_context((uintptr_t)stream, &known);
+  if (!known) return CUDA_ERROR_INVALID_HANDLE;
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  *context = c;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(void *stream) {
+  char name[32];
+  stream_name((uintptr_t)stream, name, sizeof name);
+  log_call("cuStreamSynchronize %s", name);
+  FAIL_IF_INJECTED("cuStreamSynchronize");
+  int known;
+  Context *c = stream_context((uintptr_t)stream, &known);
+  if (!known) return CUDA_ERROR_INVALID_HANDLE;
+  return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuEventCreate(void **event, unsigned flags) {
+  FAIL_IF_INJECTED("cuEventCreate");
+  Context *c = current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  pthread_mutex_lock(&lock);
+  if (event_count == MAX_EVENTS) {
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Event *e = &events[event_count];
+  e->id = event_count++;
+  e->context = c;
+  e->live = 1;
+  live_events++;
+  pthread_mutex_unlock(&lock);
+  *event = e;
+  log_call("cuEventCreate E%d C%d flags=%u", e->id, c->device, flags);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(void *event) {
+  Event *e = find_event((uintptr_t)event);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&lock);
+  e->live = 0;
+  live_events--;
+  pthread_mutex_unlock(&lock);
+  log_call("cuEventDestroy E%d", e->id);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(void *event, void *stream) {
+  char name[32];
+  stream_name((uintptr_t)stream, name, sizeof name);
+  FAIL_IF_INJECTED("cuEventRecord");
+  Event *e = find_event((uintptr_t)event);
+  int known;
+  Context *c = stream_context((uintptr_t)stream, &known);
+  if (!e || !known) return CUDA_ERROR_INVALID_HANDLE;
+  /* As the real driver: an event records only on a stream of its own context. */
+  if (c != e->context) return CUDA_ERROR_INVALID_HANDLE;
+  log_call("cuEventRecord E%d %s", e->id, name);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
+  char name[32];
+  stream_name((uintptr_t)stream, name, sizeof name);
+  FAIL_IF_INJECTED("cuStreamWaitEvent");
+  Event *e = find_event((uintptr_t)event);
+  int known;
+  Context *c = stream_context((uintptr_t)stream, &known);
+  if (!e || !known) return CUDA_ERROR_INVALID_HANDLE;
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  log_call("cuStreamWaitEvent %s E%d flags=%u", name, e->id, flags);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuPointerGetAttributes(unsigned count, unsigned *attributes, void **data, CUdeviceptr pointer) {
+  log_call("cuPointerGetAttributes %#lx", (unsigned long)pointer);
+  FAIL_IF_INJECTED("cuPointerGetAttributes");
+  pthread_mutex_lock(&lock);
+  Allocation *a = find_allocation(pointer);
+  Allocation found = a ? *a : (Allocation){0};
+  pthread_mutex_unlock(&lock);
+  for (unsigned i = 0; i < count; i++) {
+    switch (attributes[i]) {
+      case 1: *(void **)data[i] = a ? &contexts[found.device] : NULL; break; /* CONTEXT */
+      case 2: *(unsigned *)data[i] = found.memory_type; break;                /* MEMORY_TYPE */
+      case 3: *(CUdeviceptr *)data[i] = a && found.mapped ? pointer : 0; break; /* DEVICE_POINTER */
+      case 8: *(unsigned *)data[i] = (unsigned)found.managed; break;         /* IS_MANAGED */
+      case 9: *(int *)data[i] = a ? found.device : -2; break;                /* DEVICE_ORDINAL */
+      case 11: *(CUdeviceptr *)data[i] = found.base; break;                  /* RANGE_START_ADDR */
+      case 12: *(size_t *)data[i] = (size_t)found.size; break;               /* RANGE_SIZE */
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr pointer) {
+  log_call("cuMemGetAddressRange %#lx", (unsigned long)pointer);
+  FAIL_IF_INJECTED("cuMemGetAddressRange");
+  pthread_mutex_lock(&lock);
+  Allocation *a = find_allocation(pointer);
+  if (a) {
+    *base = a->base;
+    *size = (size_t)a->size;
+  }
+  pthread_mutex_unlock(&lock);
+  return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+#define ENTRY(name, symbol) {name, (void *)symbol}
+static const struct { const char *name; void *pointer; } entry_points[] = {
+    ENTRY("cuInit", cuInit),
+    ENTRY("cuDriverGetVersion", cuDriverGetVersion),
+    ENTRY("cuGetErrorName", cuGetErrorName),
+    ENTRY("cuPointerGetAttributes", cuPointerGetAttributes),
+    ENTRY("cuMemGetAddressRange", cuMemGetAddressRange_v2),
+    ENTRY("cuCtxGetCurrent", cuCtxGetCurrent),
+    ENTRY("cuCtxPushCurrent", cuCtxPushCurrent_v2),
+    ENTRY("cuCtxPopCurrent", cuCtxPopCurrent_v2),
+    ENTRY("cuCtxGetDevice", cuCtxGetDevice),
+    ENTRY("cuStreamGetCtx", cuStreamGetCtx),
+    ENTRY("cuStreamSynchronize", cuStreamSynchronize),
+    ENTRY("cuStreamWaitEvent", cuStreamWaitEvent),
+    ENTRY("cuEventCreate", cuEventCreate),
+    ENTRY("cuEventRecord", cuEventRecord),
+    ENTRY("cuEventDestroy", cuEventDestroy_v2),
+};
+
+static int proc_address_lookups;
+
+CUresult cuGetProcAddress(const char *symbol, void **pointer, int cuda_version, uint64_t flags) {
+  (void)cuda_version;
+  (void)flags;
+  if (getenv("FAKE_CUDA_NO_PROC_ADDRESS")) return CUDA_ERROR_NOT_FOUND;
+  for (size_t i = 0; i < sizeof entry_points / sizeof entry_points[0]; i++) {
+    if (strcmp(entry_points[i].name, symbol) == 0) {
+      *pointer = entry_points[i].pointer;
+      __atomic_add_fetch(&proc_address_lookups, 1, __ATOMIC_SEQ_CST);
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- test-only controls ---- */
+
+/* Makes `device` (0 or 1) this thread's only current context; -1 leaves none current. */
+void fake_cuda_set_device(int device) {
+  depth = 0;
+  if (device >= 0) stack[depth++] = &contexts[device];
+}
+
+int fake_cuda_context_depth(void) { return depth; }
+
+/* Registers host memory as an allocation of this type: 1 host (pinned), 2 device, 4 unified.
+ * flags: 1 managed, 2 not mapped into the device address space. */
+uint64_t fake_cuda_alloc(uint64_t size, unsigned memory_type, int device, unsigned flags) {
+  void *memory = calloc(1, (size_t)size);
+  pthread_mutex_lock(&lock);
+  if (allocation_count == MAX_ALLOCATIONS) {
+    fprintf(stderr, "fake_cuda: more than %d allocations; raise MAX_ALLOCATIONS\n", MAX_ALLOCATIONS);
+    abort();
+  }
+  Allocation *a = &allocations[allocation_count++];
+  a->base = (uint64_t)(uintptr_t)memory;
+  a->size = size;
+  a->memory_type = memory_type;
+  a->device = device;
+  a->managed = (flags & 1) != 0;
+  a->mapped = (flags & 2) == 0;
+  pthread_mutex_unlock(&lock);
+  return a->base;
+}
+
+uint64_t fake_cuda_stream_create(int device) {
+  pthread_mutex_lock(&lock);
+  if (stream_count == MAX_STREAMS) {
+    fprintf(stderr, "fake_cuda: more than %d streams; raise MAX_STREAMS\n", MAX_STREAMS);
+    abort();
+  }
+  Stream *s = &streams[stream_count];
+  s->id = stream_count++;
+  s->context = &contexts[device];
+  pthread_mutex_unlock(&lock);
+  return (uint64_t)(uintptr_t)s;
+}
+
+/* The next call of `name` (cuEventRecord, cuMemGetAddressRange, ...) on this thread fails. */
+void fake_cuda_fail(const char *name, int result) {
+  for (int i = 0; i < MAX_FAILURES; i++) {
+    if (!failures[i].name[0]) {
+      snprintf(failures[i].name, sizeof failures[i].name, "%s", name);
+      failures[i].result = result;
+      return;
+    }
+  }
+}
+
+const char *fake_cuda_log(void) { return log_length ? call_log : ""; }
+
+void fake_cuda_log_clear(void) {
+  log_length = 0;
+  call_log[0] = '\0';
+  memset(failures, 0, sizeof failures);
+}
+
+int fake_cuda_live_events(void) {
+  pthread_mutex_lock(&lock);
+  int n = live_events;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+int fake_cuda_proc_address_lookups(void) { return __atomic_load_n(&proc_address_lookups, __ATOMIC_SEQ_CST); }
