@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the C and C++ tests against a built libcai.
+# Builds and runs the C and C++ tests against a built libcai; the device tests run against the
+# fake CUDA driver (tests/fake_cuda/fake_cuda.c, a test double).
 # Usage: c_tests/run.sh [LIBDIR]   (default: target/release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,10 +12,12 @@ CXX=${CXX:-c++}
 cflags=(-std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -Ic_tests)
 link=(-L"$libdir" -lcai -Wl,-rpath,"$libdir")
 
+"$CC" -std=c11 -Wall -Wextra -Werror -shared -fPIC -pthread tests/fake_cuda/fake_cuda.c -o "$out/libfake_cuda.so"
+
 for test in c_tests/test_*.c; do
   name=$(basename "$test" .c)
-  "$CC" "${cflags[@]}" "$test" -o "$out/$name" "${link[@]}"
-  "$out/$name"
+  "$CC" "${cflags[@]}" "$test" -o "$out/$name" "${link[@]}" -ldl
+  CAI_CUDA_DRIVER="$out/libfake_cuda.so" "$out/$name"
 done
 
 "$CXX" -std=c++17 -Wall -Wextra -Werror -pedantic -Iinclude c_tests/header_cpp.cpp -o "$out/header_cpp" "${link[@]}"

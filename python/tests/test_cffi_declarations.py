@@ -1,0 +1,27 @@
+"""include/cai_cffi.h is accepted by cffi's cdef, and the library it declares works through it."""
+
+import cffi
+
+from conftest import ROOT, library_path
+
+
+def test_cffi_cdef_accepts_the_generated_declarations_and_calls_work():
+    ffi = cffi.FFI()
+    ffi.cdef((ROOT / "include" / "cai_cffi.h").read_text())
+    lib = ffi.dlopen(str(library_path()))
+    assert ffi.sizeof("CaiArray") == 1160
+    array = ffi.new("CaiArray *")
+    array.version = 3
+    array.ndim = 2
+    array.shape[0], array.shape[1] = 3, 4
+    array.typestr = b"<f4"
+    array.data = 0x10000
+    error = ffi.new("CaiError *")
+    assert lib.cai_validate(array, error) == lib.CAI_OK
+    layout = ffi.new("CaiLayout *")
+    assert lib.cai_layout(array, layout, ffi.NULL) == lib.CAI_OK
+    assert (layout.element_count, layout.nbytes, layout.c_contiguous) == (12, 48, 1)
+    array.shape[1] = -4
+    assert lib.cai_validate(array, error) == lib.CAI_ERROR_INVALID_SHAPE
+    assert b"shape[1] is -4" in ffi.string(error.message)
+    assert ffi.string(lib.cai_status_string(lib.CAI_ERROR_INVALID_SHAPE)) == b"CAI_ERROR_INVALID_SHAPE"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The GPU suite: runs on a CUDA machine with no Rust toolchain, from a prebuilt
+# target/release (build it elsewhere with `cargo build --release` and bring it along).
+# Compiles and runs the C device tests on the real driver. Record the outcome, date and
+# device in docs/gpu-results.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+lib=target/release
+[ -f "$lib/libcai.so" ] || { echo "no $lib/libcai.so: run cargo build --release first" >&2; exit 1; }
+out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+
+cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -Ic_tests c_tests/gpu/test_gpu.c -o "$out/test_gpu" \
+  -L"$lib" -lcai -Wl,-rpath,"$PWD/$lib" -l:libcuda.so.1
+"$out/test_gpu"
