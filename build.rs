@@ -20,6 +20,11 @@ fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     generate(&crate_dir, "cbindgen.toml", &out_dir.join("cai.h"));
     generate(&crate_dir, "cbindgen-cffi.toml", &out_dir.join("cai_cffi.h"));
+    // A versioned SONAME (libcai.so.MAJOR), so that installed copies can sit side by side.
+    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        let major = std::env::var("CARGO_PKG_VERSION_MAJOR").expect("cargo sets the version");
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libcai.so.{major}");
+    }
     println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-changed=cbindgen-cffi.toml");

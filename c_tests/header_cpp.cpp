@@ -1,15 +1,43 @@
-// cai.h compiles as C++17 with -Wall -Werror and links: its extern "C" block is right.
+// cai.h and cai.hpp compile as C++17 with -Wall -Wextra -Werror -pedantic and link: the
+// extern "C" block is right, and cai::Array releases exactly once across moves.
+#include <cstdio>
 #include <cstring>
+#include <utility>
 
-#include "cai.h"
+#include "cai.hpp"
+
+static int releases = 0;
+extern "C" void count_release(CaiArray*) { releases++; }
 
 int main() {
-  CaiArray a{};
-  a.version = 3;
-  a.ndim = 1;
-  a.shape[0] = 4;
-  std::strcpy(a.typestr, "<f4");
-  a.data = 0x1000;
-  CaiError e{};
-  return cai_validate(&a, &e) == CAI_OK ? 0 : 1;
+  int passed = 0, failed = 0;
+  auto check = [&](bool ok, const char* what) {
+    ok ? passed++ : failed++;
+    if (!ok) std::fprintf(stderr, "c_tests/header_cpp: %s failed\n", what);
+  };
+  {
+    CaiArray raw{};
+    raw.version = 3;
+    raw.ndim = 1;
+    raw.shape[0] = 4;
+    std::strcpy(raw.typestr, "<f4");
+    raw.data = 0x1000;
+    raw.release = count_release;
+    cai::Array a(raw);
+    a.validate();
+    cai::Array b(std::move(a));
+    cai::Array c;
+    c = std::move(b);
+    check(c.layout().nbytes == 16, "layout through cai::Array");
+    check(releases == 0, "no release while owned");
+  }
+  check(releases == 1, "released exactly once after moves");
+  try {
+    cai::parse_typestr("|O8");
+    check(false, "parse_typestr throws");
+  } catch (const cai::Error& e) {
+    check(e.code() == CAI_ERROR_INVALID_TYPESTR && std::strstr(e.what(), "|O8"), "cai::Error carries code and message");
+  }
+  std::printf("c_tests/header_cpp: %d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
 }

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Builds libcai (release) and runs the host-only demo against it.
+# Builds libcai with CMake (which drives cargo), installs it into ./_install, and runs the
+# host-only demo from there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release
-out=target/release/examples-c
-mkdir -p "$out"
-cc -std=c11 -Wall -Wextra -Werror -pedantic -Iinclude examples/demo.c -o "$out/demo" \
-  -Ltarget/release -lcai -Wl,-rpath,"$PWD/target/release"
-"$out/demo"
+prefix="$PWD/_install"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix"
+cmake --build build
+cmake --install build
+echo
+"$prefix/bin/cai-examples/demo"
+echo
+echo "Installed into $prefix: include/cai.h, include/cai.hpp, lib/libcai.so.0, lib/libcai.a,"
+echo "lib/cmake/cai (find_package(cai)), lib/pkgconfig/cai.pc, bin/cai-examples/."

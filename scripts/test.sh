@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test suite that needs no GPU: Rust (unit, conformance, header freshness), C and
-# C++, Python, and the link check. The GPU suite is scripts/gpu-check.sh.
+# Runs every test suite that needs no GPU: Rust (unit, conformance, header freshness, the device
+# half against the fake driver), C and C++, Python, the link check, and the packaging suite
+# (CMake and pkg-config consumers of an installed copy, examples). The GPU suite is
+# scripts/gpu-check.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,3 +22,6 @@ echo "link check: 1 passed, 0 failed"
 
 echo "== Python"
 CAI_LIBRARY="$PWD/target/release/libcai.so" python3 -m pytest -q python/tests
+
+echo "== Packaging: CMake, pkg-config, examples"
+bash scripts/test-packaging.sh

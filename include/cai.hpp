@@ -1,0 +1,99 @@
+// libcai for C++17: cai::Array owns a CaiArray and releases it exactly once; failures throw
+// cai::Error carrying the status code, the raw CUresult and libcai's message.
+// Hand-written over the generated cai.h; adds no state of its own.
+#ifndef CAI_HPP
+#define CAI_HPP
+
+#include <cstdint>
+#include <stdexcept>
+
+#include "cai.h"
+
+namespace cai {
+
+// A failed libcai call: code() is the CAI_ERROR_* status, cu_result() the raw CUresult or 0.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const CaiError& error)
+      : std::runtime_error(error.message), code_(error.code), cu_result_(error.cu_result) {}
+  int32_t code() const noexcept { return code_; }
+  int32_t cu_result() const noexcept { return cu_result_; }
+
+ private:
+  int32_t code_;
+  int32_t cu_result_;
+};
+
+namespace detail {
+inline void check(int32_t status, const CaiError& error) {
+  if (status != CAI_OK) throw Error(error);
+}
+}  // namespace detail
+
+// Owns a CaiArray: its release callback (if any) runs once, when the Array is destroyed or
+// reset. Move-only, so ownership is never shared by accident. A borrowed array (release NULL)
+// is never freed.
+class Array {
+ public:
+  Array() noexcept : raw_{} {}
+  // Takes over `raw`, including its release callback.
+  explicit Array(const CaiArray& raw) noexcept : raw_(raw) {}
+  Array(Array&& other) noexcept : raw_(other.raw_) { other.raw_.release = nullptr; }
+  Array& operator=(Array&& other) noexcept {
+    if (this != &other) {
+      reset();
+      raw_ = other.raw_;
+      other.raw_.release = nullptr;
+    }
+    return *this;
+  }
+  Array(const Array&) = delete;
+  Array& operator=(const Array&) = delete;
+  ~Array() { reset(); }
+
+  // Runs the release callback now (once); the descriptor stays readable but owns nothing.
+  void reset() noexcept { cai_release(&raw_, nullptr); }
+
+  const CaiArray& raw() const noexcept { return raw_; }
+  CaiArray& raw() noexcept { return raw_; }
+
+  void validate() const {
+    CaiError error;
+    detail::check(cai_validate(&raw_, &error), error);
+  }
+
+  CaiLayout layout() const {
+    CaiLayout layout{};
+    CaiError error;
+    detail::check(cai_layout(&raw_, &layout, &error), error);
+    return layout;
+  }
+
+  // Consumer side: pointer check and stream sync as `options` say (see cai_import).
+  CaiPointerInfo import_for_use(const CaiImportOptions& options = CaiImportOptions{}) const {
+    CaiPointerInfo info{};
+    CaiError error;
+    detail::check(cai_import(&raw_, &options, &info, &error), error);
+    return info;
+  }
+
+  // Producer side: rewrites the descriptor in export form (see cai_export).
+  void normalize_for_export(const CaiExportOptions& options = CaiExportOptions{}) {
+    CaiError error;
+    detail::check(cai_export(&raw_, &options, &error), error);
+  }
+
+ private:
+  CaiArray raw_;
+};
+
+inline CaiDtype parse_typestr(const char* typestr) {
+  CaiDtype dtype{};
+  CaiError error;
+  detail::check(cai_typestr_parse(typestr, &dtype, &error), error);
+  return dtype;
+}
+
+}  // namespace cai
+
+#endif  // CAI_HPP
