@@ -21,7 +21,14 @@ fi
 echo "link check: 1 passed, 0 failed"
 
 echo "== Python"
-CAI_LIBRARY="$PWD/target/release/libcai.so" python3 -m pytest -q python/tests
+export CAI_LIBRARY="$PWD/target/release/libcai.so"
+python3 -m pytest -q python/tests
+# The package installs with pip from the repository and imports from the install.
+site=$(mktemp -d)
+python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$site" ./python
+(cd "$site" && PYTHONPATH="$site" python3 -c 'import cai; cai.validate({"shape": (1,), "typestr": "<f4", "data": (8, False), "version": 3}); print("pip install: 1 passed, 0 failed")')
+rm -rf "$site"
+PYTHONPATH=python python3 examples/python_demo.py
 
 echo "== Packaging: CMake, pkg-config, examples"
 bash scripts/test-packaging.sh

@@ -1,23 +1,82 @@
-"""Locates the built libcai for tests that call the C ABI directly through ctypes."""
+"""Test setup: `import cai` from this repository, the built libcai, and the fake CUDA driver
+(tests/fake_cuda/fake_cuda.c, a test double) as the driver for the whole session."""
 
 import ctypes
 import os
 import pathlib
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+
+_build_dir = pathlib.Path(tempfile.mkdtemp(prefix="cai-pytest-"))
+
+
+def compile_shared(source, name):
+    """Compiles a C file into a shared library in this session's build directory."""
+    out = _build_dir / name
+    subprocess.run(
+        [os.environ.get("CC", "cc"), "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+         "-pthread", f"-I{ROOT / 'include'}", str(source), "-o", str(out)],
+        check=True,
+    )
+    return out
+
+
+FAKE_DRIVER = compile_shared(ROOT / "tests" / "fake_cuda" / "fake_cuda.c", "libfake_cuda.so")
+os.environ["CAI_CUDA_DRIVER"] = str(FAKE_DRIVER)
 
 
 def library_path():
-    explicit = os.environ.get("CAI_LIBRARY")
-    if explicit:
-        return pathlib.Path(explicit)
-    for profile in ("release", "debug"):
-        candidate = ROOT / "target" / profile / "libcai.so"
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError("libcai.so not built: run `cargo build` or set CAI_LIBRARY")
+    import cai
+
+    return cai.library_path()
+
+
+class FakeDriver:
+    """The fake driver's controls; its log and injected failures are per thread."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.fake_cuda_alloc.restype = ctypes.c_uint64
+        self.lib.fake_cuda_alloc.argtypes = [ctypes.c_uint64, ctypes.c_uint, ctypes.c_int, ctypes.c_uint]
+        self.lib.fake_cuda_stream_create.restype = ctypes.c_uint64
+        self.lib.fake_cuda_log.restype = ctypes.c_char_p
+
+    def begin(self, device=0):
+        self.lib.fake_cuda_set_device(device)
+        self.lib.fake_cuda_log_clear()
+
+    def alloc(self, nbytes, memory_type=2, device=0, flags=0):
+        return self.lib.fake_cuda_alloc(nbytes, memory_type, device, flags)
+
+    def stream(self, device=0):
+        return self.lib.fake_cuda_stream_create(device)
+
+    def stream_name(self, handle):
+        return "S%d" % ctypes.c_int.from_address(handle).value
+
+    def log(self):
+        return self.lib.fake_cuda_log().decode()
+
+    def calls(self, prefix):
+        return [line for line in self.log().splitlines() if line.startswith(prefix)]
+
+
+FAKE = FakeDriver(FAKE_DRIVER)
+FAKE.begin(0)
+# One fake device allocation that descriptors in the tests point into.
+DEVICE_BUFFER = FAKE.alloc(1 << 20)
+
+
+@pytest.fixture
+def fake():
+    FAKE.begin(0)
+    return FAKE
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,69 @@
+"""The ctypes declarations in python/cai/_lib.py match include/cai.h: every struct field at the
+same offset with the same size, and every function with the same argument and result kinds."""
+
+import ctypes
+import re
+
+import cffi
+
+import cai._lib as declared
+from conftest import ROOT
+
+HEADER = (ROOT / "include" / "cai_cffi.h").read_text()
+STRUCTS = ["CaiArray", "CaiField", "CaiError", "CaiLayout", "CaiDtype", "CaiExportOptions", "CaiImportOptions",
+           "CaiPointerInfo"]
+
+
+def header_ffi():
+    ffi = cffi.FFI()
+    ffi.cdef(HEADER)
+    return ffi
+
+
+def test_every_struct_field_matches_the_header():
+    ffi = header_ffi()
+    assert set(re.findall(r"typedef struct (\w+)", HEADER)) == set(STRUCTS)
+    for name in STRUCTS:
+        ours = getattr(declared, name)
+        theirs = ffi.typeof(name)
+        assert [f for f, _ in ours._fields_] == [f for f, _ in theirs.fields], name
+        assert ctypes.sizeof(ours) == ffi.sizeof(name), name
+        for field, info in theirs.fields:
+            assert getattr(ours, field).offset == info.offset, f"{name}.{field}"
+            assert getattr(ours, field).size == ffi.sizeof(info.type), f"{name}.{field}"
+
+
+def kind(ctype):
+    if ctype is None:
+        return "void"
+    if isinstance(ctype, str):
+        return ctype
+    if ctype is ctypes.c_char_p:
+        return "pointer"
+    if hasattr(ctype, "contents") or ctype.__name__.startswith("LP_"):
+        return "pointer"
+    return f"int{ctypes.sizeof(ctype) * 8}"
+
+
+def header_kind(t):
+    if t.kind == "pointer":
+        return "pointer"
+    if t.kind == "primitive":
+        return f"int{cffi.FFI().sizeof(t.cname) * 8}"
+    return t.kind
+
+
+def test_every_function_matches_the_header():
+    ffi = header_ffi()
+    names = re.findall(r"\b(cai_\w+)\(", HEADER)
+    assert sorted(names) == sorted(declared.FUNCTIONS)
+    for name in names:
+        restype, argtypes = declared.FUNCTIONS[name]
+        theirs = _function_type(ffi, name)
+        assert [kind(a) for a in argtypes] == [header_kind(a) for a in theirs.args], name
+        assert kind(restype) == header_kind(theirs.result), name
+
+
+def _function_type(ffi, name):
+    lib = ffi.dlopen(str(declared.library_path()))
+    return ffi.typeof(getattr(lib, name))

@@ -1,0 +1,97 @@
+"""conformance.md rows 49-50: Python keeps producers alive; C-made arrays are released once."""
+
+import ctypes
+import gc
+import weakref
+
+import pytest
+
+import cai
+from conftest import DEVICE_BUFFER, ROOT, compile_shared
+
+
+class Producer:
+    def __init__(self, ptr):
+        self.__cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (ptr, False), "version": 3}
+
+
+def test_row_49_the_producer_lives_as_long_as_the_array(fake):
+    producer = Producer(fake.alloc(64))
+    alive = weakref.ref(producer)
+    array = cai.from_object(producer)
+    del producer
+    gc.collect()
+    assert alive() is not None, "the cai.Array keeps its producer alive"
+    assert array.owner is alive()
+    del array
+    gc.collect()
+    assert alive() is None, "and lets go of it afterwards"
+
+
+def test_mask_producers_live_as_long_as_the_array(fake):
+    mask = Producer(DEVICE_BUFFER)
+    mask.__cuda_array_interface__["typestr"] = "|b1"
+    alive = weakref.ref(mask)
+    array = cai.from_object({"shape": (4,), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3, "mask": mask})
+    del mask
+    gc.collect()
+    assert alive() is not None
+    del array
+    gc.collect()
+    assert alive() is None
+
+
+@pytest.fixture(scope="module")
+def producer_lib():
+    lib = ctypes.CDLL(str(compile_shared(ROOT / "python" / "tests" / "c_producer.c", "libc_producer.so")))
+    lib.producer_make.argtypes = [ctypes.POINTER(cai.CaiArray), ctypes.c_int64, ctypes.c_uint64]
+    return lib
+
+
+def test_row_50_a_c_made_array_is_released_exactly_once_when_collected(producer_lib, fake):
+    before = producer_lib.producer_release_count()
+    raw = cai.CaiArray()
+    assert producer_lib.producer_make(ctypes.byref(raw), 8, fake.alloc(32)) == 0
+    array = cai.Array.from_c(ctypes.byref(raw))
+    assert not raw.release, "ownership moved: the C struct can no longer release"
+    assert array.shape == (8,) and array.nbytes == 32
+    view = cai.from_object(array)  # a cai.Array is itself a producer
+    del array
+    gc.collect()
+    assert producer_lib.producer_release_count() == before, "the view keeps the C array alive"
+    del view
+    gc.collect()
+    assert producer_lib.producer_release_count() == before + 1
+    assert cai.lib.cai_release(ctypes.byref(raw), None) == 0
+    assert producer_lib.producer_release_count() == before + 1, "never twice"
+
+
+def test_a_borrowed_c_array_is_never_released(producer_lib):
+    before = producer_lib.producer_release_count()
+    raw = cai.CaiArray()
+    producer_lib.producer_make(ctypes.byref(raw), 4, DEVICE_BUFFER)
+    # The field's value as an address: a ctypes object read from the field shares its memory.
+    release_address = ctypes.cast(raw.release, ctypes.c_void_p).value
+    raw.release = cai._lib.RELEASE_FN()
+    array = cai.Array.from_c(ctypes.addressof(raw))
+    del array
+    gc.collect()
+    assert producer_lib.producer_release_count() == before
+    raw.release = cai._lib.RELEASE_FN(release_address)
+    cai.lib.cai_release(ctypes.byref(raw), None)
+    assert producer_lib.producer_release_count() == before + 1
+
+
+def test_array_round_trips_its_input_dict(fake):
+    stream = fake.stream()
+    source = {"shape": [2, 3], "typestr": "<f4", "data": [DEVICE_BUFFER, True], "version": 3, "strides": (4, 8),
+              "stream": stream, "descr": [("", "<f4")]}
+    out = cai.from_object(source, sync=False).__cuda_array_interface__
+    assert out == {"shape": (2, 3), "typestr": "<f4", "data": (DEVICE_BUFFER, True), "version": 3, "strides": (4, 8),
+                   "stream": stream, "descr": [("", "<f4")]}
+
+
+def test_array_passes_to_c_functions_directly(fake):
+    array = cai.from_object({"shape": (3,), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3})
+    assert cai.lib.cai_validate(array, None) == 0
+    assert cai.lib.cai_validate(ctypes.cast(array.ptr, ctypes.POINTER(cai.CaiArray)), None) == 0
