@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The GPU suite: runs on a CUDA machine with no Rust toolchain, from a prebuilt
 # target/release (build it elsewhere with `cargo build --release` and bring it along).
-# Compiles and runs the C device tests on the real driver. Record the outcome, date and
-# device in docs/gpu-results.md.
+# Compiles and runs the C device tests on the real driver, then the Python interop tests with
+# whichever of CuPy, PyTorch, Numba, JAX and cuda.core are installed, and the Python example.
+# Record the outcome, date and device in docs/gpu-results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lib=target/release
 [ -f "$lib/libcai.so" ] || { echo "no $lib/libcai.so: run cargo build --release first" >&2; exit 1; }
+ln -sf libcai.so "$lib/libcai.so.0"  # the SONAME the test binary asks the loader for
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 
@@ -14,4 +16,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 
 cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -Ic_tests c_tests/gpu/test_gpu.c -o "$out/test_gpu" \
   -L"$lib" -lcai -Wl,-rpath,"$PWD/$lib" -l:libcuda.so.1
-"$out/test_gpu"
+"$out/test_gpu" 2>&1 | tee "$out/gpu-c.log"
+
+export CAI_LIBRARY="$PWD/$lib/libcai.so" PYTHONPATH="$PWD/python"
+python3 -m pytest -q -rs python/gpu_tests 2>&1 | tee "$out/gpu-pytest.log"
+python3 examples/python_demo.py

@@ -1,0 +1,31 @@
+"""GPU interop tests: run by scripts/gpu-check.sh on a CUDA machine, with the real driver."""
+
+import ctypes
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+
+import cai  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def producer_lib():
+    """The C producer of python/tests/c_producer.c: arrays with a counted release callback."""
+    out = pathlib.Path(tempfile.mkdtemp()) / "libc_producer.so"
+    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-shared", "-fPIC", f"-I{ROOT / 'include'}",
+                    str(ROOT / "python" / "tests" / "c_producer.c"), "-o", str(out)], check=True)
+    lib = ctypes.CDLL(str(out))
+    lib.producer_make.argtypes = [ctypes.POINTER(cai.CaiArray), ctypes.c_int64, ctypes.c_uint64]
+    return lib
+
+
+@pytest.fixture(scope="session")
+def cupy():
+    return pytest.importorskip("cupy")
