@@ -21,3 +21,4 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -Ic_tests c_tests/gpu/test_gpu.c
 export CAI_LIBRARY="$PWD/$lib/libcai.so" PYTHONPATH="$PWD/python"
 python3 -m pytest -q -rs python/gpu_tests 2>&1 | tee "$out/gpu-pytest.log"
 python3 examples/python_demo.py
+python3 benchmarks/gpu_bench.py 2>&1 | tee "$out/gpu-bench.log"

@@ -157,37 +157,29 @@ fn parse_decimal(digits: &[u8]) -> Option<u64> {
 }
 
 fn itemsize_of(typestr: &[u8], kind: u8, count: u64) -> Result<u64> {
-    let fixed = |sizes: &[u64]| {
-        if sizes.contains(&count) {
-            Ok(count)
-        } else {
-            Err(invalid(
-                typestr,
-                &format!("has an item size numpy does not define for kind '{}'", kind as char),
-            ))
+    let numpy_defines = match (kind, count) {
+        (b'b', 1) | (b'i' | b'u', 1 | 2 | 4 | 8) | (b'f', 2 | 4 | 8) | (b'c', 8 | 16) | (b'm' | b'M', 8) => {
+            true
         }
-    };
-    match kind {
-        b'b' => fixed(&[1]),
-        b'i' | b'u' => fixed(&[1, 2, 4, 8]),
-        b'f' => fixed(&[2, 4, 8, LONG_DOUBLE_SIZE]),
-        b'c' => fixed(&[8, 16, 2 * LONG_DOUBLE_SIZE]),
-        b'm' | b'M' => fixed(&[8]),
-        b'S' | b'V' | b'U' if count == 0 => {
-            Err(invalid(typestr, "has item size 0, which no device array can hold"))
+        (b'f', n) => n == LONG_DOUBLE_SIZE,
+        (b'c', n) => n == 2 * LONG_DOUBLE_SIZE,
+        (b'S' | b'V' | b'U', 0) => {
+            return Err(invalid(typestr, "has item size 0, which no device array can hold"));
         }
-        b'S' | b'V' => Ok(count),
+        (b'S' | b'V', n) => return Ok(n),
         // numpy's U counts UCS4 code points.
-        b'U' => {
-            let size = count * 4;
-            if size > MAX_ITEMSIZE {
-                Err(invalid(typestr, "has an item size above numpy's limit of 2147483647"))
-            } else {
-                Ok(size)
-            }
+        (b'U', n) if n * 4 <= MAX_ITEMSIZE => return Ok(n * 4),
+        (b'U', _) => return Err(invalid(typestr, "has an item size above numpy's limit of 2147483647")),
+        (b'O', _) => {
+            return Err(invalid(typestr, "is a Python object type, which cannot live in device memory"));
         }
-        b'O' => Err(invalid(typestr, "is a Python object type, which cannot live in device memory")),
-        _ => Err(invalid(typestr, "has an unknown kind letter")),
+        (b'b' | b'i' | b'u' | b'm' | b'M', _) => false,
+        _ => return Err(invalid(typestr, "has an unknown kind letter")),
+    };
+    if numpy_defines {
+        Ok(count)
+    } else {
+        Err(invalid(typestr, &format!("has an item size numpy does not define for kind '{}'", kind as char)))
     }
 }
 
@@ -226,7 +218,7 @@ pub fn canonical_typestr(typestr: &[u8]) -> Result<CanonicalTypestr> {
     let (dtype, count, unit) = parse(typestr)?;
     let mut canonical = CanonicalTypestr { bytes: [0; CAI_TYPESTR_CAPACITY], len: 0 };
     let mut fits = canonical.push(&[dtype.byteorder(), dtype.kind()]) && canonical.push_decimal(count);
-    if let Some((multiplier, unit)) = unit {
+    if let Some((multiplier, unit)) = unit.map(|inner| datetime_unit(typestr, inner)).transpose()?.flatten() {
         fits = fits
             && canonical.push(b"[")
             && multiplier.filter(|&m| m != 1).map_or(true, |m| canonical.push_decimal(m))
@@ -241,18 +233,17 @@ pub fn canonical_typestr(typestr: &[u8]) -> Result<CanonicalTypestr> {
 
 type DatetimeUnit = Option<(Option<u64>, &'static str)>;
 
-/// The dtype, the count written after the kind letter, and the datetime unit if any.
-fn parse(typestr: &[u8]) -> Result<(CaiDtype, u64, DatetimeUnit)> {
+/// The dtype, the count written after the kind letter, and the text inside a datetime's
+/// brackets (already checked to be a valid unit).
+fn parse(typestr: &[u8]) -> Result<(CaiDtype, u64, Option<&[u8]>)> {
     let parts = split(typestr)?;
     let itemsize = itemsize_of(typestr, parts.kind, parts.count)?;
-    let is_datetime = matches!(parts.kind, b'm' | b'M');
-    let unit = match (parts.unit, is_datetime) {
-        (None, _) => None,
-        (Some(inner), true) => datetime_unit(typestr, inner)?,
-        (Some(_), false) => {
-            return Err(invalid(typestr, "has a [unit], which only datetime kinds m and M take"))
+    if let Some(inner) = parts.unit {
+        if !matches!(parts.kind, b'm' | b'M') {
+            return Err(invalid(typestr, "has a [unit], which only datetime kinds m and M take"));
         }
-    };
+        datetime_unit(typestr, inner)?;
+    }
     let byte_order_applies = !matches!(parts.kind, b'b' | b'S' | b'V') && itemsize > 1;
     let byteorder = match parts.order {
         _ if !byte_order_applies => b'|',
@@ -260,7 +251,7 @@ fn parse(typestr: &[u8]) -> Result<(CaiDtype, u64, DatetimeUnit)> {
         _ => NATIVE_BYTE_ORDER,
     };
     let dtype = CaiDtype { itemsize, kind: parts.kind as c_char, byteorder: byteorder as c_char };
-    Ok((dtype, parts.count, unit))
+    Ok((dtype, parts.count, parts.unit))
 }
 
 /// Reads a NUL-terminated typestr buffer; `field` names it in the error.

@@ -14,6 +14,7 @@ mod headers;
 pub mod import;
 pub mod layout;
 pub mod normalize;
+mod python;
 pub mod status;
 pub mod validate;
 

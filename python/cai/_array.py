@@ -2,13 +2,14 @@
 describes, and itself exposing `__cuda_array_interface__`."""
 
 import ctypes
+import threading
 import weakref
 
 from . import _convert
 from ._errors import raise_for, refuse
 from ._lib import (
     SYNC_DEFAULT, SYNC_NONE, SYNC_STREAM_ORDERED, CaiArray, CaiDtype, CaiImportOptions, CaiLayout, CaiPointerInfo, RELEASE_FN,
-    lib,
+    PYTHON_NOT_HANDLED, lib, python_import,
 )
 from ._lib import CaiError as _CError
 
@@ -63,7 +64,8 @@ class Array:
     """A validated device array. Pass it to C functions as is (ctypes uses `byref`) or by
     address (`.ptr`). It keeps its source object alive, and exposes the interface itself."""
 
-    __slots__ = ("_struct", "_owner", "_mask", "_fields", "_desc", "_layout", "_pointer_info", "_finalizer", "__weakref__")
+    # Class-level defaults, so that making an Array writes only what it has.
+    _owner = _mask = _fields = _desc = _layout = _pointer_info = _finalizer = None
 
     def __init__(self):
         raise TypeError("use cai.from_object(obj) or cai.Array.from_c(pointer)")
@@ -72,8 +74,6 @@ class Array:
     def _new(cls):
         self = object.__new__(cls)
         self._struct = CaiArray()
-        self._owner = self._mask = self._fields = self._desc = self._layout = self._pointer_info = None
-        self._finalizer = None
         return self
 
     @classmethod
@@ -81,8 +81,16 @@ class Array:
         self = cls._new()
         self._owner = owner
         self._desc = desc
-        self._fields, self._mask = _convert.fill(self._struct, desc, lambda m: cls._from_descriptor(descriptor_of(m), m))
+        fields, mask = _convert.fill(self._struct, desc, cls._from_mask)
+        if fields is not None:
+            self._fields = fields
+        if mask is not None:
+            self._mask = mask
         return self
+
+    @classmethod
+    def _from_mask(cls, mask):
+        return cls._from_descriptor(descriptor_of(mask), mask)
 
     @classmethod
     def from_c(cls, pointer):
@@ -236,27 +244,71 @@ def _release(struct):
     lib.cai_release(ctypes.byref(struct), None)
 
 
+_per_thread = threading.local()
+_options_cache = {}
+
+
+def _error_struct():
+    """This thread's CaiError: libcai writes it only on failure, and it is read at once."""
+    try:
+        return _per_thread.error
+    except AttributeError:
+        _per_thread.error = _CError()
+        return _per_thread.error
+
+
+def _import_options(stream, sync, writable):
+    """None for the defaults; else a shared, read-only options struct for this combination."""
+    if stream is None and sync is None and not writable:
+        return None
+    key = (stream_value(stream), sync_mode(sync), bool(writable))
+    options = _options_cache.get(key)
+    if options is None:
+        if len(_options_cache) >= 256:
+            _options_cache.clear()
+        options = _options_cache[key] = CaiImportOptions(consumer_stream=key[0], sync_mode=key[1], writable=key[2])
+    return options
+
+
 def from_object(obj, stream=None, sync=None, writable=False):
     """Imports `obj.__cuda_array_interface__` (or a dict): validates it by every rule of the
     spec, checks the pointer where a driver loads, synchronizes with the producer's stream
     (stream-ordered on `stream` if given, else blocking; `sync=False` skips it), keeps `obj`
     alive, and returns a cai.Array. Raises cai.CaiError (a ValueError) naming the rule broken."""
+    options = _import_options(stream, sync, writable)
     desc = descriptor_of(obj)
-    array = Array._from_descriptor(desc, obj)
-    options = CaiImportOptions(consumer_stream=stream_value(stream), sync_mode=sync_mode(sync), writable=bool(writable))
-    info, error = CaiPointerInfo(), _CError()
-    status = lib.cai_import(ctypes.byref(array._struct), ctypes.byref(options), ctypes.byref(info), ctypes.byref(error))
-    raise_for(status, error)
+    array = Array._new()
+    array._owner = obj
+    array._desc = desc
+    info, error = CaiPointerInfo(), _error_struct()
+    status = PYTHON_NOT_HANDLED
+    if _cannot_block(desc, stream, sync):
+        # One native call that holds the GIL: it reads the dict and imports.
+        status = python_import(desc, array._struct, options, info, error)
+    if status == PYTHON_NOT_HANDLED:
+        array._fields, array._mask = _convert.fill(array._struct, desc, Array._from_mask)
+        status = lib.cai_import(array._struct, options, info, error)  # releases the GIL
+    if status:
+        raise_for(status, error)
     array._pointer_info = info
     return array
+
+
+def _cannot_block(desc, stream, sync):
+    """True when importing cannot wait on the host: no producer stream, sync off, or an
+    ordering onto the consumer's stream. Only then may the GIL stay held during the import."""
+    return desc.get("stream") is None or sync is False or sync == SYNC_NONE or (
+        stream is not None and sync in (None, True, SYNC_DEFAULT, SYNC_STREAM_ORDERED))
 
 
 def validate(obj):
     """Checks a CAI dict (or an object exposing one) by every rule of the spec without touching
     the driver. Raises cai.CaiError naming the rule broken; returns None."""
     array = Array._from_descriptor(descriptor_of(obj), obj)
-    error = _CError()
-    raise_for(lib.cai_validate(ctypes.byref(array._struct), ctypes.byref(error)), error)
+    error = _error_struct()
+    status = lib.cai_validate(array._struct, error)
+    if status:
+        raise_for(status, error)
 
 
 __all__ = ["Array", "from_object", "validate"]

@@ -6,7 +6,7 @@ import ctypes
 import operator
 
 from ._errors import c_message, refuse
-from ._lib import FIELD_NAME_CAPACITY, MAX_NDIM, TYPESTR_CAPACITY, CaiDtype, CaiError, CaiField, lib
+from ._lib import FIELD_NAME_CAPACITY, MAX_NDIM, TYPESTR_CAPACITY, CaiDtype, CaiError, CaiField, lib, python_fill
 
 INT64_MAX = (1 << 63) - 1
 UINT64_MAX = (1 << 64) - 1
@@ -23,6 +23,14 @@ def is_integer(value):
     except TypeError:
         return False
     return not hasattr(value, "dtype") or value.dtype.kind in "iu"
+
+
+def utf8(text, status, what):
+    """`text` as UTF-8; a str that has none (lone surrogates) is refused with `status`."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        refuse(status, f"{what} {text!r} is not valid Unicode")
 
 
 def version_is_known(desc):
@@ -54,7 +62,7 @@ def typestr_is_a_string(desc):
     typestr = desc.get("typestr")
     if not isinstance(typestr, str):
         refuse("CAI_ERROR_INVALID_TYPESTR", f"typestr {typestr!r} is not a string")
-    encoded = typestr.encode("utf-8")
+    encoded = utf8(typestr, "CAI_ERROR_INVALID_TYPESTR", "typestr")
     if len(encoded) >= TYPESTR_CAPACITY or b"\0" in encoded:
         refuse("CAI_ERROR_INVALID_TYPESTR", f"typestr {typestr!r} is too long or holds a NUL")
     return encoded
@@ -123,7 +131,8 @@ def descr_lists_named_fields(desc):
             name = name[1]  # (title, name)
         if not isinstance(name, str) or not isinstance(typestr, str):
             refuse("CAI_ERROR_INVALID_DESCR", f"descr[{i}] {entry!r} needs a str name and a str typestr (nested fields are not supported)")
-        name_bytes, typestr_bytes = name.encode("utf-8"), typestr.encode("utf-8")
+        name_bytes = utf8(name, "CAI_ERROR_INVALID_DESCR", f"descr[{i}] name")
+        typestr_bytes = utf8(typestr, "CAI_ERROR_INVALID_DESCR", f"descr[{i}] typestr")
         if len(name_bytes) >= FIELD_NAME_CAPACITY or len(typestr_bytes) >= TYPESTR_CAPACITY:
             refuse("CAI_ERROR_INVALID_DESCR", f"descr[{i}] name or typestr is too long")
         dtype, error = CaiDtype(), CaiError()
@@ -149,7 +158,12 @@ def mask_exposes_the_interface(desc, version):
 
 def fill(struct, desc, convert_mask):
     """Fills `struct` from `desc`; returns what must stay alive as long as the struct: the
-    descr fields and the converted mask (via `convert_mask(mask_object)`)."""
+    descr fields and the converted mask (via `convert_mask(mask_object)`).
+
+    libcai's native reader takes the common, plainly valid dict in one call; it leaves anything
+    else (and every invalid dict) to the rules above, which decide and word the error."""
+    if python_fill(desc, struct):
+        return None, None
     version = version_is_known(desc)
     shape = shape_is_a_sequence_of_extents(desc)
     typestr = typestr_is_a_string(desc)

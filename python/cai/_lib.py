@@ -143,12 +143,25 @@ def library_path():
 
 
 def load():
-    lib = ctypes.CDLL(str(library_path()))
+    path = str(library_path())
+    lib = ctypes.CDLL(path)
     for name, (restype, argtypes) in FUNCTIONS.items():
         function = getattr(lib, name)
         function.restype = restype
         function.argtypes = argtypes
-    return lib
+    # The binding's fast path reads the dict with the GIL held, so it goes through PyDLL.
+    with_gil = ctypes.PyDLL(path)
+    python_fill = with_gil.cai_python_fill
+    python_fill.restype = c_int32
+    python_fill.argtypes = [ctypes.py_object, POINTER(CaiArray)]
+    python_import = with_gil.cai_python_import
+    python_import.restype = c_int32
+    python_import.argtypes = [ctypes.py_object, POINTER(CaiArray), POINTER(CaiImportOptions), POINTER(CaiPointerInfo),
+                              POINTER(CaiError)]
+    return lib, python_fill, python_import
 
 
-lib = load()
+# cai_python_import's answer when the dict needs the Python rules.
+PYTHON_NOT_HANDLED = -1
+
+lib, python_fill, python_import = load()

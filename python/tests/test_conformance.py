@@ -191,7 +191,7 @@ def test_rows_28_to_30_typestrs_take_numpys_itemsize(typestr, itemsize):
     assert cai.from_object(desc(typestr=typestr), sync=False).itemsize == itemsize
 
 
-@pytest.mark.parametrize("typestr", ["|O8", "garbage", "", "<f", "|V0", "|S0", " <f4", 4, None, "x" * 40])
+@pytest.mark.parametrize("typestr", ["|O8", "garbage", "", "<f", "|V0", "|S0", " <f4", 4, None, "x" * 40, "<f4\ud800"])
 def test_row_31_bad_typestrs_are_invalid_typestr_quoting_them(typestr):
     error = rejected(desc(typestr=typestr), "CAI_ERROR_INVALID_TYPESTR")
     if isinstance(typestr, str) and len(typestr) < 31:

@@ -1,6 +1,6 @@
 //! Import, sync, pointer queries and driver status: the functions that use the CUDA driver.
 
-use super::{guard, optional, required, required_mut, CaiError};
+use super::{guard, optional, optional_mut, required, required_mut, CaiError};
 use crate::array::CaiArray;
 use crate::device::pointer::{pointer_info, CaiPointerInfo};
 use crate::device::sync::{consumer_sync, sync_mode_is_known};
@@ -27,7 +27,7 @@ pub extern "C" fn cai_import(
         let array = required(array, "array")?;
         let options = optional(options).copied().unwrap_or_default();
         let (found, _) = import(array, &options)?;
-        if let Ok(out) = required_mut(info, "info") {
+        if let Some(out) = optional_mut(info) {
             *out = found;
         }
         Ok(())
@@ -76,7 +76,7 @@ pub extern "C" fn cai_pointer_info(pointer: u64, info: *mut CaiPointerInfo, erro
 pub extern "C" fn cai_driver_status(version: *mut i32, error: *mut CaiError) -> i32 {
     guard(error, || {
         let loaded = driver()?;
-        if let Ok(out) = required_mut(version, "version") {
+        if let Some(out) = optional_mut(version) {
             *out = loaded.version;
         }
         Ok(())

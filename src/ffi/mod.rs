@@ -5,11 +5,13 @@ mod array;
 mod device;
 mod dtype;
 mod info;
+mod python;
 
 pub use array::{cai_export, cai_layout, cai_release, cai_validate};
 pub use device::{cai_driver_status, cai_import, cai_pointer_info, cai_sync};
 pub use dtype::cai_typestr_parse;
 pub use info::{cai_library_version, cai_status_string};
+pub use python::{cai_python_fill, cai_python_import};
 
 use std::os::raw::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -84,6 +86,12 @@ pub(crate) fn required<'a, T>(ptr: *const T, name: &str) -> Result<&'a T> {
 pub(crate) fn optional<'a, T>(ptr: *const T) -> Option<&'a T> {
     // SAFETY: the caller passes NULL or a valid pointer, as every function's docs require.
     unsafe { ptr.as_ref() }
+}
+
+/// Borrows an optional output argument: NULL is None.
+pub(crate) fn optional_mut<'a, T>(ptr: *mut T) -> Option<&'a mut T> {
+    // SAFETY: the caller passes NULL or a valid pointer, as every function's docs require.
+    unsafe { ptr.as_mut() }
 }
 
 /// Borrows a required NUL-terminated string argument, or fails naming it.

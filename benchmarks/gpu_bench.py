@@ -1,0 +1,101 @@
+"""GPU benchmark (part of scripts/gpu-check.sh): libcai's import next to the frameworks' own
+consumers on the same objects, and what a pending 10 ms kernel costs each of them.
+
+Per-call host cost (best of 7 runs of N calls): cai.from_object with its pointer query and no
+sync; stream-ordered and blocking sync; cupy.asarray, torch.as_tensor, numba.cuda.as_cuda_array
+and cuda.core's StridedMemoryView on the same CuPy array. Then, with a 10 ms kernel pending on
+the producer's stream: how long each import takes to return.
+
+    CAI_LIBRARY=target/release/libcai.so PYTHONPATH=python python3 benchmarks/gpu_bench.py
+"""
+
+import sys
+import time
+import timeit
+
+import cupy
+
+import cai
+
+SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) {}
+}
+"""
+
+
+class Exposed:
+    def __init__(self, desc, keep):
+        self.__cuda_array_interface__ = desc
+        self.keep = keep
+
+
+def per_call_us(function, number=2000):
+    return min(timeit.repeat(function, number=number, repeat=7)) / number * 1e6
+
+
+def peers(x):
+    out = {"cupy.asarray": lambda: cupy.asarray(x)}
+    try:
+        import torch
+
+        out["torch.as_tensor"] = lambda: torch.as_tensor(x, device="cuda")
+    except ImportError:
+        pass
+    try:
+        from numba import cuda
+
+        out["numba.cuda.as_cuda_array"] = lambda: cuda.as_cuda_array(x)
+    except ImportError:
+        pass
+    try:
+        from cuda.core.experimental.utils import StridedMemoryView
+
+        out["cuda.core StridedMemoryView"] = lambda: StridedMemoryView(x, stream_ptr=-1)
+    except ImportError:
+        pass
+    return out
+
+
+def main():
+    device = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(device.id)
+    print(f"device: {props['name'].decode()}, libcai {cai.__version__}")
+    x = cupy.zeros((1024, 1024), dtype=cupy.float32)
+    producer, consumer = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+    with producer:
+        on_producer = Exposed(x.__cuda_array_interface__, x)
+
+    print("\nper-call host cost, nothing pending (us)")
+    base = per_call_us(lambda: cai.from_object(x, sync=False))
+    rows = [("cai.from_object, pointer query, no sync", base),
+            ("cai.from_object, stream-ordered sync", per_call_us(lambda: cai.from_object(on_producer, stream=consumer))),
+            ("cai.from_object, blocking sync", per_call_us(lambda: cai.from_object(on_producer)))]
+    rows += [(name, per_call_us(f)) for name, f in peers(x).items()]
+    for name, us in rows:
+        print(f"  {name:44s} {us:8.2f} us   {us / base:6.2f}x libcai")
+
+    kernel = cupy.RawKernel(SPIN, "spin")
+    cycles = cupy.int64(device.attributes["ClockRate"] * 10)  # about 10 ms
+
+    def pending(import_function):
+        device.synchronize()
+        with producer:
+            kernel((1,), (1,), (cycles,))
+        start = time.perf_counter()
+        import_function()
+        took = time.perf_counter() - start
+        device.synchronize()
+        return took * 1e3
+
+    print("\nreturn time with a 10 ms kernel pending on the producer stream (ms)")
+    for name, f in [("cai stream-ordered (consumer stream given)", lambda: cai.from_object(on_producer, stream=consumer)),
+                    ("cai blocking", lambda: cai.from_object(on_producer)),
+                    ("cupy.asarray (syncs as CuPy does)", lambda: cupy.asarray(on_producer))]:
+        print(f"  {name:44s} {min(pending(f) for _ in range(5)):8.3f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
