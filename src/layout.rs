@@ -27,21 +27,24 @@ fn overflow(what: String) -> Error {
     Error::new(Status::Overflow, what)
 }
 
-/// Number of elements. Like numpy, a product that overflows is rejected even when another
-/// extent is 0, so that no consumer multiplying extents in another order can wrap.
-pub fn element_count(shape: &[i64]) -> Result<u64> {
-    let mut count: u64 = 1;
+/// Number of elements. Like numpy ("array is too big"), itemsize times the product of the
+/// non-zero extents must fit in i64 even when another extent is 0: then no consumer
+/// multiplying extents in another order can wrap, and C strides always exist.
+pub fn element_count(shape: &[i64], itemsize: u64) -> Result<u64> {
+    let mut span: u64 = itemsize;
     let mut has_zero = false;
     for (i, &extent) in shape.iter().enumerate() {
         if extent == 0 {
             has_zero = true;
             continue;
         }
-        count = count.checked_mul(extent as u64).filter(|&c| c <= i64::MAX as u64).ok_or_else(|| {
-            overflow(format!("shape: element count overflows 64 bits at shape[{i}] = {extent}"))
+        span = span.checked_mul(extent as u64).filter(|&c| c <= i64::MAX as u64).ok_or_else(|| {
+            overflow(format!(
+                "shape: {itemsize}-byte items times the extents up to shape[{i}] = {extent} overflow 64 bits"
+            ))
         })?;
     }
-    Ok(if has_zero { 0 } else { count })
+    Ok(if has_zero { 0 } else { span / itemsize.max(1) })
 }
 
 /// Byte size of `count` elements.
@@ -157,11 +160,14 @@ mod tests {
 
     #[test]
     fn element_count_multiplies_extents_and_checks_overflow() {
-        assert_eq!(element_count(&[]).unwrap(), 1);
-        assert_eq!(element_count(&[2, 3, 4]).unwrap(), 24);
-        assert_eq!(element_count(&[2, 0, 4]).unwrap(), 0);
-        assert_eq!(element_count(&[1 << 32, 1 << 31]).unwrap_err().status, Status::Overflow);
-        assert_eq!(element_count(&[0, 1 << 32, 1 << 32]).unwrap_err().status, Status::Overflow);
+        assert_eq!(element_count(&[], 4).unwrap(), 1);
+        assert_eq!(element_count(&[2, 3, 4], 4).unwrap(), 24);
+        assert_eq!(element_count(&[2, 0, 4], 4).unwrap(), 0);
+        assert_eq!(element_count(&[1 << 32, 1 << 31], 1).unwrap_err().status, Status::Overflow);
+        assert_eq!(element_count(&[0, 1 << 32, 1 << 32], 1).unwrap_err().status, Status::Overflow);
+        // Found by fuzz_validate: empty, but its C strides would overflow. numpy refuses it too.
+        assert_eq!(element_count(&[0, 1 << 62], 4).unwrap_err().status, Status::Overflow);
+        assert_eq!(element_count(&[0, 1 << 60], 4).unwrap(), 0);
         assert_eq!(nbytes(1 << 61, 8).unwrap_err().status, Status::Overflow);
     }
 

@@ -34,7 +34,7 @@ fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
     extents_are_non_negative(shape)?;
     let dtype = typestr_is_a_device_type(array)?;
     descr_matches_itemsize(array, dtype.itemsize)?;
-    let element_count = element_count(shape)?;
+    let element_count = element_count(shape, dtype.itemsize)?;
     let nbytes = nbytes(element_count, dtype.itemsize)?;
     let extent = if array.strides_given == 1 {
         byte_extent(shape, &array.strides[..ndim], dtype.itemsize, element_count)?

@@ -1,0 +1,89 @@
+"""atheris target: the Python binding's dict path. Dicts of arbitrary Python values (big and
+negative ints, bools, floats, numpy ints, strs with surrogates, lists, tuples, None, nested
+masks and descrs) go through cai.validate and cai.from_object (no driver in this process, so no
+pointer check). Only CaiError, TypeError or AttributeError may come out, and the native fast
+path must reach the same verdict as the Python rules alone.
+
+    CAI_LIBRARY=target/release/libcai.so PYTHONPATH=python python3 fuzz/fuzz_dict.py -max_total_time=60
+"""
+
+import os
+import sys
+
+import atheris
+
+os.environ.setdefault("CAI_CUDA_DRIVER", "/nonexistent/libcuda.so.1")  # no driver: pure checks
+
+with atheris.instrument_imports():
+    import numpy as np
+
+    import cai
+    from cai import _convert
+
+KEYS = ["version", "shape", "typestr", "data", "strides", "stream", "descr", "mask", "other"]
+
+
+def value(fdp, depth=0):
+    kind = fdp.ConsumeIntInRange(0, 12)
+    if kind == 0:
+        return fdp.ConsumeIntInRange(-4, 8)
+    if kind == 1:
+        return fdp.ConsumeInt(9) * (1 if fdp.ConsumeBool() else -1)
+    if kind == 2:
+        return fdp.ConsumeBool()
+    if kind == 3:
+        return None
+    if kind == 4:
+        return fdp.ConsumeFloat()
+    if kind == 5:
+        return fdp.ConsumeUnicode(12)
+    if kind == 6:
+        return fdp.PickValueInList(["<f4", "|b1", "<c16", ">i4", "<M8[ns]", "|V12", "|O8", "<f", "f4"])
+    if kind == 7:
+        return np.int64(fdp.ConsumeIntInRange(-2, 2**40))
+    if kind == 8 and depth < 2:
+        return tuple(value(fdp, depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 4)))
+    if kind == 9 and depth < 2:
+        return [value(fdp, depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 4))]
+    if kind == 10 and depth < 1:
+        return descriptor(fdp, depth + 1)
+    if kind == 11:
+        return fdp.ConsumeIntInRange(0, 2**64 - 1)
+    return (fdp.ConsumeIntInRange(0, 2**20), fdp.ConsumeBool())
+
+
+def descriptor(fdp, depth=0):
+    return {key: value(fdp, depth) for key in KEYS if fdp.ConsumeBool()}
+
+
+def verdict(desc):
+    try:
+        cai.validate(desc)
+        return "ok"
+    except cai.CaiError as e:
+        return e.status
+    except (TypeError, AttributeError) as e:
+        return type(e).__name__
+
+
+def test_one_input(data):
+    fdp = atheris.FuzzedDataProvider(data)
+    desc = descriptor(fdp)
+    with_fast_path = verdict(desc)
+    fill = _convert.python_fill
+    _convert.python_fill = lambda d, s: 0  # the Python rules alone
+    try:
+        rules_only = verdict(desc)
+    finally:
+        _convert.python_fill = fill
+    if with_fast_path != rules_only:
+        raise AssertionError(f"fast path says {with_fast_path}, rules say {rules_only}: {desc!r}")
+    try:
+        cai.from_object(desc, sync=False)
+    except (cai.CaiError, TypeError, AttributeError):
+        pass
+
+
+if __name__ == "__main__":
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()

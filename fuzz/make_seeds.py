@@ -1,0 +1,52 @@
+"""Writes the seed corpora of fuzz/corpus/ from conformance.md's rows: CaiArray byte images
+for fuzz_validate (control byte last) and typestrs for fuzz_typestr. Run once; the output is
+committed.  PYTHONPATH=python CAI_LIBRARY=target/release/libcai.so python3 fuzz/make_seeds.py"""
+
+import ctypes
+import pathlib
+
+from cai._lib import CaiArray, CaiField
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def image(shape, typestr, data=0x10000, strides=None, version=3, readonly=False, stream=0):
+    a = CaiArray()
+    a.version, a.ndim = version, len(shape)
+    a.shape[: len(shape)] = shape
+    if strides is not None:
+        a.strides_given = 1
+        a.strides[: len(strides)] = strides
+    a.typestr, a.data, a.readonly, a.stream = typestr.encode(), data, readonly, stream
+    return bytes(a)
+
+
+def main():
+    validate = HERE / "corpus" / "validate"
+    typestr = HERE / "corpus" / "typestr"
+    validate.mkdir(parents=True, exist_ok=True)
+    typestr.mkdir(parents=True, exist_ok=True)
+    mask = image((2, 3), "|b1")
+    fields = bytes((CaiField * 8)(CaiField(b"x", b"<f4", 0), CaiField(b"y", b"<i8", 4)))
+    seeds = {
+        "row01_minimal": image((4,), "<f4") + bytes(len(mask)) + bytes(len(fields)) + b"\0",
+        "row09_zero_d": image((), "<f8") + b"\0",
+        "row13_f_order": image((2, 3), "<f4", strides=(4, 8)) + b"\0",
+        "row15_negative": image((3, 4), "<f4", strides=(-16, 4)) + b"\0",
+        "row18_overflow": image((2**32, 2**32), "|u1") + b"\0",
+        "row20_zero_size": image((0, 3), "<f4", data=0) + b"\0",
+        "row29_big_endian": image((4,), ">i4") + b"\0",
+        "row32_descr": image((4,), "|V12") + mask + fields + bytes([8 | (2 << 4)]),
+        "row35_mask": image((2, 3), "<f4") + mask + fields + b"\1",
+        "mask_cycle": image((2, 3), "<f4") + mask + fields + b"\7",
+        "row38_readonly": image((4,), "<f4", readonly=True, stream=7) + b"\0",
+    }
+    for name, blob in seeds.items():
+        (validate / name).write_bytes(blob)
+    for i, t in enumerate(["<f4", "|b1", "<c16", ">i4", "<M8[ns]", "<m8[25s]", "|S5", "<U3", "|V12", "|O8", "<f",
+                           "M8[generic]", "f16", "i04"]):
+        (typestr / f"seed{i:02d}").write_bytes(t.encode())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Memory and undefined-behaviour checks, no GPU needed:
+# 1. the C tests (and the fake driver) built with clang's AddressSanitizer, UBSan and
+#    LeakSanitizer: zero reports, zero leaks (LSan sees libcai's allocations too);
+# 2. the Rust test binaries, which drive the whole C ABI and the fake driver from many threads,
+#    under valgrind memcheck with full leak checking;
+# 3. the Python tests under valgrind memcheck (CPython's own reports suppressed, see
+#    tests/valgrind/known-false-positives.supp).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --quiet --release
+lib="$PWD/target/release"
+ln -sf libcai.so "$lib/libcai.so.0"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+echo "== C tests under ASan + UBSan + LSan"
+san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g)
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+clang -std=c11 -shared -fPIC -pthread "${san[@]}" tests/fake_cuda/fake_cuda.c -o "$out/libfake_cuda.so"
+for test in c_tests/test_*.c; do
+  name=$(basename "$test" .c)
+  clang -std=c11 -Wall -Wextra -Werror -pedantic "${san[@]}" -Iinclude -Ic_tests "$test" -o "$out/$name" \
+    -L"$lib" -lcai -Wl,-rpath,"$lib" -ldl
+  CAI_CUDA_DRIVER="$out/libfake_cuda.so" "$out/$name"
+done
+clang++ -std=c++17 -Wall -Wextra -Werror "${san[@]}" -Iinclude c_tests/header_cpp.cpp -o "$out/header_cpp" \
+  -L"$lib" -lcai -Wl,-rpath,"$lib"
+"$out/header_cpp"
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+echo "== Rust test binaries under valgrind memcheck"
+binaries=$(cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["target"]["name"], m["executable"])')
+while read -r name binary; do
+  # Proptest cases are fewer under valgrind; the full count runs in cargo test.
+  if PROPTEST_CASES=64 valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+      "$binary" --test-threads=4 -q >"$out/$name.log" 2>&1; then
+    echo "valgrind $name: 1 passed, 0 failed"
+  else
+    cat "$out/$name.log" | tail -40
+    echo "valgrind $name: 0 passed, 1 failed"
+    exit 1
+  fi
+done <<<"$binaries"
+
+echo "== Python tests under valgrind memcheck"
+python=$(python3 -c 'import sys; print(sys.executable)')
+if CAI_LIBRARY="$lib/libcai.so" PYTHONMALLOC=malloc valgrind --quiet --error-exitcode=99 --leak-check=no \
+    --suppressions=tests/valgrind/known-false-positives.supp "$python" -m pytest -q -p no:cacheprovider python/tests \
+    >"$out/python.log" 2>&1; then
+  tail -1 "$out/python.log"
+  echo "valgrind python tests: 1 passed, 0 failed"
+else
+  tail -60 "$out/python.log"
+  echo "valgrind python tests: 0 passed, 1 failed"
+  exit 1
+fi
