@@ -105,8 +105,8 @@ proptest! {
         let a = build(&shape, given.then_some(strides), itemsize, data.max(1));
         let data = a.data;
         // Reference, in i128: numpy's size rule, then the extent, then the address space.
-        let span = shape.iter().filter(|&&e| e != 0).fold(Some(itemsize as i128), |acc, &e| {
-            acc.map(|a| a * e as i128).filter(|&a| a <= i64::MAX as i128)
+        let span = shape.iter().filter(|&&e| e != 0).try_fold(itemsize as i128, |acc, &e| {
+            Some(acc * e as i128).filter(|&a| a <= i64::MAX as i128)
         });
         // Meaningful only where the size rule holds, which also keeps it inside i128.
         let count: i128 = if shape.contains(&0) { 0 } else { span.map_or(0, |s| s / itemsize as i128) };
