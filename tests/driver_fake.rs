@@ -428,8 +428,14 @@ fn bad_import_options_are_invalid_argument() {
     }
 }
 
+static CONCURRENT_RELEASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+unsafe extern "C" fn count_concurrent_release(_: *mut CaiArray) {
+    CONCURRENT_RELEASES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
 #[test]
-fn many_threads_import_and_sync_at_once_and_the_event_pool_stays_bounded() {
+fn many_threads_import_sync_and_release_at_once_and_the_event_pool_stays_bounded() {
     let f = fake();
     let threads: Vec<_> = (0..8)
         .map(|t| {
@@ -441,8 +447,12 @@ fn many_threads_import_and_sync_at_once_and_the_event_pool_stays_bounded() {
                 a.stream = f.stream(device);
                 let options = CaiImportOptions { consumer_stream: f.stream(device), ..Default::default() };
                 for _ in 0..500 {
-                    let (status, message, _) = import_with(&a, options);
+                    let mut owned = a;
+                    owned.release = Some(count_concurrent_release);
+                    let (status, message, _) = import_with(&owned, options);
                     assert_eq!(status, CAI_OK, "{message}");
+                    assert_eq!(cai_release(&mut owned, null_mut()), CAI_OK);
+                    assert_eq!(cai_release(&mut owned, null_mut()), CAI_OK, "a second release is a no-op");
                     f.begin(device);
                 }
             })
@@ -451,6 +461,11 @@ fn many_threads_import_and_sync_at_once_and_the_event_pool_stays_bounded() {
     for t in threads {
         t.join().expect("no thread failed");
     }
+    assert_eq!(
+        CONCURRENT_RELEASES.load(std::sync::atomic::Ordering::SeqCst),
+        8 * 500,
+        "each array released once"
+    );
     assert!(EventPool::idle_count() <= EventPool::capacity());
     // 4,000 stream-ordered imports: without reuse there would be 4,000 live events. Other
     // tests run alongside, so allow one in-flight event per test thread beyond the pool.
