@@ -2,7 +2,6 @@
 for fuzz_validate (control byte last) and typestrs for fuzz_typestr. Run once; the output is
 committed.  PYTHONPATH=python CAI_LIBRARY=target/release/libcai.so python3 fuzz/make_seeds.py"""
 
-import ctypes
 import pathlib
 
 from cai._lib import CaiArray, CaiField
