@@ -7,7 +7,7 @@ use crate::driver::driver;
 use crate::import::{checked_pointer, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_NEVER};
 use crate::normalize::{export_version, normalize_for_export};
 use crate::status::{Error, Result, Status};
-use crate::validate::reserved_options_are_zero;
+use crate::validate::{option_is_a_flag, reserved_are_zero};
 
 /// How `cai_export` writes a descriptor. Zero-initialized means the defaults.
 #[repr(C)]
@@ -45,19 +45,15 @@ impl Default for CaiExportOptions {
 /// that ... synchronization on the provided stream is sufficient"). On error `array` is
 /// unchanged.
 pub fn export(array: &mut CaiArray, options: &CaiExportOptions) -> Result<CaiPointerInfo> {
-    reserved_options_are_zero("CaiExportOptions", &options.reserved)?;
+    reserved_are_zero("CaiExportOptions.reserved", &options.reserved)?;
     let version = export_version(options.version)?;
-    let check_pointer = match options.check_pointer {
-        0 => CAI_POINTER_CHECK_NEVER,
-        1 => CAI_POINTER_CHECK_ALWAYS,
-        other => {
-            return Err(Error::new(
-                Status::InvalidArgument,
-                format!("CaiExportOptions.check_pointer is {other}; it must be 0 or 1"),
-            ))
-        }
+    let check_pointer = if option_is_a_flag("CaiExportOptions.check_pointer", options.check_pointer)? {
+        CAI_POINTER_CHECK_ALWAYS
+    } else {
+        CAI_POINTER_CHECK_NEVER
     };
-    let per_thread = options.per_thread_default_stream == 1;
+    let per_thread =
+        option_is_a_flag("CaiExportOptions.per_thread_default_stream", options.per_thread_default_stream)?;
     let work_streams: Vec<u64> =
         work_streams(options)?.iter().map(|&raw| exported_stream_value(raw, per_thread)).collect();
 

@@ -3,10 +3,10 @@
 
 use crate::array::CaiArray;
 use crate::device::pointer::{extent_within_allocation, pointer_info, CaiPointerInfo};
-use crate::device::sync::{consumer_sync, planned_action, sync_mode_is_known, SyncAction};
+use crate::device::sync::{sync_if_needed, sync_mode_is_known, SyncAction};
 use crate::driver::{driver, driver_available};
 use crate::status::{Error, Result, Status};
-use crate::validate::{reserved_options_are_zero, stream_for_version, validate, Validated};
+use crate::validate::{option_is_a_flag, reserved_are_zero, stream_for_version, validate, Validated};
 
 /// Check the pointer when a driver can be loaded; skip it quietly when none can.
 pub const CAI_POINTER_CHECK_DEFAULT: i32 = 0;
@@ -33,34 +33,25 @@ pub struct CaiImportOptions {
     pub reserved: [u32; 6],
 }
 
-fn flag(name: &str, value: u32) -> Result<bool> {
-    match value {
-        0 => Ok(false),
-        1 => Ok(true),
-        other => Err(Error::new(Status::InvalidArgument, format!("{name} is {other}; it must be 0 or 1"))),
-    }
-}
-
 /// Imports `array` as `options` ask; returns what the driver said about its pointer
 /// (`checked` 0 when it was not asked).
 pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<(CaiPointerInfo, SyncAction)> {
-    reserved_options_are_zero("CaiImportOptions", &options.reserved)?;
+    reserved_are_zero("CaiImportOptions.reserved", &options.reserved)?;
     sync_mode_is_known(options.sync_mode)?;
-    let writable = flag("CaiImportOptions.writable", options.writable)?;
-    let native_only = flag("CaiImportOptions.native_only", options.native_only)?;
+    let writable = option_is_a_flag("CaiImportOptions.writable", options.writable)?;
+    let native_only = option_is_a_flag("CaiImportOptions.native_only", options.native_only)?;
     let validated = validate(array)?;
     writable_access_is_allowed(array, writable)?;
     if native_only {
         byte_order_is_native(array, &validated)?;
     }
     let info = checked_pointer(array, &validated, options.pointer_check)?;
-    let producer = stream_for_version(array);
-    let action =
-        if planned_action(producer, options.consumer_stream, options.sync_mode) == SyncAction::Nothing {
-            SyncAction::Nothing
-        } else {
-            consumer_sync(driver()?, producer, options.consumer_stream, options.sync_mode, info.cu_context())?
-        };
+    let action = sync_if_needed(
+        stream_for_version(array),
+        options.consumer_stream,
+        options.sync_mode,
+        info.cu_context(),
+    )?;
     Ok((info, action))
 }
 

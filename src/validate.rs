@@ -4,7 +4,7 @@
 //! Rules about the dict's Python types (bools are not ints, `stream: 0`, lists for tuples)
 //! cannot be broken by a `CaiArray`; the Python binding checks those while converting.
 
-use crate::array::{CaiArray, CAI_ARRAY_RESERVED_WORDS, CAI_MAX_MASK_DEPTH, CAI_MAX_NDIM, CAI_STREAM_NONE};
+use crate::array::{CaiArray, CAI_MAX_MASK_DEPTH, CAI_MAX_NDIM, CAI_STREAM_NONE};
 use crate::dtype::{parse_typestr, typestr_in_buffer, validate_descr, CaiDtype};
 use crate::layout::{byte_extent, element_count, nbytes};
 use crate::status::{Error, Result, Status};
@@ -26,7 +26,7 @@ pub fn validate(array: &CaiArray) -> Result<Validated> {
 
 fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
     version_is_known(array.version)?;
-    reserved_words_are_zero(&array.reserved)?;
+    reserved_are_zero("reserved", &array.reserved)?;
     readonly_is_a_flag(array.readonly)?;
     strides_given_is_a_flag(array.strides_given)?;
     let ndim = ndim_is_within_limit(array.ndim)?;
@@ -56,14 +56,24 @@ pub fn version_is_known(version: i32) -> Result<()> {
     }
 }
 
-/// Reserved words are zero, so that later versions can give them meaning.
-pub fn reserved_words_are_zero(reserved: &[u64; CAI_ARRAY_RESERVED_WORDS]) -> Result<()> {
-    match reserved.iter().position(|&w| w != 0) {
+/// Reserved words are zero, so that later versions can give them meaning; `what` names them
+/// ("reserved", "CaiImportOptions.reserved").
+pub fn reserved_are_zero<T: Copy + Into<u64>>(what: &str, reserved: &[T]) -> Result<()> {
+    match reserved.iter().position(|&w| w.into() != 0) {
         None => Ok(()),
         Some(i) => Err(Error::new(
             Status::InvalidArgument,
-            format!("reserved[{i}] is {:#x}; reserved words must be zero", reserved[i]),
+            format!("{what}[{i}] is {:#x}; reserved words must be zero", reserved[i].into()),
         )),
+    }
+}
+
+/// An on/off option is 0 or 1, so that garbage is not read as either.
+pub fn option_is_a_flag(name: &str, value: u32) -> Result<bool> {
+    match value {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(Error::new(Status::InvalidArgument, format!("{name} is {other}; it must be 0 or 1"))),
     }
 }
 
@@ -196,16 +206,5 @@ pub fn stream_for_version(array: &CaiArray) -> u64 {
         array.stream
     } else {
         CAI_STREAM_NONE
-    }
-}
-
-/// Reserved option words are zero, so that later versions can give them meaning.
-pub fn reserved_options_are_zero(options: &str, reserved: &[u32]) -> Result<()> {
-    match reserved.iter().position(|&w| w != 0) {
-        None => Ok(()),
-        Some(i) => Err(Error::new(
-            Status::InvalidArgument,
-            format!("{options}.reserved[{i}] is {:#x}; reserved words must be zero", reserved[i]),
-        )),
     }
 }

@@ -52,6 +52,14 @@ fn garbage_flags_and_reserved_words_are_rejected() {
     let options =
         cai::export::CaiExportOptions { version: 3, reserved: [0, 0, 9, 0, 0], ..Default::default() };
     assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_ERROR_INVALID_ARGUMENT);
+    for options in [
+        cai::export::CaiExportOptions { check_pointer: 2, ..Default::default() },
+        cai::export::CaiExportOptions { per_thread_default_stream: 7, ..Default::default() },
+    ] {
+        let mut e = blank_error();
+        assert_eq!(cai_export(&mut a, &options, &mut e), CAI_ERROR_INVALID_ARGUMENT, "{options:?}");
+        assert!(e.message_str().contains("it must be 0 or 1"), "{}", e.message_str());
+    }
 }
 
 #[test]

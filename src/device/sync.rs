@@ -68,6 +68,20 @@ pub fn planned_action(producer: u64, consumer: u64, mode: i32) -> SyncAction {
     }
 }
 
+/// Consumer sync as `mode` plans it, loading the driver only when there is something to do
+/// (so that an array with no stream imports on machines without one).
+pub fn sync_if_needed(
+    producer: u64,
+    consumer: u64,
+    mode: i32,
+    array_context: CUcontext,
+) -> Result<SyncAction> {
+    match planned_action(producer, consumer, mode) {
+        SyncAction::Nothing => Ok(SyncAction::Nothing),
+        _ => consumer_sync(crate::driver::driver()?, producer, consumer, mode, array_context),
+    }
+}
+
 /// Consumer sync: makes work on `consumer` (or the host) wait for `producer`. `array_context`
 /// is the context of the array's memory, used for the default-stream handles 1 and 2.
 pub fn consumer_sync(

@@ -3,7 +3,7 @@
 use super::{guard, optional, optional_mut, required, required_mut, CaiError};
 use crate::array::CaiArray;
 use crate::device::pointer::{pointer_info, CaiPointerInfo};
-use crate::device::sync::{consumer_sync, sync_mode_is_known};
+use crate::device::sync::{sync_if_needed, sync_mode_is_known};
 use crate::driver::driver;
 use crate::import::{import, CaiImportOptions};
 use crate::validate::{stream_for_version, validate};
@@ -48,12 +48,7 @@ pub extern "C" fn cai_sync(
         let array = required(array, "array")?;
         sync_mode_is_known(sync_mode)?;
         validate(array)?;
-        let producer = stream_for_version(array);
-        let planned = crate::device::sync::planned_action(producer, consumer_stream, sync_mode);
-        if planned != crate::device::sync::SyncAction::Nothing {
-            consumer_sync(driver()?, producer, consumer_stream, sync_mode, std::ptr::null_mut())?;
-        }
-        Ok(())
+        sync_if_needed(stream_for_version(array), consumer_stream, sync_mode, std::ptr::null_mut()).map(drop)
     })
 }
 
