@@ -2,8 +2,9 @@
 # Memory and undefined-behaviour checks, no GPU needed:
 # 1. the C tests (and the fake driver) built with clang's AddressSanitizer, UBSan and
 #    LeakSanitizer: zero reports, zero leaks (LSan sees libcai's allocations too);
-# 2. the Rust test binaries, which drive the whole C ABI and the fake driver from many threads,
-#    under valgrind memcheck with full leak checking;
+# 2. the Rust test binaries (the debug ones cargo test built, overflow checks on), which drive
+#    the whole C ABI and the fake driver from many threads, under valgrind memcheck with full
+#    leak checking;
 # 3. the Python tests under valgrind memcheck (CPython's own reports suppressed, see
 #    tests/valgrind/known-false-positives.supp).
 set -euo pipefail
@@ -30,7 +31,7 @@ clang++ -std=c++17 -Wall -Wextra -Werror "${san[@]}" -Iinclude c_tests/header_cp
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== Rust test binaries under valgrind memcheck"
-binaries=$(cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c '
+binaries=$(cargo test --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
