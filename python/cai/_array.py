@@ -2,6 +2,7 @@
 describes, and itself exposing `__cuda_array_interface__`."""
 
 import ctypes
+import functools
 import threading
 import weakref
 
@@ -122,8 +123,9 @@ class Array:
         self._owner = owner
         return self
 
-    @property
+    @functools.cached_property
     def _as_parameter_(self):
+        """What ctypes passes for this Array: the struct by reference, made on first use."""
         return ctypes.byref(self._struct)
 
     @property
@@ -206,9 +208,9 @@ class Array:
     @property
     def pointer_info(self):
         """What the driver said about the data pointer at import, or None if it was not asked."""
-        info = self._pointer_info
-        if info is None or not info.checked:
+        if not self._pointer_info:  # None (not imported) or b"" (not checked)
             return None
+        info = CaiPointerInfo.from_buffer_copy(self._pointer_info)
         return {name: getattr(info, name) for name, _ in CaiPointerInfo._fields_ if name != "checked"}
 
     @property
@@ -275,30 +277,34 @@ def from_object(obj, stream=None, sync=None, writable=False):
     spec, checks the pointer where a driver loads, synchronizes with the producer's stream
     (stream-ordered on `stream` if given, else blocking; `sync=False` skips it), keeps `obj`
     alive, and returns a cai.Array. Raises cai.CaiError (a ValueError) naming the rule broken."""
-    options = _import_options(stream, sync, writable)
-    desc = descriptor_of(obj)
-    array = Array._new()
+    options = None if stream is None and sync is None and not writable else _import_options(stream, sync, writable)
+    if obj.__class__ is dict:
+        desc = obj
+    else:  # descriptor_of(obj), inlined for the common case
+        desc = getattr(obj, "__cuda_array_interface__", None)
+        if desc.__class__ is not dict:
+            desc = descriptor_of(obj)
+    array = object.__new__(Array)  # Array._new(), inlined: this is the hot path
+    struct = array._struct = CaiArray()
     array._owner = obj
     array._desc = desc
-    info, error = CaiPointerInfo(), _error_struct()
-    status = PYTHON_NOT_HANDLED
-    if _cannot_block(desc, stream, sync):
-        # One native call that holds the GIL: it reads the dict and imports.
-        status = python_import(desc, array._struct, options, info, error)
-    if status == PYTHON_NOT_HANDLED:
-        array._fields, array._mask = _convert.fill(array._struct, desc, Array._from_mask)
-        status = lib.cai_import(array._struct, options, info, error)  # releases the GIL
-    if status:
-        raise_for(status, error)
-    array._pointer_info = info
+    try:
+        error = _per_thread.error
+    except AttributeError:
+        error = _error_struct()
+    # One native call: it reads the dict and imports (releasing the GIL if it may wait).
+    result = python_import(desc, struct, options, error)
+    if result.__class__ is not bytes:
+        if result != PYTHON_NOT_HANDLED:
+            raise_for(result, error)
+        array._fields, array._mask = _convert.fill(struct, desc, Array._from_mask)
+        info = CaiPointerInfo()
+        status = lib.cai_import(struct, options, info, error)  # releases the GIL
+        if status:
+            raise_for(status, error)
+        result = bytes(info) if info.checked else b""
+    array._pointer_info = result
     return array
-
-
-def _cannot_block(desc, stream, sync):
-    """True when importing cannot wait on the host: no producer stream, sync off, or an
-    ordering onto the consumer's stream. Only then may the GIL stay held during the import."""
-    return desc.get("stream") is None or sync is False or sync == SYNC_NONE or (
-        stream is not None and sync in (None, True, SYNC_DEFAULT, SYNC_STREAM_ORDERED))
 
 
 def validate(obj):

@@ -149,19 +149,23 @@ def load():
         function = getattr(lib, name)
         function.restype = restype
         function.argtypes = argtypes
-    # The binding's fast path reads the dict with the GIL held, so it goes through PyDLL.
-    with_gil = ctypes.PyDLL(path)
-    python_fill = with_gil.cai_python_fill
-    python_fill.restype = c_int32
-    python_fill.argtypes = [ctypes.py_object, POINTER(CaiArray)]
-    python_import = with_gil.cai_python_import
-    python_import.restype = c_int32
-    python_import.argtypes = [ctypes.py_object, POINTER(CaiArray), POINTER(CaiImportOptions), POINTER(CaiPointerInfo),
-                              POINTER(CaiError)]
-    return lib, python_fill, python_import
+    return lib, native_functions(path)
 
 
-# cai_python_import's answer when the dict needs the Python rules.
+# import_dict's answer when the dict needs the Python rules.
 PYTHON_NOT_HANDLED = -1
 
-lib, python_fill, python_import = load()
+
+def native_functions(path):
+    """libcai's builtins `fill(desc, struct)` and `import_dict(desc, struct, options, error)`
+    (src/python/functions.rs), made with the GIL held, hence PyDLL. Where they cannot
+    be made, stand-ins that leave every dict to the Python rules."""
+    make = ctypes.PyDLL(path).cai_python_functions
+    make.restype, make.argtypes = ctypes.py_object, []
+    try:
+        return make()
+    except ValueError:  # NULL: no CPython API found in this process
+        return (lambda desc, struct: False), (lambda desc, struct, options, error: PYTHON_NOT_HANDLED)
+
+
+lib, (python_fill, python_import) = load()

@@ -4,6 +4,8 @@ it leaves unusual but valid dicts to them."""
 
 import ctypes
 import random
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -98,10 +100,73 @@ def test_dict_subclasses_and_mappings_go_to_the_python_rules():
     cai.validate(desc)
 
 
-def test_imports_that_may_block_never_hold_the_gil():
-    can = cai._array._cannot_block
-    assert can({"stream": None}, None, None)
-    assert can({"stream": 7}, None, False)
-    assert can({"stream": 7}, 9, None), "stream-ordered onto the consumer's stream: no host wait"
-    assert not can({"stream": 7}, None, None), "no consumer stream: blocking"
-    assert not can({"stream": 7}, 9, cai.SYNC_BLOCKING)
+def test_a_blocking_import_releases_the_gil_fake_driver(fake):
+    """While cuStreamSynchronize waits (250 ms in the fake driver), other Python threads run:
+    this thread ticks inside the driver's wait window, which it could not with the GIL held."""
+    from conftest import DEVICE_BUFFER
+
+    producer = fake.stream(0)
+    desc = {"shape": (4,), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3, "stream": producer}
+    done, outcome = threading.Event(), []
+
+    def consumer():
+        fake.begin(0)  # the fake's contexts are per thread
+        try:
+            outcome.append(cai.from_object(desc))  # no consumer stream: a blocking sync
+        finally:
+            done.set()
+
+    ticks = []
+    fake.lib.fake_cuda_set_sync_delay_ms(250)
+    try:
+        worker = threading.Thread(target=consumer)
+        worker.start()
+        while not done.is_set():
+            ticks.append(time.monotonic())
+        worker.join()
+    finally:
+        fake.lib.fake_cuda_set_sync_delay_ms(0)
+    assert outcome, "the import failed"
+    begin, end = ctypes.c_double(), ctypes.c_double()
+    fake.lib.fake_cuda_last_sync_window(ctypes.byref(begin), ctypes.byref(end))
+    assert end.value - begin.value >= 0.2
+    inside = [t for t in ticks if begin.value + 0.05 < t < end.value - 0.05]
+    assert inside, "no Python thread ran while the import waited: the GIL was held"
+
+
+def test_native_functions_refuse_wrong_arguments_with_typeerror():
+    from cai._lib import CaiError, CaiImportOptions, python_import
+
+    desc = {"shape": (4,), "typestr": "<f4", "data": (4096, False), "version": 3}
+    struct, error = CaiArray(), CaiError()
+    for call in [
+        lambda: python_fill(desc),
+        lambda: python_fill(desc, struct, None),
+        lambda: python_fill(desc, b"x" * ctypes.sizeof(CaiArray)),  # read-only buffer
+        lambda: python_fill(desc, ctypes.c_int()),  # wrong size
+        lambda: python_fill(desc, 5),  # no buffer at all
+        lambda: python_fill(desc=desc, array=struct),
+        lambda: python_import(desc, struct, None),
+        lambda: python_import(desc, struct, CaiArray(), error),  # options of the wrong type
+        lambda: python_import(desc, struct, None, CaiImportOptions()),  # error of the wrong type
+    ]:
+        with pytest.raises(TypeError):
+            call()
+    assert bytes(struct) == bytes(CaiArray()), "a refused call wrote nothing"
+
+
+def test_native_import_returns_the_pointer_info_as_bytes_fake_driver(fake):
+    from conftest import DEVICE_BUFFER
+
+    from cai._lib import CaiError, CaiPointerInfo, python_import
+
+    desc = {"shape": (4,), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3}
+    result = python_import(desc, CaiArray(), None, CaiError())
+    info = CaiPointerInfo.from_buffer_copy(result)
+    assert info.checked == 1 and info.allocation_base == DEVICE_BUFFER and info.memory_type == 2
+    assert python_import({"shape": (0,), "typestr": "<f4", "data": (0, False), "version": 3}, CaiArray(), None,
+                         CaiError()) == b"", "zero-size: not checked, empty bytes"
+    error = CaiError()
+    assert python_import(dict(desc, data=(8, False)), CaiArray(), None, error) == 15  # NOT_DEVICE_POINTER
+    assert error.code == 15 and b"0x8" in error.message
+    assert python_import(dict(desc, descr=[("", "<f4")]), CaiArray(), None, error) == -1

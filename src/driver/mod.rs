@@ -63,9 +63,15 @@ pub fn driver() -> Result<&'static Driver> {
     DRIVER.get_or_init(load).as_ref().map_err(Clone::clone)
 }
 
+/// True once loading the driver has been tried, whatever came of it: from then on `driver()`
+/// returns at once.
+pub fn driver_load_attempted() -> bool {
+    DRIVER.get().is_some()
+}
+
 /// True when a driver is loaded or can be: the import's default pointer check runs only then.
 pub fn driver_available() -> bool {
-    driver().is_ok()
+    DRIVER.get_or_init(load).is_ok() // not driver(): no copy of the error on every call
 }
 
 fn dl_error() -> String {

@@ -1,35 +1,30 @@
-//! A fast path for the Python binding: reads a `__cuda_array_interface__` dict straight into a
-//! CaiArray with CPython's C API, resolved at run time (dlsym in the running interpreter), so
-//! libcai needs no Python headers to build and no Python to load.
+//! The Python binding's native half: CPython's C API resolved at run time (dlsym in the running
+//! interpreter), so libcai needs no Python headers to build and no Python to load.
 //!
-//! It takes only the plainly valid common case: an exact dict whose values are exact ints,
-//! tuples or lists, a str and bools, with no descr and no mask. Anything else, including every
-//! invalid descriptor, is left to the binding's Python rules (python/cai/_convert.py), which
-//! decide and word the error: the rules are not written twice. No Python code runs here (no
-//! `__index__`, `__repr__` or `__eq__` of user objects), so borrowed references stay valid.
+//! `dict` reads a `__cuda_array_interface__` dict straight into a CaiArray, taking only the
+//! plainly valid common case; `functions` offers it and the import to Python as builtin
+//! functions, which Python calls far more cheaply than a ctypes foreign function.
 
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_char, c_int, c_long, c_void, CString};
 use std::sync::OnceLock;
 
-use crate::array::{CaiArray, CAI_MAX_NDIM};
+mod dict;
+mod functions;
+
+pub use functions::python_functions;
 
 type Object = *mut c_void;
+type FastMethod = unsafe extern "C" fn(Object, *const Object, isize) -> Object;
 
-/// The dict keys read, as interned str objects made once.
-struct Keys {
-    version: Object,
-    shape: Object,
-    typestr: Object,
-    data: Object,
-    strides: Object,
-    stream: Object,
-    descr: Object,
-    mask: Object,
-}
+/// The dict keys read, in the order of `dict::Key`.
+const KEY_NAMES: [&std::ffi::CStr; KEYS] =
+    [c"version", c"shape", c"typestr", c"data", c"strides", c"stream", c"descr", c"mask"];
+const KEYS: usize = 8;
 
 #[allow(non_snake_case)]
 struct Api {
     PyDict_GetItem: unsafe extern "C" fn(Object, Object) -> Object,
+    PyDict_Next: unsafe extern "C" fn(Object, *mut isize, *mut Object, *mut Object) -> c_int,
     PyObject_Type: unsafe extern "C" fn(Object) -> Object,
     Py_DecRef: unsafe extern "C" fn(Object),
     PyLong_AsLongLongAndOverflow: unsafe extern "C" fn(Object, *mut c_int) -> i64,
@@ -41,6 +36,18 @@ struct Api {
     PyList_Size: unsafe extern "C" fn(Object) -> isize,
     PyList_GetItem: unsafe extern "C" fn(Object, isize) -> Object,
     PyUnicode_AsUTF8AndSize: unsafe extern "C" fn(Object, *mut isize) -> *const c_char,
+    PyObject_GetBuffer: unsafe extern "C" fn(Object, *mut functions::Buffer, c_int) -> c_int,
+    PyBuffer_Release: unsafe extern "C" fn(*mut functions::Buffer),
+    PyLong_FromLong: unsafe extern "C" fn(c_long) -> Object,
+    PyBytes_FromStringAndSize: unsafe extern "C" fn(*const c_char, isize) -> Object,
+    Py_IncRef: unsafe extern "C" fn(Object),
+    PyCFunction_NewEx: unsafe extern "C" fn(*const functions::MethodDef, Object, Object) -> Object,
+    PyTuple_New: unsafe extern "C" fn(isize) -> Object,
+    PyTuple_SetItem: unsafe extern "C" fn(Object, isize, Object) -> c_int,
+    PyEval_SaveThread: unsafe extern "C" fn() -> *mut c_void,
+    PyEval_RestoreThread: unsafe extern "C" fn(*mut c_void),
+    PyErr_SetString: unsafe extern "C" fn(Object, *const c_char),
+    type_error: Object,
     none: Object,
     true_: Object,
     false_: Object,
@@ -49,7 +56,8 @@ struct Api {
     tuple_type: Object,
     list_type: Object,
     str_type: Object,
-    keys: Keys,
+    /// KEY_NAMES as interned str objects, made once and kept.
+    keys: [Object; KEYS],
     /// Offset of `ob_type` in an object header, where the interpreter's layout was confirmed
     /// at start-up (8 on standard builds); None: ask PyObject_Type.
     type_offset: Option<usize>,
@@ -75,23 +83,17 @@ fn api() -> Option<&'static Api> {
             };
         }
         let intern: unsafe extern "C" fn(*const c_char) -> Object = function!("PyUnicode_InternFromString");
-        let key = |name: &std::ffi::CStr| {
-            // SAFETY: makes an immortal-for-our-purposes interned str; the reference is kept.
-            let object = unsafe { intern(name.as_ptr()) };
-            (!object.is_null()).then_some(object)
-        };
-        let keys = Keys {
-            version: key(c"version")?,
-            shape: key(c"shape")?,
-            typestr: key(c"typestr")?,
-            data: key(c"data")?,
-            strides: key(c"strides")?,
-            stream: key(c"stream")?,
-            descr: key(c"descr")?,
-            mask: key(c"mask")?,
-        };
+        let mut keys = [std::ptr::null_mut(); KEYS];
+        for (slot, name) in keys.iter_mut().zip(KEY_NAMES) {
+            // SAFETY: makes an interned str; the reference is kept for the process's life.
+            *slot = unsafe { intern(name.as_ptr()) };
+            if slot.is_null() {
+                return None;
+            }
+        }
         let mut api = Api {
             PyDict_GetItem: function!("PyDict_GetItem"),
+            PyDict_Next: function!("PyDict_Next"),
             PyObject_Type: function!("PyObject_Type"),
             Py_DecRef: function!("Py_DecRef"),
             PyLong_AsLongLongAndOverflow: function!("PyLong_AsLongLongAndOverflow"),
@@ -103,6 +105,19 @@ fn api() -> Option<&'static Api> {
             PyList_Size: function!("PyList_Size"),
             PyList_GetItem: function!("PyList_GetItem"),
             PyUnicode_AsUTF8AndSize: function!("PyUnicode_AsUTF8AndSize"),
+            PyObject_GetBuffer: function!("PyObject_GetBuffer"),
+            PyBuffer_Release: function!("PyBuffer_Release"),
+            PyLong_FromLong: function!("PyLong_FromLong"),
+            PyBytes_FromStringAndSize: function!("PyBytes_FromStringAndSize"),
+            Py_IncRef: function!("Py_IncRef"),
+            PyCFunction_NewEx: function!("PyCFunction_NewEx"),
+            PyTuple_New: function!("PyTuple_New"),
+            PyTuple_SetItem: function!("PyTuple_SetItem"),
+            PyEval_SaveThread: function!("PyEval_SaveThread"),
+            PyEval_RestoreThread: function!("PyEval_RestoreThread"),
+            PyErr_SetString: function!("PyErr_SetString"),
+            // SAFETY: PyExc_TypeError is a variable holding the exception type.
+            type_error: unsafe { *symbol("PyExc_TypeError")?.cast::<Object>() },
             none: symbol("_Py_NoneStruct")?,
             true_: symbol("_Py_TrueStruct")?,
             false_: symbol("_Py_FalseStruct")?,
@@ -134,7 +149,7 @@ impl Api {
     /// Finds where this interpreter keeps `ob_type` by checking candidate offsets against
     /// PyObject_Type on objects of five known types; None when no offset agrees on all.
     fn confirmed_type_offset(&self) -> Option<usize> {
-        let samples = [self.none, self.true_, self.keys.version, self.dict_type, self.int_type];
+        let samples = [self.none, self.true_, self.keys[0], self.dict_type, self.int_type];
         [8usize, 24].into_iter().find(|&offset| {
             samples.iter().all(|&object| {
                 // SAFETY: reads one pointer inside a live object's header.
@@ -150,6 +165,22 @@ impl Api {
             Some(offset) => unsafe { *(object.cast::<u8>().add(offset).cast::<Object>()) },
             None => self.type_by_call(object),
         }
+    }
+
+    /// The values of KEY_NAMES in an exact dict (borrowed; None where absent). One pass over
+    /// the dict when all its keys are our interned strs, as literal keys in Python source are;
+    /// a lookup per key otherwise.
+    fn values(&self, dict: Object) -> [Option<Object>; KEYS] {
+        let mut found = [None; KEYS];
+        let (mut position, mut key, mut value) = (0isize, std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: an exact dict, unchanged during the pass: no Python code runs here.
+        while unsafe { (self.PyDict_Next)(dict, &mut position, &mut key, &mut value) } != 0 {
+            match self.keys.iter().position(|&known| known == key) {
+                Some(i) => found[i] = Some(value),
+                None => return std::array::from_fn(|i| self.get(dict, self.keys[i])),
+            }
+        }
+        found
     }
 
     fn get(&self, dict: Object, key: Object) -> Option<Object> {
@@ -185,98 +216,34 @@ impl Api {
         }
     }
 
-    /// The items of an exact tuple or list (borrowed), at most `limit` of them.
-    fn items(&self, object: Object, limit: usize, out: &mut [Object; CAI_MAX_NDIM]) -> Option<usize> {
+    /// An exact tuple or list of at most `limit` items.
+    fn sequence(&self, object: Object, limit: usize) -> Option<Sequence> {
         let t = self.type_of(object);
-        // SAFETY: exact tuples and lists; indexes below their size.
-        unsafe {
-            let (size, get): (isize, unsafe extern "C" fn(Object, isize) -> Object) = if t == self.tuple_type
-            {
+        // SAFETY: exact tuples and lists.
+        let (len, get): (isize, unsafe extern "C" fn(Object, isize) -> Object) = unsafe {
+            if t == self.tuple_type {
                 ((self.PyTuple_Size)(object), self.PyTuple_GetItem)
             } else if t == self.list_type {
                 ((self.PyList_Size)(object), self.PyList_GetItem)
             } else {
                 return None;
-            };
-            let size = usize::try_from(size).ok().filter(|&n| n <= limit)?;
-            for (i, slot) in out.iter_mut().enumerate().take(size) {
-                *slot = get(object, i as isize);
             }
-            Some(size)
-        }
+        };
+        let len = usize::try_from(len).ok().filter(|&n| n <= limit)?;
+        Some(Sequence { object, len, get })
     }
 }
 
-/// Fills `out` (zeroed by the caller) from `dict` when it is the common, plainly valid case;
-/// false otherwise, with `out` in an unspecified state.
-///
-/// SAFETY: call with the GIL held, `dict` a live object, `out` writable.
-pub unsafe fn fill_from_dict(dict: Object, out: &mut CaiArray) -> bool {
-    let Some(api) = api() else { return false };
-    fill(api, dict, out).is_some()
+/// The items of an exact tuple or list, borrowed.
+struct Sequence {
+    object: Object,
+    len: usize,
+    get: unsafe extern "C" fn(Object, isize) -> Object,
 }
 
-fn fill(api: &Api, dict: Object, out: &mut CaiArray) -> Option<()> {
-    if api.type_of(dict) != api.dict_type {
-        return None;
+impl Sequence {
+    fn items(&self) -> impl Iterator<Item = Object> + '_ {
+        // SAFETY: indexes below the length of a tuple or list that no Python code can change.
+        (0..self.len).map(|i| unsafe { (self.get)(self.object, i as isize) })
     }
-    let absent_or_none = |key: Object| api.get(dict, key).map_or(true, |v| v == api.none);
-    if !absent_or_none(api.keys.descr) || !absent_or_none(api.keys.mask) {
-        return None;
-    }
-    let version = api.int64(api.get(dict, api.keys.version)?).filter(|v| (0..=3).contains(v))?;
-    out.version = version as i32;
-
-    let mut items = [std::ptr::null_mut(); CAI_MAX_NDIM];
-    let ndim = api.items(api.get(dict, api.keys.shape)?, CAI_MAX_NDIM, &mut items)?;
-    out.ndim = ndim as i32;
-    for (slot, &item) in out.shape.iter_mut().zip(&items[..ndim]) {
-        *slot = api.int64(item).filter(|&e| e >= 0)?;
-    }
-
-    let typestr = api.get(dict, api.keys.typestr)?;
-    if api.type_of(typestr) != api.str_type {
-        return None;
-    }
-    let mut length: isize = 0;
-    // SAFETY: an exact str; the UTF-8 buffer is cached in it and borrowed.
-    let text = unsafe { (api.PyUnicode_AsUTF8AndSize)(typestr, &mut length) };
-    if text.is_null() {
-        // SAFETY: clears the encoding error (lone surrogates); the Python path reports it.
-        unsafe { (api.PyErr_Clear)() };
-        return None;
-    }
-    // SAFETY: `length` bytes at `text`, owned by the str.
-    let bytes = unsafe { std::slice::from_raw_parts(text.cast::<u8>(), length as usize) };
-    if bytes.contains(&0) || !out.set_typestr(std::str::from_utf8(bytes).ok()?) {
-        return None;
-    }
-
-    let mut pair = [std::ptr::null_mut(); CAI_MAX_NDIM];
-    if api.items(api.get(dict, api.keys.data)?, 2, &mut pair)? != 2 {
-        return None;
-    }
-    out.data = api.uint64(pair[0])?;
-    out.readonly = match pair[1] {
-        flag if flag == api.true_ => 1,
-        flag if flag == api.false_ => 0,
-        _ => return None,
-    };
-
-    if let Some(strides) = api.get(dict, api.keys.strides).filter(|&s| s != api.none) {
-        if api.items(strides, CAI_MAX_NDIM, &mut items)? != ndim {
-            return None;
-        }
-        for (slot, &item) in out.strides.iter_mut().zip(&items[..ndim]) {
-            *slot = api.int64(item)?;
-        }
-        out.strides_given = 1;
-    }
-
-    if version >= 3 {
-        if let Some(stream) = api.get(dict, api.keys.stream).filter(|&s| s != api.none) {
-            out.stream = api.uint64(stream).filter(|&s| s != 0)?;
-        }
-    }
-    Some(())
 }
