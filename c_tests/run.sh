@@ -23,5 +23,11 @@ for test in c_tests/test_*.c; do
   CAI_CUDA_DRIVER="$out/libfake_cuda.so" "$out/$name"
 done
 
+# The GPU suite's C part, on the fake driver: its streams keep order, so the slow-kernel checks
+# (a missing sync shows as wrong data) run here too.
+"$CC" "${cflags[@]}" -DTEST_DRIVER='"fake driver"' c_tests/gpu/test_gpu.c -o "$out/test_gpu" "${link[@]}" \
+  -L"$out" -lfake_cuda -Wl,-rpath,"$out"
+CAI_CUDA_DRIVER="$out/libfake_cuda.so" "$out/test_gpu"
+
 "$CXX" -std=c++17 -Wall -Wextra -Werror -pedantic -Iinclude c_tests/header_cpp.cpp -o "$out/header_cpp" "${link[@]}"
 "$out/header_cpp"

@@ -25,6 +25,9 @@ for test in c_tests/test_*.c; do
     -L"$lib" -lcai -Wl,-rpath,"$lib" -ldl
   CAI_CUDA_DRIVER="$out/libfake_cuda.so" "$out/$name"
 done
+clang -std=c11 -Wall -Wextra -Werror -pedantic "${san[@]}" -DTEST_DRIVER='"fake driver"' -Iinclude -Ic_tests \
+  c_tests/gpu/test_gpu.c -o "$out/test_gpu" -L"$lib" -lcai -Wl,-rpath,"$lib" -L"$out" -lfake_cuda -Wl,-rpath,"$out"
+CAI_CUDA_DRIVER="$out/libfake_cuda.so" "$out/test_gpu"
 clang++ -std=c++17 -Wall -Wextra -Werror "${san[@]}" -Iinclude c_tests/header_cpp.cpp -o "$out/header_cpp" \
   -L"$lib" -lcai -Wl,-rpath,"$lib"
 "$out/header_cpp"

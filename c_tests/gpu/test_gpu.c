@@ -1,6 +1,8 @@
 /* GPU suite, C part: libcai's device half on a real CUDA driver. Run by scripts/gpu-check.sh
  * on a machine with a GPU; needs no CUDA headers (the few driver calls are declared here) and
- * links libcuda.so.1 only to set the test up.
+ * links libcuda.so.1 only to set the test up. CI runs the same file linked against the fake
+ * driver (tests/fake_cuda, a test double whose streams keep order), built with
+ * -DTEST_DRIVER='"fake driver"'.
  *
  * A kernel that spins for SPIN_MS before writing its value makes a missing sync visible as
  * wrong data: the consumer reads the array on another stream right after importing it. */
@@ -36,6 +38,9 @@ extern CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 extern CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                CUstream, void **, void **);
 
+#ifndef TEST_DRIVER
+#define TEST_DRIVER "real driver"
+#endif
 #define N (1 << 20)
 #define SPIN_MS 20
 #define CU(call)                                                                   \
@@ -112,7 +117,7 @@ int main(void) {
   int32_t version = 0;
   CaiError e;
   CHECK_STATUS(cai_driver_status(&version, &e), CAI_OK);
-  printf("driver version %d, %d device(s), spin %d ms\n", version, device_count, SPIN_MS);
+  printf(TEST_DRIVER ": version %d, %d device(s), spin %d ms\n", version, device_count, SPIN_MS);
 
   CUdeviceptr data;
   CU(cuMemAlloc_v2(&data, N * 4));
@@ -220,8 +225,8 @@ int main(void) {
   CHECK_STATUS(cai_export(&a, &export_options, &e), CAI_OK);
   CHECK(a.stream == CAI_STREAM_LEGACY);
 
-  printf("stream-ordered import with a %d ms kernel pending: %.1f us; blocking import: %.1f us\n", SPIN_MS,
+  printf(TEST_DRIVER ": stream-ordered import with a %d ms kernel pending: %.1f us; blocking import: %.1f us\n", SPIN_MS,
          ordered_us, blocking_us);
   if (device_count < 2) printf("row 27 (second device) not run: this machine has %d device\n", device_count);
-  return check_summary("c_tests/gpu/test_gpu (real driver)");
+  return check_summary("c_tests/gpu/test_gpu (" TEST_DRIVER ")");
 }

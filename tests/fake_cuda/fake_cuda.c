@@ -6,15 +6,24 @@
  * tests read back, and any call can be made to fail once. The log and the failures are per
  * thread, so tests running in parallel threads do not see each other's calls.
  *
+ * Streams keep order as a GPU does, so that a missing sync shows as wrong data: one kernel,
+ * spin_then_fill, writes its value only once something is ordered after it (vector clocks:
+ * a stream's clock counts the work it has seen from each stream; events copy a clock,
+ * cuStreamWaitEvent and cuStreamSynchronize merge one in). A read on stream t sees a write
+ * made on stream s once t's clock covers it; the host sees it once it synchronized with s.
+ * c_tests/gpu/test_gpu.c, the GPU suite's C part, runs on this model in CI.
+ *
  * Loaded by libcai through CAI_CUDA_DRIVER=/path/to/this.so. Test-only functions start with
  * fake_cuda_. Environment: FAKE_CUDA_INIT_RESULT=N makes cuInit return N;
  * FAKE_CUDA_NO_PROC_ADDRESS=1 makes cuGetProcAddress find nothing (libcai then uses dlsym). */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int CUresult;
 typedef uint64_t CUdeviceptr;
@@ -25,6 +34,7 @@ enum {
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_LAUNCH_FAILED = 719,
 };
 
@@ -37,8 +47,13 @@ enum {
 #define MAX_FAILURES 16
 
 typedef struct Context { int device; } Context;
-typedef struct Stream { int id; Context *context; } Stream;
-typedef struct Event { int id; Context *context; int live; } Event;
+#define CLOCKS (MAX_STREAMS + 1) /* one per stream, and the last for the default stream */
+#define MAX_WRITES 64
+typedef uint32_t Clock[CLOCKS];
+typedef struct Stream { int id; Context *context; Clock clock; } Stream;
+typedef struct Event { int id; Context *context; int live; uint32_t *clock; } Event; /* clock: CLOCKS */
+/* A kernel's write, waiting for something to be ordered after it. */
+typedef struct Write { int stream; uint32_t tick; uint32_t *out; uint32_t n, value; } Write;
 typedef struct Allocation {
   uint64_t base, size;
   unsigned memory_type; /* 1 host, 2 device, 4 unified */
@@ -50,6 +65,11 @@ static Stream streams[MAX_STREAMS];
 static Event events[MAX_EVENTS];
 static Allocation allocations[MAX_ALLOCATIONS];
 static int stream_count, event_count, allocation_count, live_events;
+static Clock host_clock, default_clock;
+static Write writes[MAX_WRITES];
+static int write_count;
+static int sync_delay_ms;                   /* cuStreamSynchronize's wait, as a busy GPU's */
+static double sync_window[2];               /* when the last delayed one began and ended */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static _Thread_local Context *stack[STACK_DEPTH];
@@ -88,6 +108,12 @@ static CUresult injected(const char *name) {
     if (injected_ != CUDA_SUCCESS) return injected_; \
   } while (0)
 
+static double monotonic_seconds(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
 static Context *current(void) { return depth > 0 ? stack[depth - 1] : NULL; }
 
 static Stream *find_stream(uintptr_t handle) {
@@ -112,6 +138,45 @@ static void stream_name(uintptr_t handle, char *out, size_t n) {
   else if (handle == 2) snprintf(out, n, "per-thread");
   else if (s) snprintf(out, n, "S%d", s->id);
   else snprintf(out, n, "unknown-%#lx", (unsigned long)handle);
+}
+
+/* ---- stream order (callers hold `lock`) ---- */
+
+static Clock *clock_of(uintptr_t handle) {
+  Stream *s = handle > 2 ? find_stream(handle) : NULL;
+  return s ? &s->clock : &default_clock;
+}
+
+static int clock_index(uintptr_t handle) {
+  Stream *s = handle > 2 ? find_stream(handle) : NULL;
+  return s ? s->id : CLOCKS - 1;
+}
+
+static void merge(uint32_t *into, const uint32_t *from) {
+  for (int i = 0; i < CLOCKS; i++)
+    if (from[i] > into[i]) into[i] = from[i];
+}
+
+/* Writes the pending kernel writes that `clock` covers, in the order they were made. */
+static void apply_writes_seen_by(const uint32_t *clock) {
+  int kept = 0;
+  for (int i = 0; i < write_count; i++) {
+    Write w = writes[i];
+    if (clock[w.stream] >= w.tick) {
+      for (uint32_t j = 0; j < w.n; j++) w.out[j] = w.value;
+    } else {
+      writes[kept++] = w;
+    }
+  }
+  write_count = kept;
+}
+
+/* Work enqueued on a stream comes after what the host has already waited for. */
+static Clock *enqueue_on(uintptr_t stream) {
+  Clock *clock = clock_of(stream);
+  merge(*clock, host_clock);
+  apply_writes_seen_by(*clock);
+  return clock;
 }
 
 static Event *find_event(uintptr_t handle) {
@@ -199,6 +264,22 @@ CUresult cuStreamSynchronize(void *stream) {
   int known;
   Context *c = stream_context((uintptr_t)stream, &known);
   if (!known) return CUDA_ERROR_INVALID_HANDLE;
+  if (c) {
+    pthread_mutex_lock(&lock);
+    merge(host_clock, *clock_of((uintptr_t)stream));
+    apply_writes_seen_by(host_clock);
+    pthread_mutex_unlock(&lock);
+  }
+  int delay_ms = __atomic_load_n(&sync_delay_ms, __ATOMIC_SEQ_CST);
+  if (c && delay_ms > 0) {
+    double begin = monotonic_seconds();
+    struct timespec wait = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
+    nanosleep(&wait, NULL);
+    pthread_mutex_lock(&lock);
+    sync_window[0] = begin;
+    sync_window[1] = monotonic_seconds();
+    pthread_mutex_unlock(&lock);
+  }
   return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
@@ -215,6 +296,7 @@ CUresult cuEventCreate(void **event, unsigned flags) {
   e->id = event_count++;
   e->context = c;
   e->live = 1;
+  e->clock = calloc(CLOCKS, sizeof(uint32_t));
   live_events++;
   pthread_mutex_unlock(&lock);
   *event = e;
@@ -227,6 +309,8 @@ CUresult cuEventDestroy_v2(void *event) {
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&lock);
   e->live = 0;
+  free(e->clock);
+  e->clock = NULL;
   live_events--;
   pthread_mutex_unlock(&lock);
   log_call("cuEventDestroy E%d", e->id);
@@ -243,6 +327,9 @@ CUresult cuEventRecord(void *event, void *stream) {
   if (!e || !known) return CUDA_ERROR_INVALID_HANDLE;
   /* As the real driver: an event records only on a stream of its own context. */
   if (c != e->context) return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&lock);
+  memcpy(e->clock, *clock_of((uintptr_t)stream), sizeof(Clock));
+  pthread_mutex_unlock(&lock);
   log_call("cuEventRecord E%d %s", e->id, name);
   return CUDA_SUCCESS;
 }
@@ -256,6 +343,9 @@ CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
   Context *c = stream_context((uintptr_t)stream, &known);
   if (!e || !known) return CUDA_ERROR_INVALID_HANDLE;
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  pthread_mutex_lock(&lock);
+  merge(*clock_of((uintptr_t)stream), e->clock);
+  pthread_mutex_unlock(&lock);
   log_call("cuStreamWaitEvent %s E%d flags=%u", name, e->id, flags);
   return CUDA_SUCCESS;
 }
@@ -293,6 +383,135 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr po
   }
   pthread_mutex_unlock(&lock);
   return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- what the GPU suite's C part calls besides libcai (c_tests/gpu/test_gpu.c) ---- */
+
+static const int kernel_tag, module_tag;
+
+CUresult cuDeviceGet(int *device, int ordinal) {
+  if (ordinal < 0 || ordinal >= DEVICES) return CUDA_ERROR_INVALID_VALUE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count) {
+  *count = DEVICES;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
+  (void)device;
+  if (attribute != 13) return CUDA_ERROR_INVALID_VALUE; /* CU_DEVICE_ATTRIBUTE_CLOCK_RATE */
+  *value = 1000000;                                     /* kHz */
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(void **context, int device) {
+  if (device < 0 || device >= DEVICES) return CUDA_ERROR_INVALID_VALUE;
+  *context = &contexts[device];
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(void *context) {
+  if (depth == 0) depth = 1;
+  stack[depth - 1] = (Context *)context;
+  return CUDA_SUCCESS;
+}
+
+uint64_t fake_cuda_alloc(uint64_t size, unsigned memory_type, int device, unsigned flags);
+uint64_t fake_cuda_stream_create(int device);
+
+CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t size) {
+  if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+  *pointer = fake_cuda_alloc(size, 2, current()->device, 0);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *pointer, size_t size, unsigned flags) {
+  (void)flags;
+  if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+  *pointer = fake_cuda_alloc(size, 2, current()->device, 1);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostAlloc(void **pointer, size_t size, unsigned flags) {
+  (void)flags; /* pinned memory is mapped on every UVA system */
+  if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+  *pointer = (void *)(uintptr_t)fake_cuda_alloc(size, 1, current()->device, 0);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *device_pointer, void *host, unsigned flags) {
+  (void)flags;
+  *device_pointer = (CUdeviceptr)(uintptr_t)host; /* one address space */
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD32_v2(CUdeviceptr pointer, unsigned value, size_t n) {
+  pthread_mutex_lock(&lock);
+  enqueue_on(0);
+  for (size_t i = 0; i < n; i++) ((uint32_t *)(uintptr_t)pointer)[i] = value;
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *host, CUdeviceptr device, size_t bytes, void *stream) {
+  pthread_mutex_lock(&lock);
+  enqueue_on((uintptr_t)stream); /* the copy sees what this stream is ordered after, no more */
+  memcpy(host, (const void *)(uintptr_t)device, bytes);
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreate(void **stream, unsigned flags) {
+  (void)flags;
+  if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+  *stream = (void *)(uintptr_t)fake_cuda_stream_create(current()->device);
+  return CUDA_SUCCESS;
+}
+
+/* Not ready while a kernel write made on the stream waits to be seen. */
+CUresult cuStreamQuery(void *stream) {
+  int index = clock_index((uintptr_t)stream), pending = 0;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < write_count; i++) pending |= writes[i].stream == index;
+  pthread_mutex_unlock(&lock);
+  return pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadData(void **module, const void *image) {
+  (void)image;
+  *module = (void *)&module_tag;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
+  if (module != &module_tag || strcmp(name, "spin_then_fill") != 0) return CUDA_ERROR_NOT_FOUND;
+  *function = (void *)&kernel_tag;
+  return CUDA_SUCCESS;
+}
+
+/* spin_then_fill(out, n, value, cycles): out[0..n) = value, seen once ordered after. */
+CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, void *stream, void **params, void **extra) {
+  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)extra;
+  if (function != &kernel_tag) return CUDA_ERROR_INVALID_HANDLE;
+  Write w = {.out = (uint32_t *)(uintptr_t)*(CUdeviceptr *)params[0],
+             .n = *(uint32_t *)params[1],
+             .value = *(uint32_t *)params[2],
+             .stream = clock_index((uintptr_t)stream)};
+  pthread_mutex_lock(&lock);
+  if (write_count == MAX_WRITES) {
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_LAUNCH_FAILED;
+  }
+  uint32_t *clock = *enqueue_on((uintptr_t)stream);
+  w.tick = ++clock[w.stream];
+  writes[write_count++] = w;
+  pthread_mutex_unlock(&lock);
+  log_call("cuLaunchKernel spin_then_fill value=%u", w.value);
+  return CUDA_SUCCESS;
 }
 
 #define ENTRY(name, symbol) {name, (void *)symbol}
@@ -397,6 +616,17 @@ int fake_cuda_live_events(void) {
   int n = live_events;
   pthread_mutex_unlock(&lock);
   return n;
+}
+
+/* From now on cuStreamSynchronize sleeps `ms` milliseconds (0: returns at once). */
+void fake_cuda_set_sync_delay_ms(int ms) { __atomic_store_n(&sync_delay_ms, ms, __ATOMIC_SEQ_CST); }
+
+/* CLOCK_MONOTONIC seconds at which the last delayed cuStreamSynchronize began and ended. */
+void fake_cuda_last_sync_window(double *begin, double *end) {
+  pthread_mutex_lock(&lock);
+  *begin = sync_window[0];
+  *end = sync_window[1];
+  pthread_mutex_unlock(&lock);
 }
 
 int fake_cuda_proc_address_lookups(void) { return __atomic_load_n(&proc_address_lookups, __ATOMIC_SEQ_CST); }
