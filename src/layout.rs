@@ -32,6 +32,7 @@ fn overflow(what: String) -> Error {
 /// multiplying extents in another order can wrap, and C strides always exist.
 pub fn element_count(shape: &[i64], itemsize: u64) -> Result<u64> {
     let mut span: u64 = itemsize;
+    let mut count: u64 = 1;
     let mut has_zero = false;
     for (i, &extent) in shape.iter().enumerate() {
         if extent == 0 {
@@ -43,8 +44,11 @@ pub fn element_count(shape: &[i64], itemsize: u64) -> Result<u64> {
                 "shape: {itemsize}-byte items times the extents up to shape[{i}] = {extent} overflow 64 bits"
             ))
         })?;
+        // No overflow while itemsize >= 1 (count <= span); a second product, not span /
+        // itemsize, because a 64-bit division costs more than this whole loop.
+        count = count.wrapping_mul(extent as u64);
     }
-    Ok(if has_zero { 0 } else { span / itemsize.max(1) })
+    Ok(if has_zero || itemsize == 0 { 0 } else { count })
 }
 
 /// Byte size of `count` elements.
