@@ -312,7 +312,9 @@ int32_t cai_import(const struct CaiArray *array,
 
 // Synchronizes with `array`'s stream from `consumer_stream` (a CAI stream value; 0 for none)
 // in `sync_mode` (a CAI_SYNC_* value), without the other import checks. A NULL-stream
-// (`stream` 0, "None") array needs nothing and loads no driver.
+// (`stream` 0, "None") array needs nothing and loads no driver. With no pointer query to name
+// the array's context, the default-stream handles 1 and 2 mean those of the calling thread's
+// current context; `cai_import`, once it has queried the pointer, uses the allocation's.
 int32_t cai_sync(const struct CaiArray *array,
                  uint64_t consumer_stream,
                  int32_t sync_mode,

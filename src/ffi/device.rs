@@ -36,7 +36,9 @@ pub extern "C" fn cai_import(
 
 /// Synchronizes with `array`'s stream from `consumer_stream` (a CAI stream value; 0 for none)
 /// in `sync_mode` (a CAI_SYNC_* value), without the other import checks. A NULL-stream
-/// (`stream` 0, "None") array needs nothing and loads no driver.
+/// (`stream` 0, "None") array needs nothing and loads no driver. With no pointer query to name
+/// the array's context, the default-stream handles 1 and 2 mean those of the calling thread's
+/// current context; `cai_import`, once it has queried the pointer, uses the allocation's.
 #[no_mangle]
 pub extern "C" fn cai_sync(
     array: *const CaiArray,
