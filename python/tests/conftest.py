@@ -63,6 +63,23 @@ class FakeDriver:
     def log(self):
         return self.lib.fake_cuda_log().decode()
 
+    def launch_fill(self, stream, pointer, n, value):
+        """The fake's slow kernel on `stream`: pointer[0..n) = value (uint32), seen only by
+        work ordered after it."""
+        module, function = ctypes.c_void_p(), ctypes.c_void_p()
+        assert self.lib.cuModuleLoadData(ctypes.byref(module), b"") == 0
+        assert self.lib.cuModuleGetFunction(ctypes.byref(function), module, b"spin_then_fill") == 0
+        args = [ctypes.c_uint64(pointer), ctypes.c_uint32(n), ctypes.c_uint32(value), ctypes.c_uint64(0)]
+        params = (ctypes.c_void_p * 4)(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args])
+        assert self.lib.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, ctypes.c_void_p(stream), params, None) == 0
+
+    def read(self, stream, pointer, n):
+        """The uint32 values a copy on `stream` reads: what that stream is ordered after."""
+        host = (ctypes.c_uint32 * n)()
+        assert self.lib.cuMemcpyDtoHAsync_v2(host, ctypes.c_uint64(pointer), ctypes.c_size_t(n * 4),
+                                             ctypes.c_void_p(stream)) == 0
+        return set(host)
+
     def calls(self, prefix):
         return [line for line in self.log().splitlines() if line.startswith(prefix)]
 

@@ -1,6 +1,8 @@
 """conformance.md rows driven through the Python binding. Import and sync run against the fake
 CUDA driver (a test double) set up in conftest.py; pure rules use cai.validate."""
 
+import ctypes
+
 import pytest
 
 import cai
@@ -166,8 +168,6 @@ def test_row_23_old_none_pointer_for_zero_size():
 
 
 def test_row_24_unregistered_host_memory_is_not_a_device_pointer(fake):
-    import ctypes
-
     host = ctypes.create_string_buffer(64)
     with pytest.raises(cai.CaiError) as info:
         cai.from_object(desc(ptr=ctypes.addressof(host)))
@@ -276,6 +276,23 @@ def test_row_44_blocking_sync_without_a_consumer_stream(fake):
 def test_row_45_sync_false_makes_no_sync_call(fake):
     cai.from_object(desc(ptr=fake.alloc(64), stream=fake.stream()), stream=fake.stream(), sync=False)
     assert fake.calls("cuStream") == [] and fake.calls("cuEvent") == []
+
+
+def test_slow_kernel_is_seen_only_after_a_sync_fake_driver_ordered_streams(fake):
+    """The fake's streams keep order: a consumer reading right after import sees the producer's
+    kernel only when libcai ordered it (the CPU twin of the GPU suite's slow-kernel test)."""
+    n, pointer = 256, fake.alloc(1024)
+    producer, consumer = fake.stream(), fake.stream()
+    array = desc(ptr=pointer, shape=(n,), typestr="<u4", stream=producer)
+    fake.launch_fill(producer, pointer, n, 7)
+    cai.from_object(array, stream=consumer, sync=False)
+    assert fake.read(consumer, pointer, n) == {0}, "without a sync the consumer overtakes the kernel"
+    assert fake.lib.cuStreamSynchronize(ctypes.c_void_p(producer)) == 0
+    for value, options in [(8, {"stream": consumer}), (9, {"stream": consumer, "sync": cai.SYNC_BLOCKING}),
+                           (10, {})]:
+        fake.launch_fill(producer, pointer, n, value)
+        cai.from_object(array, **options)
+        assert fake.read(consumer, pointer, n) == {value}, options
 
 
 def test_consumer_stream_objects_and_bad_streams():
