@@ -297,7 +297,7 @@ def from_object(obj, stream=None, sync=None, writable=False):
     if result.__class__ is not bytes:
         if result != PYTHON_NOT_HANDLED:
             raise_for(result, error)
-        array._fields, array._mask = _convert.fill(struct, desc, Array._from_mask)
+        array._fields, array._mask = _convert.fill_by_rules(struct, desc, Array._from_mask)
         info = CaiPointerInfo()
         status = lib.cai_import(struct, options, info, error)  # releases the GIL
         if status:

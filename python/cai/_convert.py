@@ -164,6 +164,11 @@ def fill(struct, desc, convert_mask):
     else (and every invalid dict) to the rules above, which decide and word the error."""
     if python_fill(desc, struct):
         return None, None
+    return fill_by_rules(struct, desc, convert_mask)
+
+
+def fill_by_rules(struct, desc, convert_mask):
+    """`fill` by the rules above alone, for a dict the native reader has already left to them."""
     version = version_is_known(desc)
     shape = shape_is_a_sequence_of_extents(desc)
     typestr = typestr_is_a_string(desc)
