@@ -164,7 +164,7 @@ impl<'a, T> Borrowed<'a, T> {
         }
     }
 
-    fn as_mut_ptr(&mut self) -> *mut T {
+    fn ptr(&self) -> *mut T {
         self.view.buf.cast()
     }
 }
@@ -207,10 +207,9 @@ fn info_object(api: &Api, info: &CaiPointerInfo) -> Object {
 unsafe extern "C" fn fill(_module: Object, args: *const Object, nargs: isize) -> Object {
     builtin(|api| {
         let [desc, array] = *arguments::<2>(args, nargs, c"fill(desc, array) takes 2 arguments")?;
-        let mut array =
-            Borrowed::<CaiArray>::new(api, array, true, c"fill: array must be a ctypes CaiArray")?;
+        let array = Borrowed::<CaiArray>::new(api, array, true, c"fill: array must be a ctypes CaiArray")?;
         // SAFETY: the buffer is a writable, aligned CaiArray, held until `array` drops.
-        let out = unsafe { &mut *array.as_mut_ptr() };
+        let out = unsafe { &mut *array.ptr() };
         Ok(bool_object(api, fill_from_dict(api, desc, out)))
     })
 }
@@ -219,26 +218,27 @@ unsafe extern "C" fn import_dict(_module: Object, args: *const Object, nargs: is
     builtin(|api| {
         let [desc, array, options, error] =
             *arguments::<4>(args, nargs, c"import_dict(desc, array, options, error) takes 4 arguments")?;
-        let mut array =
+        let array =
             Borrowed::<CaiArray>::new(api, array, true, c"import_dict: array must be a ctypes CaiArray")?;
-        let mut options = match options == api.none {
-            true => None,
-            false => Some(Borrowed::<CaiImportOptions>::new(
+        let options = if options == api.none {
+            None
+        } else {
+            Some(Borrowed::<CaiImportOptions>::new(
                 api,
                 options,
                 false,
                 c"import_dict: options must be None or a ctypes CaiImportOptions",
-            )?),
+            )?)
         };
-        let mut error =
+        let error =
             Borrowed::<CaiError>::new(api, error, true, c"import_dict: error must be a ctypes CaiError")?;
         // SAFETY: a writable, aligned CaiArray, held until `array` drops.
-        if !fill_from_dict(api, desc, unsafe { &mut *array.as_mut_ptr() }) {
+        if !fill_from_dict(api, desc, unsafe { &mut *array.ptr() }) {
             return Ok(int_object(api, CAI_PYTHON_NOT_HANDLED));
         }
-        let options = options.as_mut().map_or(std::ptr::null(), |o| o.as_mut_ptr().cast_const());
+        let options = options.as_ref().map_or(std::ptr::null(), |o| o.ptr().cast_const());
         let mut info = CaiPointerInfo::default();
-        let (out, error) = (array.as_mut_ptr(), error.as_mut_ptr());
+        let (out, error) = (array.ptr(), error.ptr());
         // SAFETY: `out` is a filled CaiArray, read-only from here on.
         let may_wait = unsafe { (*out).stream } != 0 || !crate::driver::driver_load_attempted();
         let status = if may_wait {
