@@ -266,15 +266,16 @@ pub fn typestr_in_buffer<'a>(buffer: &'a [c_char], field: &str) -> Result<&'a [u
 
 /// Checks structured fields against the item they describe: each field a valid typestr, named
 /// uniquely (empty names are padding), laid one after another from offset 0, their itemsizes
-/// adding up to `itemsize`.
+/// adding up to `itemsize`. Linear in the number of fields.
 pub fn validate_descr(fields: &[CaiField], itemsize: u64) -> Result<()> {
     let descr_error = |message: String| Error::new(Status::InvalidDescr, message);
+    let mut names = std::collections::HashSet::new();
     let mut offset: u64 = 0;
     for (i, field) in fields.iter().enumerate() {
         let name = c_chars_until_nul(&field.name)
             .ok_or_else(|| descr_error(format!("descr[{i}].name has no terminating NUL")))?;
-        let typestr = typestr_in_buffer(&field.typestr, &format!("descr[{i}].typestr"))
-            .map_err(|e| descr_error(e.message))?;
+        let typestr = c_chars_until_nul(&field.typestr)
+            .ok_or_else(|| descr_error(format!("descr[{i}].typestr has no terminating NUL")))?;
         let dtype = parse_typestr(typestr)
             .map_err(|e| descr_error(format!("descr[{i}] ({}): {}", quote(name), e.message)))?;
         if field.offset != offset {
@@ -284,7 +285,8 @@ pub fn validate_descr(fields: &[CaiField], itemsize: u64) -> Result<()> {
                 field.offset
             )));
         }
-        if !name.is_empty() && fields[..i].iter().any(|f| c_chars_until_nul(&f.name) == Some(name)) {
+        // numpy's default descr has one unnamed field: no set is made for it.
+        if !name.is_empty() && fields.len() > 1 && !names.insert(name) {
             return Err(descr_error(format!("descr[{i}] repeats the field name {}", quote(name))));
         }
         offset = offset

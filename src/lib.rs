@@ -6,6 +6,7 @@
 
 pub mod array;
 pub mod device;
+pub mod dict;
 pub mod driver;
 pub mod dtype;
 pub mod export;

@@ -2,7 +2,7 @@
 //! returns an error that names the field and the value at fault.
 //!
 //! Rules about the dict's Python types (bools are not ints, `stream: 0`, lists for tuples)
-//! cannot be broken by a `CaiArray`; the Python binding checks those while converting.
+//! cannot be broken by a `CaiArray`; they are `dict`'s, applied before a dict becomes one.
 
 use crate::array::{CaiArray, CAI_MAX_MASK_DEPTH, CAI_MAX_NDIM, CAI_STREAM_NONE};
 use crate::dtype::{parse_typestr, typestr_in_buffer, validate_descr, CaiDtype};
@@ -179,15 +179,10 @@ pub fn mask_matches_array(array: &CaiArray, depth: usize) -> Result<()> {
     if std::ptr::eq(array.mask, array) {
         return mask_error("mask points to the array itself".into());
     }
-    if depth + 1 >= CAI_MAX_MASK_DEPTH {
-        return mask_error(format!(
-            "masks nest deeper than {CAI_MAX_MASK_DEPTH} levels (CAI_MAX_MASK_DEPTH); a cycle?"
-        ));
-    }
+    mask_depth_is_within_limit(depth + 1)?;
     // SAFETY: the API promises a non-NULL mask points to a readable CaiArray.
     let mask = unsafe { &*array.mask };
-    validate_nested(mask, depth + 1)
-        .map_err(|e| Error::new(Status::InvalidMask, format!("mask: {}", e.message)))?;
+    validate_nested(mask, depth + 1).map_err(in_mask)?;
     let ndim = array.ndim as usize;
     if mask.ndim != array.ndim || mask.shape[..ndim] != array.shape[..ndim] {
         return mask_error(format!(
@@ -197,6 +192,24 @@ pub fn mask_matches_array(array: &CaiArray, depth: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// A mask `depth` levels below the array may still be read: CAI_MAX_MASK_DEPTH bounds the
+/// chain, which is how a cycle of masks shows.
+pub fn mask_depth_is_within_limit(depth: usize) -> Result<()> {
+    if depth < CAI_MAX_MASK_DEPTH {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Status::InvalidMask,
+            format!("masks nest deeper than {CAI_MAX_MASK_DEPTH} levels (CAI_MAX_MASK_DEPTH); a cycle?"),
+        ))
+    }
+}
+
+/// An error found in a mask, reported as the array's INVALID_MASK.
+pub fn in_mask(error: Error) -> Error {
+    Error::new(Status::InvalidMask, format!("mask: {}", error.message))
 }
 
 /// The stream a consumer must synchronize on: `stream` came in version 3, and a descriptor of
