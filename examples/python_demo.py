@@ -1,7 +1,7 @@
 """libcai from Python. With a GPU and CuPy or PyTorch, hands a framework array to libcai and back;
 without one, tours host-only descriptors (validation, layout, errors) and says so.
 
-    CAI_LIBRARY=target/release/libcai.so PYTHONPATH=python python3 examples/python_demo.py
+    pip install ./python && python3 examples/python_demo.py
 """
 
 import cai

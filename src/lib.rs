@@ -1,8 +1,9 @@
 //! libcai: the C side of the CUDA Array Interface.
 //!
 //! `CaiArray` mirrors the `__cuda_array_interface__` dict as a `#[repr(C)]` struct. The core
-//! modules (`dtype`, `layout`, `validate`, `normalize`) are pure; `ffi` is the thin C surface
-//! that cbindgen turns into `include/cai.h`.
+//! modules (`dtype`, `layout`, `validate`, `normalize`, and `dict` for the dict form) are
+//! pure; `ffi` is the thin C surface that cbindgen turns into `include/cai.h`. The Python
+//! extension (python/src) calls the core directly; this library carries no CPython code.
 
 pub mod array;
 pub mod device;
@@ -15,7 +16,6 @@ mod headers;
 pub mod import;
 pub mod layout;
 pub mod normalize;
-mod python;
 pub mod status;
 pub mod validate;
 

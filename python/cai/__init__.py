@@ -1,15 +1,26 @@
 """libcai from Python: import any `__cuda_array_interface__` object, validated by every rule of
 the spec and synchronized with its producer's stream, as a cai.Array that C functions take
-directly. Pure Python over libcai's C API (ctypes); no compiler needed."""
+directly. The work is done by libcai's Rust core, in the extension module cai._native."""
 
-from ._array import Array, from_object, validate
+try:
+    from . import _native
+except ImportError as error:  # PyPy, an interpreter older than 3.10, a build for another platform
+    import sys
+
+    raise ImportError(
+        f"cai: libcai's extension module cai._native does not load on {sys.implementation.name} "
+        f"{sys.version.split()[0]} ({error}); cai needs CPython 3.10 or later on the platform its wheel "
+        "was built for"
+    ) from error
+
 from ._errors import CaiError
-from ._lib import (
+from ._native import (
     POINTER_CHECK_ALWAYS, POINTER_CHECK_DEFAULT, POINTER_CHECK_NEVER, SYNC_BLOCKING, SYNC_DEFAULT, SYNC_NONE,
-    SYNC_STREAM_ORDERED, CaiArray, library_path, lib,
+    SYNC_STREAM_ORDERED, Array, from_object, validate,
 )
+from ._ctypes import CaiArray, lib, library_path
 
-__version__ = lib.cai_library_version().decode()
+__version__ = _native.__version__
 
 __all__ = [
     "Array", "CaiArray", "CaiError", "from_object", "validate", "library_path", "lib",

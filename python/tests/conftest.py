@@ -1,17 +1,16 @@
-"""Test setup: `import cai` from this repository, the built libcai, and the fake CUDA driver
-(tests/fake_cuda/fake_cuda.c, a test double) as the driver for the whole session."""
+"""Test setup: the installed `cai` package (scripts/test.sh installs it into a virtual
+environment, as a user would) and the fake CUDA driver (tests/fake_cuda/fake_cuda.c, a test
+double) as the driver for the whole session."""
 
 import ctypes
 import os
 import pathlib
 import subprocess
-import sys
 import tempfile
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
 
 _build_dir = pathlib.Path(tempfile.mkdtemp(prefix="cai-pytest-"))
 

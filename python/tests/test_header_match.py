@@ -1,4 +1,4 @@
-"""The ctypes declarations in python/cai/_lib.py match include/cai.h: every struct field at the
+"""The ctypes declarations in python/cai/_ctypes.py match include/cai.h: every struct field at the
 same offset with the same size, and every function with the same argument and result kinds."""
 
 import ctypes
@@ -6,7 +6,7 @@ import re
 
 import cffi
 
-import cai._lib as declared
+import cai._ctypes as declared
 from conftest import ROOT
 
 HEADER = (ROOT / "include" / "cai_cffi.h").read_text()

@@ -72,23 +72,41 @@ def test_a_borrowed_c_array_is_never_released(producer_lib):
     producer_lib.producer_make(ctypes.byref(raw), 4, DEVICE_BUFFER)
     # The field's value as an address: a ctypes object read from the field shares its memory.
     release_address = ctypes.cast(raw.release, ctypes.c_void_p).value
-    raw.release = cai._lib.RELEASE_FN()
+    raw.release = cai._ctypes.RELEASE_FN()
     array = cai.Array.from_c(ctypes.addressof(raw))
     del array
     gc.collect()
     assert producer_lib.producer_release_count() == before
-    raw.release = cai._lib.RELEASE_FN(release_address)
+    raw.release = cai._ctypes.RELEASE_FN(release_address)
     cai.lib.cai_release(ctypes.byref(raw), None)
     assert producer_lib.producer_release_count() == before + 1
 
 
-def test_array_round_trips_its_input_dict(fake):
+def test_row_48a_array_re_exports_its_input_in_canonical_form(fake):
     stream = fake.stream()
     source = {"shape": [2, 3], "typestr": "<f4", "data": [DEVICE_BUFFER, True], "version": 3, "strides": (4, 8),
               "stream": stream, "descr": [("", "<f4")]}
     out = cai.from_object(source, sync=False).__cuda_array_interface__
     assert out == {"shape": (2, 3), "typestr": "<f4", "data": (DEVICE_BUFFER, True), "version": 3, "strides": (4, 8),
-                   "stream": stream, "descr": [("", "<f4")]}
+                   "stream": stream}, "numpy's default descr restates the typestr: not carried"
+    old = {"shape": (2, 3), "typestr": "f4", "data": (DEVICE_BUFFER, False), "version": 2, "strides": (12, 4)}
+    assert cai.from_object(old, sync=False).__cuda_array_interface__ == {
+        "shape": (2, 3), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3, "strides": None,
+        "stream": None}
+    for typestr, canonical in [("=i2", "<i2"), ("b1", "|b1"), (">f8", ">f8"), ("<M8[1ns]", "<M8[ns]")]:
+        d = {"shape": (0,), "typestr": typestr, "data": (DEVICE_BUFFER, False), "version": 3}
+        assert cai.from_object(d).__cuda_array_interface__["typestr"] == canonical
+        assert cai.from_object(d).__cuda_array_interface__["data"] == (0, False), "empty: data 0"
+    fields = [("x", "<f4"), ("y", "<i4")]
+    structured = {"shape": (2,), "typestr": "|V8", "data": (DEVICE_BUFFER, False), "version": 3, "descr": fields}
+    assert cai.from_object(structured, sync=False).__cuda_array_interface__["descr"] == fields
+
+
+def test_export_version_2_when_asked(fake, monkeypatch):
+    monkeypatch.setenv("CAI_ARRAY_INTERFACE_EXPORT_VERSION", "2")
+    d = {"shape": (4,), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3, "stream": fake.stream()}
+    out = cai.from_object(d, sync=False).__cuda_array_interface__
+    assert out["version"] == 2 and "stream" not in out
 
 
 def test_array_passes_to_c_functions_directly(fake):

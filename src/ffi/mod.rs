@@ -5,13 +5,11 @@ mod array;
 mod device;
 mod dtype;
 mod info;
-mod python;
 
 pub use array::{cai_export, cai_layout, cai_release, cai_validate};
 pub use device::{cai_driver_status, cai_import, cai_pointer_info, cai_sync};
 pub use dtype::cai_typestr_parse;
 pub use info::{cai_library_version, cai_status_string};
-pub use python::cai_python_functions;
 
 use std::os::raw::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1,9 +1,8 @@
-"""Loads libcai and declares its C API for ctypes, matching include/cai.h (a test compares them
-field by field and function by function)."""
+"""libcai's C API for ctypes users: the structs and functions of include/cai.h (a test compares
+them field by field and function by function), loaded from the extension module, which carries
+the C API too, so ctypes calls and the extension share one copy of the driver state."""
 
 import ctypes
-import os
-import pathlib
 from ctypes import CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int32, c_uint32, c_uint64, c_int64, c_void_p
 
 MAX_NDIM = 64
@@ -11,17 +10,6 @@ TYPESTR_CAPACITY = 32
 FIELD_NAME_CAPACITY = 64
 ERROR_MESSAGE_CAPACITY = 512
 
-STATUS_NAMES = {
-    0: "CAI_OK", 1: "CAI_ERROR_NULL_ARGUMENT", 2: "CAI_ERROR_INVALID_ARGUMENT", 3: "CAI_ERROR_INVALID_VERSION",
-    4: "CAI_ERROR_INVALID_SHAPE", 5: "CAI_ERROR_INVALID_STRIDES", 6: "CAI_ERROR_INVALID_TYPESTR",
-    7: "CAI_ERROR_INVALID_DATA", 8: "CAI_ERROR_INVALID_STREAM", 9: "CAI_ERROR_INVALID_MASK",
-    10: "CAI_ERROR_INVALID_DESCR", 11: "CAI_ERROR_OVERFLOW", 12: "CAI_ERROR_READONLY", 13: "CAI_ERROR_NO_DRIVER",
-    14: "CAI_ERROR_DRIVER", 15: "CAI_ERROR_NOT_DEVICE_POINTER", 16: "CAI_ERROR_OUT_OF_BOUNDS", 17: "CAI_ERROR_PANIC",
-}
-STATUS_CODES = {name: code for code, name in STATUS_NAMES.items()}
-
-SYNC_DEFAULT, SYNC_STREAM_ORDERED, SYNC_BLOCKING, SYNC_NONE = 0, 1, 2, 3
-POINTER_CHECK_DEFAULT, POINTER_CHECK_ALWAYS, POINTER_CHECK_NEVER = 0, 1, 2
 
 
 class CaiField(Structure):
@@ -125,47 +113,31 @@ FUNCTIONS = {
 
 
 def library_path():
-    """CAI_LIBRARY, else libcai.so next to this package, else the repository's build tree."""
-    explicit = os.environ.get("CAI_LIBRARY")
-    if explicit:
-        return pathlib.Path(explicit)
-    here = pathlib.Path(__file__).resolve().parent
-    candidates = [here / "libcai.so"]
-    repository = here.parents[1]
-    candidates += [repository / "target" / profile / "libcai.so" for profile in ("release", "debug")]
-    for candidate in candidates:
-        if candidate.exists():
-            return candidate
-    raise OSError(
-        "libcai.so not found: set CAI_LIBRARY, put libcai.so next to the cai package, or build the "
-        "repository with `cargo build --release`; looked in " + ", ".join(str(c) for c in candidates)
-    )
+    """The shared library holding libcai's C API for ctypes or cffi: the extension module file."""
+    from . import _native
+
+    return _native.__file__
 
 
 def load():
-    path = str(library_path())
-    lib = ctypes.CDLL(path)
+    lib = ctypes.CDLL(library_path())
     for name, (restype, argtypes) in FUNCTIONS.items():
         function = getattr(lib, name)
         function.restype = restype
         function.argtypes = argtypes
-    return lib, native_functions(path)
+    return lib
 
 
-# import_dict's answer when the dict needs the Python rules.
-PYTHON_NOT_HANDLED = -1
+lib = load()
 
 
-def native_functions(path):
-    """libcai's builtins `fill(desc, struct)` and `import_dict(desc, struct, options, error)`
-    (src/python/functions.rs), made with the GIL held, hence PyDLL. Where they cannot
-    be made, stand-ins that leave every dict to the Python rules."""
-    make = ctypes.PyDLL(path).cai_python_functions
-    make.restype, make.argtypes = ctypes.py_object, []
-    try:
-        return make()
-    except ValueError:  # NULL: no CPython API found in this process
-        return (lambda desc, struct: False), (lambda desc, struct, options, error: PYTHON_NOT_HANDLED)
+def address_of(pointer):
+    """The address a ctypes pointer, `byref`, or CaiArray struct refers to (for Array.from_c)."""
+    if isinstance(pointer, CaiArray):
+        return ctypes.addressof(pointer)
+    return ctypes.cast(pointer, ctypes.c_void_p).value or 0
 
 
-lib, (python_fill, python_import) = load()
+def as_parameter(address):
+    """What ctypes passes for a cai.Array: a `CaiArray*` to the Array's own struct."""
+    return ctypes.byref(CaiArray.from_address(address))

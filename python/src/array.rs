@@ -1,0 +1,526 @@
+//! `cai.Array`, `cai.from_object` and `cai.validate`: the consumer side for Python, over the
+//! core's import. An Array owns its `CaiArray` (and the descr fields and mask it points to),
+//! keeps its producer alive, and never changes after it is made, so it is shared freely
+//! between threads.
+
+use cai::device::pointer::CaiPointerInfo;
+use cai::device::sync::{CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED};
+use cai::dict::{consumer_stream_is_a_handle, stream_object_handle_is_a_handle, Repr};
+use cai::driver::driver_load_attempted;
+use cai::import::{import, CaiImportOptions, CAI_POINTER_CHECK_DEFAULT};
+use cai::layout::{c_strides, layout_of, CaiLayout};
+use cai::normalize::{export_version, normalize_for_export};
+use cai::validate::{in_mask, mask_depth_is_within_limit, stream_for_version, validate};
+use cai::{CaiArray, CaiField, Error, Status, CAI_MAX_NDIM};
+use pyo3::exceptions::{PyAttributeError, PyTypeError};
+use pyo3::gc::{PyTraverseError, PyVisit};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyList, PyTuple};
+
+use crate::errors::{CaiResult, Failure};
+use crate::pool::Pooled;
+use crate::read::{read_dict, scalar, TypeOf};
+
+/// The struct and what its pointers point into. Never changed once made: the raw pointers in
+/// it refer to memory this Array owns (its fields, its mask's struct) or that a C producer
+/// keeps valid until its release callback runs, which only this Array's drop calls.
+struct Described {
+    array: Pooled,
+    /// The descr fields `array.descr` points to, when they are this Array's own.
+    #[allow(dead_code)] // read through `array.descr`
+    fields: Box<[CaiField]>,
+    /// What the driver said about the pointer at import (`checked` 0: not asked).
+    info: CaiPointerInfo,
+}
+
+// SAFETY: read-only after construction; see the type's comment for what the pointers refer to.
+unsafe impl Send for Described {}
+unsafe impl Sync for Described {}
+
+/// A validated device array. Pass it to C functions as `CaiArray*`: ctypes takes it as is
+/// (`_as_parameter_`), cffi by address (`.ptr`). It keeps its producer alive, and exposes
+/// `__cuda_array_interface__` in libcai's export form.
+#[pyclass(module = "cai", name = "Array", frozen, weakref)]
+pub struct Array {
+    described: Described,
+    owner: Option<Py<PyAny>>,
+    /// The mask read at import, owned here: `array.mask` points to its struct.
+    mask: Option<Box<Array>>,
+    /// The Array whose memory this one's pointers refer to, when this one is a view of its mask.
+    keep: Option<Py<Array>>,
+    as_parameter: PyOnceLock<Py<PyAny>>,
+}
+
+impl Drop for Array {
+    fn drop(&mut self) {
+        // Only arrays taken over from C have a release callback (from_c); it runs once, here.
+        if let Some(release) = self.described.array.release.take() {
+            // SAFETY: the producer that set `release` promised it may be called with the array.
+            unsafe { release(&mut *self.described.array) };
+        }
+    }
+}
+
+impl Array {
+    fn new(described: Described, owner: Option<Py<PyAny>>, mask: Option<Box<Array>>) -> Array {
+        Array { described, owner, mask, keep: None, as_parameter: PyOnceLock::new() }
+    }
+
+    fn array(&self) -> &CaiArray {
+        &self.described.array
+    }
+
+    fn shape_slice(&self) -> &[i64] {
+        &self.array().shape[..self.array().ndim as usize]
+    }
+
+    fn layout(&self) -> CaiResult<CaiLayout> {
+        Ok(layout_of(self.array())?)
+    }
+
+    /// The descr fields the struct points to (this Array's own, or a C producer's).
+    fn fields(&self) -> &[CaiField] {
+        let array = self.array();
+        if array.descr.is_null() {
+            return &[];
+        }
+        // SAFETY: validated: `descr` points to `descr_count` fields that outlive this Array.
+        unsafe { std::slice::from_raw_parts(array.descr, array.descr_count as usize) }
+    }
+
+    /// The mask as an Array: a view of the one read at import (its owner the mask's producer),
+    /// or of a C producer's (its owner this Array). Made when asked for: an import does not
+    /// pay for a Python object it may never need.
+    fn mask_array(slf: &Bound<'_, Array>) -> PyResult<Option<Py<Array>>> {
+        let py = slf.py();
+        let this = slf.get();
+        if this.array().mask.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: validated: the mask read at import (owned by this Array) or a C producer's,
+        // valid while this Array lives, which the view keeps alive.
+        let mut view = Pooled::copy_of(unsafe { &*this.array().mask });
+        view.release = None; // borrowed: never released from here
+        let described = Described { array: view, fields: Box::new([]), info: CaiPointerInfo::default() };
+        let owner = match &this.mask {
+            Some(mask) => mask.owner.as_ref().map(|o| o.clone_ref(py)),
+            None => Some(slf.clone().into_any().unbind()),
+        };
+        let mut array = Array::new(described, owner, None);
+        array.keep = Some(slf.clone().unbind());
+        Ok(Some(Py::new(py, array)?))
+    }
+}
+
+#[pymethods]
+impl Array {
+    /// Takes over a CaiArray made in C (a ctypes pointer, `byref`, struct, or an address): its
+    /// release callback runs exactly once, when this Array is garbage-collected. The C
+    /// struct's `release` is cleared, so the C side cannot release it twice.
+    #[classmethod]
+    fn from_c(_class: &Bound<'_, pyo3::types::PyType>, pointer: &Bound<'_, PyAny>) -> PyResult<Py<Array>> {
+        let py = pointer.py();
+        let address: usize = match pointer.extract::<usize>() {
+            Ok(address) => address,
+            Err(_) => helper(py, "address_of")?.call1((pointer,))?.extract()?,
+        };
+        if address == 0 {
+            return Err(Failure::Cai(Error::new(Status::NullArgument, "pointer is NULL")).into());
+        }
+        let source = address as *mut CaiArray;
+        // SAFETY: the caller hands over a readable, writable CaiArray at `address`.
+        let array = Pooled::copy_of(unsafe { &*source });
+        // SAFETY: as above; ownership moves here, so the source can no longer release.
+        unsafe { (*source).release = None };
+        // Owned from here on: if validation fails, dropping it releases it.
+        let taken = Array::new(Described { array, fields: Box::new([]), info: CaiPointerInfo::default() }, None, None);
+        validate(taken.array()).map_err(Failure::Cai)?;
+        Py::new(py, taken)
+    }
+
+    /// Address of the CaiArray, valid while this Array lives.
+    #[getter]
+    fn ptr(&self) -> usize {
+        self.array() as *const CaiArray as usize
+    }
+
+    /// What ctypes passes for this Array: a `CaiArray*` (made on first use).
+    #[getter]
+    fn _as_parameter_(slf: &Bound<'_, Array>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let this = slf.get();
+        this.as_parameter
+            .get_or_try_init(py, || Ok(helper(py, "as_parameter")?.call1((this.ptr(),))?.unbind()))
+            .map(|p| p.clone_ref(py))
+    }
+
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.shape_slice())
+    }
+
+    #[getter]
+    fn ndim(&self) -> i32 {
+        self.array().ndim
+    }
+
+    /// The typestr as the producer wrote it (`__cuda_array_interface__` has the canonical one).
+    #[getter]
+    fn typestr(&self) -> &str {
+        let bytes = self.array().typestr_bytes().unwrap_or_default();
+        std::str::from_utf8(bytes).unwrap_or_default()
+    }
+
+    #[getter]
+    fn itemsize(&self) -> PyResult<u64> {
+        Ok(self.itemsize_checked()?)
+    }
+
+    /// numpy's dtype for the typestr (needs numpy).
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        py.import("numpy")?.getattr("dtype")?.call1((self.typestr(),))
+    }
+
+    /// Byte strides; C-contiguous ones when the descriptor gave none.
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let array = self.array();
+        let ndim = array.ndim as usize;
+        if array.strides_given == 1 {
+            return PyTuple::new(py, &array.strides[..ndim]);
+        }
+        let mut strides = [0i64; CAI_MAX_NDIM];
+        c_strides(self.shape_slice(), self.itemsize_checked()?, &mut strides[..ndim]).map_err(Failure::Cai)?;
+        PyTuple::new(py, &strides[..ndim])
+    }
+
+    #[getter]
+    fn size(&self) -> PyResult<u64> {
+        Ok(self.layout()?.element_count)
+    }
+
+    #[getter]
+    fn nbytes(&self) -> PyResult<u64> {
+        Ok(self.layout()?.nbytes)
+    }
+
+    #[getter]
+    fn readonly(&self) -> bool {
+        self.array().readonly == 1
+    }
+
+    #[getter]
+    fn is_c_contiguous(&self) -> PyResult<bool> {
+        Ok(self.layout()?.c_contiguous == 1)
+    }
+
+    #[getter]
+    fn is_f_contiguous(&self) -> PyResult<bool> {
+        Ok(self.layout()?.f_contiguous == 1)
+    }
+
+    #[getter]
+    fn data_ptr(&self) -> u64 {
+        self.array().data
+    }
+
+    /// The producer's stream (None, 1, 2 or a handle).
+    #[getter]
+    fn stream(&self) -> Option<u64> {
+        Some(stream_for_version(self.array())).filter(|&s| s != 0)
+    }
+
+    /// What the driver said about the data pointer at import, or None if it was not asked.
+    #[getter]
+    fn pointer_info<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let info = &self.described.info;
+        if info.checked == 0 {
+            return Ok(None);
+        }
+        let dict = PyDict::new(py);
+        dict.set_item("device_pointer", info.device_pointer)?;
+        dict.set_item("allocation_base", info.allocation_base)?;
+        dict.set_item("allocation_size", info.allocation_size)?;
+        dict.set_item("context", info.context as usize)?;
+        dict.set_item("device_ordinal", info.device_ordinal)?;
+        dict.set_item("memory_type", info.memory_type)?;
+        dict.set_item("is_managed", info.is_managed)?;
+        Ok(Some(dict))
+    }
+
+    /// The object this Array keeps alive (the producer), or None.
+    #[getter]
+    fn owner(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.owner.as_ref().map(|o| o.clone_ref(py))
+    }
+
+    /// The mask as a cai.Array, or None.
+    #[getter]
+    fn mask(slf: &Bound<'_, Array>) -> PyResult<Option<Py<Array>>> {
+        Array::mask_array(slf)
+    }
+
+    /// The interface in libcai's export form, as `cai_export` writes it: canonical typestr,
+    /// version 3 (2 under CAI_ARRAY_INTERFACE_EXPORT_VERSION=2, then without stream),
+    /// strides None when C-contiguous, data 0 when empty.
+    #[getter]
+    fn __cuda_array_interface__<'py>(slf: &Bound<'py, Array>) -> PyResult<Bound<'py, PyDict>> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut exported = Pooled::copy_of(this.array());
+        let version = export_version(0).map_err(Failure::Cai)?;
+        normalize_for_export(&mut exported, version).map_err(Failure::Cai)?;
+        let ndim = exported.ndim as usize;
+        let dict = PyDict::new(py);
+        dict.set_item(intern!(py, "shape"), PyTuple::new(py, &exported.shape[..ndim])?)?;
+        let typestr = std::str::from_utf8(exported.typestr_bytes().unwrap_or_default()).unwrap_or_default();
+        dict.set_item(intern!(py, "typestr"), typestr)?;
+        dict.set_item(intern!(py, "data"), (exported.data, exported.readonly == 1))?;
+        dict.set_item(intern!(py, "version"), exported.version)?;
+        if exported.strides_given == 1 {
+            dict.set_item(intern!(py, "strides"), PyTuple::new(py, &exported.strides[..ndim])?)?;
+        } else {
+            dict.set_item(intern!(py, "strides"), py.None())?;
+        }
+        let fields = this.fields();
+        if !fields.is_empty() {
+            let descr = PyList::empty(py);
+            for field in fields {
+                descr.append((c_text(&field.name), c_text(&field.typestr)))?;
+            }
+            dict.set_item(intern!(py, "descr"), descr)?;
+        }
+        if let Some(mask) = Array::mask_array(slf)? {
+            dict.set_item(intern!(py, "mask"), mask)?;
+        }
+        if version >= 3 {
+            let stream = Some(exported.stream).filter(|&s| s != 0);
+            dict.set_item(intern!(py, "stream"), stream)?;
+        }
+        Ok(dict)
+    }
+
+    fn __repr__(&self) -> String {
+        let array = self.array();
+        let extents: Vec<String> = self.shape_slice().iter().map(i64::to_string).collect();
+        let shape = match extents.as_slice() {
+            [one] => format!("({one},)"),
+            all => format!("({})", all.join(", ")),
+        };
+        format!(
+            "cai.Array(shape={shape}, typestr={:?}, data={:#x}, readonly={})",
+            self.typestr(),
+            array.data,
+            if array.readonly == 1 { "True" } else { "False" }
+        )
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        let mut array = Some(self);
+        while let Some(this) = array {
+            if let Some(owner) = &this.owner {
+                visit.call(owner)?;
+            }
+            if let Some(keep) = &this.keep {
+                visit.call(keep)?;
+            }
+            array = this.mask.as_deref();
+        }
+        Ok(())
+    }
+}
+
+impl Array {
+    fn itemsize_checked(&self) -> CaiResult<u64> {
+        Ok(cai::validate::typestr_is_a_device_type(self.array())?.itemsize)
+    }
+}
+
+fn c_text(buffer: &[std::os::raw::c_char]) -> String {
+    let bytes: Vec<u8> = buffer.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// A helper of python/cai/_ctypes.py (the ctypes side stays in Python).
+fn helper<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    MODULE
+        .get_or_try_init(py, || Ok::<_, PyErr>(py.import("cai._ctypes")?.unbind()))?
+        .bind(py)
+        .getattr(name)
+}
+
+/// The interface dict of `object` (or `object` itself when it is a dict); None when it has no
+/// `__cuda_array_interface__` attribute.
+fn interface_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    if let Ok(dict) = object.cast::<PyDict>() {
+        return Ok(Some(dict.clone()));
+    }
+    let py = object.py();
+    let desc = match object.getattr(intern!(py, "__cuda_array_interface__")) {
+        Ok(desc) => desc,
+        Err(e) if e.is_instance_of::<PyAttributeError>(py) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    desc.cast_into::<PyDict>().map(Some).map_err(|e| {
+        PyTypeError::new_err(format!(
+            "{}.__cuda_array_interface__ is a {}, not a dict",
+            TypeOf::new(object),
+            TypeOf::new(&e.into_inner())
+        ))
+    })
+}
+
+/// Converts `object`'s interface into an Array (not imported).
+fn convert(object: &Bound<'_, PyAny>) -> CaiResult<Array> {
+    match interface_of(object)? {
+        Some(dict) => convert_dict(object, &dict, 0),
+        None => Err(PyAttributeError::new_err(format!(
+            "'{}' object has no attribute '__cuda_array_interface__'",
+            TypeOf::new(object)
+        ))
+        .into()),
+    }
+}
+
+/// Converts `dict`, the interface of `object` (whose mask is `depth` levels down), into an Array.
+fn convert_dict(object: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>, depth: usize) -> CaiResult<Array> {
+    let mut array = Pooled::zeroed();
+    let mut fields = Vec::new();
+    let mask = read_dict(dict, &mut array, &mut fields)?;
+    let fields = fields.into_boxed_slice();
+    if !fields.is_empty() {
+        array.descr = fields.as_ptr();
+    }
+    let mask = match mask {
+        None => None,
+        Some(mask) => {
+            let converted = convert_mask(&mask, depth + 1).map_err(|failure| match failure {
+                Failure::Cai(error) => Failure::Cai(in_mask(error)),
+                other => other,
+            })?;
+            let converted = Box::new(converted);
+            array.mask = &*converted.described.array;
+            Some(converted)
+        }
+    };
+    Ok(Array::new(Described { array, fields, info: CaiPointerInfo::default() }, Some(object.clone().unbind()), mask))
+}
+
+fn convert_mask(mask: &Bound<'_, PyAny>, depth: usize) -> CaiResult<Array> {
+    mask_depth_is_within_limit(depth)?;
+    match interface_of(mask)? {
+        Some(dict) => convert_dict(mask, &dict, depth),
+        None => Err(Failure::Cai(Error::new(
+            Status::InvalidMask,
+            format!("mask is a {}, which has no __cuda_array_interface__", TypeOf::new(mask)),
+        ))),
+    }
+}
+
+/// A consumer stream as the import takes it: None, 1, 2, a CUstream int, or a stream object
+/// (cuda.core's `__cuda_stream__`, PyTorch's `.cuda_stream`, CuPy's `.ptr`).
+fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> CaiResult<u64> {
+    let Some(stream) = stream else { return Ok(0) };
+    let py = stream.py();
+    let value = scalar(stream.as_borrowed());
+    if matches!(value, cai::dict::Value::Int(_) | cai::dict::Value::UInt(_) | cai::dict::Value::HugeInt(_) | cai::dict::Value::Bool(_)) {
+        return Ok(consumer_stream_is_a_handle(&value)?);
+    }
+    let handle = if stream.hasattr(intern!(py, "__cuda_stream__"))? {
+        stream.call_method0(intern!(py, "__cuda_stream__"))?.get_item(1)?
+    } else if stream.hasattr(intern!(py, "cuda_stream"))? {
+        stream.getattr(intern!(py, "cuda_stream"))?
+    } else if stream.hasattr(intern!(py, "ptr"))? {
+        stream.getattr(intern!(py, "ptr"))?
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "stream must be None, an int or a stream object, not {}",
+            Repr(&value)
+        ))
+        .into());
+    };
+    Ok(stream_object_handle_is_a_handle(&scalar(handle.as_borrowed()))?)
+}
+
+fn sync_mode(sync: Option<&Bound<'_, PyAny>>) -> PyResult<i32> {
+    match sync {
+        None => Ok(CAI_SYNC_DEFAULT),
+        Some(flag) if flag.is_instance_of::<PyBool>() => {
+            Ok(if flag.is_truthy()? { CAI_SYNC_STREAM_ORDERED } else { CAI_SYNC_NONE })
+        }
+        Some(mode) => mode.extract::<i32>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "sync must be None, True, False or a cai.SYNC_* value, not {}",
+                Repr(&scalar(mode.as_borrowed()))
+            ))
+        }),
+    }
+}
+
+/// Moves what the import reads to the thread that runs it with the GIL released.
+struct Unshared<T>(T);
+// SAFETY: the import only reads the struct and the memory it points to, all owned by the
+// caller's stack or by objects nothing else can reach until the import returns.
+unsafe impl<T> Send for Unshared<T> {}
+
+impl<T> Unshared<T> {
+    /// Taken whole, so that a closure captures the wrapper, not the field inside it.
+    fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+/// Imports `obj.__cuda_array_interface__` (or a dict): validates it by every rule of the spec,
+/// checks the pointer where a driver loads (`pointer_check`: a cai.POINTER_CHECK_* mode),
+/// synchronizes with the producer's stream (stream-ordered on `stream` if given, else
+/// blocking; `sync=False` skips it), keeps `obj` alive, and returns a cai.Array. Raises
+/// cai.CaiError (a ValueError) naming the rule broken. The GIL is released while the import
+/// may wait.
+#[pyfunction]
+#[pyo3(signature = (obj, stream=None, sync=None, writable=false, pointer_check=None))]
+pub fn from_object(
+    obj: &Bound<'_, PyAny>,
+    stream: Option<&Bound<'_, PyAny>>,
+    sync: Option<&Bound<'_, PyAny>>,
+    writable: bool,
+    pointer_check: Option<i32>,
+) -> PyResult<Py<Array>> {
+    let py = obj.py();
+    let options = CaiImportOptions {
+        consumer_stream: consumer_stream(stream)?,
+        sync_mode: sync_mode(sync)?,
+        pointer_check: pointer_check.unwrap_or(CAI_POINTER_CHECK_DEFAULT),
+        writable: u32::from(writable),
+        ..CaiImportOptions::default()
+    };
+    let mut converted = convert(obj)?;
+    let array = converted.array();
+    let may_wait =
+        (stream_for_version(array) != 0 && options.sync_mode != CAI_SYNC_NONE) || !driver_load_attempted();
+    let outcome = if may_wait {
+        let job = Unshared((array as *const CaiArray, &options));
+        py.detach(move || {
+            let (array, options) = job.into_inner();
+            // SAFETY: `array` points into `converted`, alive and unchanged until this returns.
+            Unshared(import(unsafe { &*array }, options))
+        })
+        .into_inner()
+    } else {
+        import(array, &options)
+    };
+    converted.described.info = outcome.map_err(Failure::Cai)?.0;
+    Py::new(py, converted)
+}
+
+/// Checks a CAI dict (or an object exposing one) by every rule of the spec without touching
+/// the driver. Raises cai.CaiError naming the rule broken; returns None.
+#[pyfunction(name = "validate")]
+pub fn validate_interface(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    let converted = convert(obj)?;
+    validate(converted.array()).map_err(Failure::Cai)?;
+    Ok(())
+}

@@ -1,0 +1,51 @@
+//! How failures reach Python: a core `cai::Error` becomes `cai.CaiError` (a ValueError
+//! subclass defined in python/cai/_errors.py) carrying the status name, its code, the raw
+//! CUresult and the message; an exception raised by the user's objects passes through as is.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+/// A failure on the way: libcai's, or a Python exception already raised.
+pub enum Failure {
+    Cai(cai::Error),
+    Python(PyErr),
+}
+
+pub type CaiResult<T> = Result<T, Failure>;
+
+pub fn cai_error(error: cai::Error) -> Failure {
+    Failure::Cai(error)
+}
+
+impl From<PyErr> for Failure {
+    fn from(error: PyErr) -> Failure {
+        Failure::Python(error)
+    }
+}
+
+impl From<cai::Error> for Failure {
+    fn from(error: cai::Error) -> Failure {
+        Failure::Cai(error)
+    }
+}
+
+impl From<Failure> for PyErr {
+    fn from(failure: Failure) -> PyErr {
+        match failure {
+            Failure::Python(error) => error,
+            Failure::Cai(error) => Python::attach(|py| to_python(py, &error)),
+        }
+    }
+}
+
+fn to_python(py: Python<'_>, error: &cai::Error) -> PyErr {
+    static CAI_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let made = CAI_ERROR.import(py, "cai._errors", "CaiError").and_then(|class| {
+        class.call1((error.status.name(), error.message.as_str(), error.cu_result))
+    });
+    match made {
+        Ok(instance) => PyErr::from_value(instance),
+        Err(failed) => failed,
+    }
+}

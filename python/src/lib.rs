@@ -1,0 +1,44 @@
+//! `cai._native`: the CPython extension module of the `cai` package, built from libcai's Rust
+//! core (no ctypes hop, no copy of any rule). python/cai re-exports what users call.
+//!
+//! The module also carries libcai's C API (the `cai_*` functions of include/cai.h, linked in
+//! from the core): ctypes and cffi users load this same file (`cai.library_path()`), so the
+//! extension and their calls share one copy of the driver state (driver table, event pool).
+
+mod array;
+mod errors;
+mod pool;
+mod read;
+
+use cai::device::sync::{CAI_SYNC_BLOCKING, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED};
+use cai::import::{CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_DEFAULT, CAI_POINTER_CHECK_NEVER};
+use cai::Status;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+// The C API, kept in the module's exported symbols for ctypes and cffi.
+pub use cai::ffi::*;
+
+/// Declared free-threading safe: no dict or list is read without a strong reference or a
+/// copy, and an Array never changes once made.
+#[pymodule(gil_used = false)]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<array::Array>()?;
+    m.add_function(wrap_pyfunction!(array::from_object, m)?)?;
+    m.add_function(wrap_pyfunction!(array::validate_interface, m)?)?;
+    m.add("SYNC_DEFAULT", CAI_SYNC_DEFAULT)?;
+    m.add("SYNC_STREAM_ORDERED", CAI_SYNC_STREAM_ORDERED)?;
+    m.add("SYNC_BLOCKING", CAI_SYNC_BLOCKING)?;
+    m.add("SYNC_NONE", CAI_SYNC_NONE)?;
+    m.add("POINTER_CHECK_DEFAULT", CAI_POINTER_CHECK_DEFAULT)?;
+    m.add("POINTER_CHECK_ALWAYS", CAI_POINTER_CHECK_ALWAYS)?;
+    m.add("POINTER_CHECK_NEVER", CAI_POINTER_CHECK_NEVER)?;
+    let codes = PyDict::new(py);
+    for status in Status::ALL {
+        codes.set_item(status.name(), status.code())?;
+    }
+    m.add("STATUS_CODES", codes)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,387 @@
+//! Reads a `__cuda_array_interface__` dict into a `CaiArray`: Python's half of the work
+//! (looking keys up, telling ints from bools, copying lists), with every rule applied by the
+//! core (`cai::dict`, then `cai::validate`).
+//!
+//! Soundness under hostile objects: every value is held by a strong reference for as long as
+//! it is read, and every list is first copied into a tuple (under free-threading, atomically),
+//! so no `__eq__`, `__index__` or other thread can free or change what is being read. Lengths
+//! come from the objects themselves (never `__len__`), and sequences longer than the rules'
+//! limits are refused before their items are read.
+
+use std::fmt;
+
+use cai::dict::{array_from_dict, DictValues, Limits, Value, KEYS};
+use cai::{CaiArray, CaiField};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
+
+use crate::errors::{cai_error, CaiResult};
+
+/// An object the rules show by its type's name; the name is looked up only for a message.
+#[derive(Clone, Copy)]
+pub struct TypeOf<'a, 'py>(Borrowed<'a, 'py, PyAny>);
+
+impl<'a, 'py> TypeOf<'a, 'py> {
+    pub fn new(object: &'a Bound<'py, PyAny>) -> TypeOf<'a, 'py> {
+        TypeOf(object.as_borrowed())
+    }
+}
+
+impl fmt::Display for TypeOf<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.get_type().name() {
+            Ok(name) => write!(f, "{name}"),
+            Err(_) => f.write_str("object"),
+        }
+    }
+}
+
+impl fmt::Debug for TypeOf<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+pub type PyValue<'a, 'py> = Value<'a, TypeOf<'a, 'py>>;
+
+/// A dict value held for reading: a list replaced by a tuple copy of it.
+struct Held<'py> {
+    object: Option<Bound<'py, PyAny>>,
+    list: bool,
+}
+
+impl<'py> Held<'py> {
+    fn new(object: Option<Bound<'py, PyAny>>) -> Held<'py> {
+        match object {
+            Some(object) => {
+                let (object, list) = tuple_copy(object);
+                Held { object: Some(object), list }
+            }
+            None => Held { object: None, list: false },
+        }
+    }
+
+    fn tuple(&self) -> Option<&Bound<'py, PyTuple>> {
+        self.object.as_ref()?.cast::<PyTuple>().ok()
+    }
+}
+
+/// A list as a tuple copy (PyList_AsTuple holds the list's lock under free-threading); a
+/// tuple as itself; anything else as itself, not a sequence.
+fn tuple_copy(object: Bound<'_, PyAny>) -> (Bound<'_, PyAny>, bool) {
+    match object.cast::<PyList>() {
+        Ok(list) => (list.to_tuple().into_any(), true),
+        Err(_) => (object, false),
+    }
+}
+
+/// A scalar as the rules see it. A tuple or list here is shown by its length, unread.
+#[inline(always)]
+pub fn scalar<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> PyValue<'a, 'py> {
+    if object.is_none() {
+        Value::None
+    } else if object.is_instance_of::<PyBool>() {
+        Value::Bool(object.is_truthy().unwrap_or(false))
+    } else if let Some(value) = integer(object) {
+        value
+    } else if let Ok(text) = object.cast::<PyString>() {
+        utf8(text).map_or(Value::Other(TypeOf(object)), Value::Str)
+    } else if let Ok(x) = object.cast::<PyFloat>() {
+        Value::Float(x.value())
+    } else if let Ok(tuple) = object.cast::<PyTuple>() {
+        Value::Seq { list: false, len: tuple.len(), items: &[] }
+    } else if let Ok(list) = object.cast::<PyList>() {
+        Value::Seq { list: true, len: list.len(), items: &[] }
+    } else {
+        Value::Other(TypeOf(object))
+    }
+}
+
+/// An int (bools are caught before), or an object with `__index__` (numpy's integers).
+fn integer<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> Option<PyValue<'a, 'py>> {
+    let py = object.py();
+    let index;
+    let int = if unsafe { ffi::PyLong_Check(object.as_ptr()) } != 0 {
+        object
+    } else if unsafe { ffi::PyIndex_Check(object.as_ptr()) } != 0 {
+        // __index__ may run any code: the dict and its values are held by strong references.
+        // SAFETY: a live object; PyNumber_Index returns a new reference or NULL with an error.
+        index = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Index(object.as_ptr())) }.ok()?;
+        index.as_borrowed()
+    } else {
+        return None;
+    };
+    let mut overflow = 0;
+    // SAFETY: an int; an overflow is reported in `overflow`, without an exception.
+    let small = unsafe { ffi::PyLong_AsLongLongAndOverflow(int.as_ptr(), &mut overflow) };
+    if overflow == 0 {
+        return Some(Value::Int(small));
+    }
+    if overflow < 0 {
+        return Some(Value::HugeInt(true));
+    }
+    // SAFETY: an int above i64::MAX; past u64::MAX an OverflowError is set, taken here.
+    let large = unsafe { ffi::PyLong_AsUnsignedLongLong(int.as_ptr()) };
+    if large == u64::MAX && PyErr::take(py).is_some() {
+        return Some(Value::HugeInt(false));
+    }
+    Some(Value::UInt(large))
+}
+
+/// A str's UTF-8, borrowed from the str (immutable, and alive for 'a); None for a str that
+/// has none (lone surrogates).
+fn utf8<'a>(text: Borrowed<'a, '_, PyString>) -> Option<&'a str> {
+    let mut size: ffi::Py_ssize_t = 0;
+    // SAFETY: a live str; the UTF-8 buffer is cached in it for its lifetime.
+    let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
+    if data.is_null() {
+        drop(PyErr::take(text.py()));
+        return None;
+    }
+    // SAFETY: `size` bytes of valid UTF-8 at `data`, owned by the str.
+    Some(unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(data.cast(), size as usize)) })
+}
+
+/// Room for N values inline, and for more on the heap.
+pub struct Buf<T: Copy, const N: usize> {
+    inline: [T; N],
+    heap: Vec<T>,
+}
+
+impl<T: Copy, const N: usize> Buf<T, N> {
+    pub fn new(blank: T) -> Self {
+        Buf { inline: [blank; N], heap: Vec::new() }
+    }
+
+    /// The `len` values `value` makes, stored here.
+    #[inline(always)]
+    fn fill(&mut self, len: usize, value: impl FnMut(usize) -> T) -> &[T] {
+        if len <= N {
+            for (slot, made) in self.inline.iter_mut().zip((0..len).map(value)) {
+                *slot = made;
+            }
+            &self.inline[..len]
+        } else {
+            self.heap.extend((0..len).map(value));
+            &self.heap
+        }
+    }
+}
+
+/// Room for the values of a sequence's items.
+pub type Items<'a, 'py, const N: usize> = Buf<PyValue<'a, 'py>, N>;
+
+/// A held value as the rules see it, its items read into `storage` when it is a tuple (or a
+/// list's copy) no longer than `limit`.
+#[inline(always)]
+fn sequence<'a, 'py, const N: usize>(held: &'a Held<'py>, storage: &'a mut Items<'a, 'py, N>, limit: usize) -> PyValue<'a, 'py> {
+    let Some(object) = &held.object else { return Value::Absent };
+    let Some(tuple) = held.tuple() else { return scalar(object.as_borrowed()) };
+    let len = tuple.len();
+    if len > limit {
+        return Value::Seq { list: held.list, len, items: &[] };
+    }
+    let items = storage.fill(len, |i| item(tuple.as_borrowed(), i).map_or(Value::Absent, scalar));
+    Value::Seq { list: held.list, len, items }
+}
+
+/// Reads `dict` by the dict rules into `array` (zeroed by the caller) and `fields`; returns
+/// the mask object, if any, for the caller to convert. `array.descr` and `array.mask` are the
+/// caller's to set.
+pub fn read_dict<'py>(
+    dict: &Bound<'py, PyDict>,
+    array: &mut CaiArray,
+    fields: &mut Vec<CaiField>,
+) -> CaiResult<Option<Bound<'py, PyAny>>> {
+    let [version, shape, typestr, data, strides, stream, descr, mask] = values_of(dict)?;
+    let [version, shape, typestr, data, strides, stream, mask] =
+        [version, shape, typestr, data, strides, stream, mask].map(Held::new);
+    let mut shape_items = Items::<8>::new(Value::Absent);
+    let mut strides_items = Items::<8>::new(Value::Absent);
+    let mut data_items = Items::<2>::new(Value::Absent);
+    // The descr: numpy's one-entry form read straight from the entry (CuPy sends it with every
+    // array); any other through tuple copies of its lists.
+    let single = descr.as_ref().and_then(single_entry);
+    let (single_name, mut single_items, single_top);
+    let (descr_held, descr_copy);
+    let mut descr_storage = None;
+    let mut no_items = Items::<0>::new(Value::Absent);
+    let descr_value = if let Some(entry) = &single {
+        single_items = first_items::<{ Limits::DESCR_ENTRY }>(Some(entry.as_borrowed()));
+        if let Some(name) = item(entry.as_borrowed(), 0).and_then(|n| n.cast::<PyTuple>().ok()) {
+            single_name = first_items::<{ Limits::DESCR_NAME }>(Some(name));
+            single_items[0] = Value::Seq { list: false, len: name.len(), items: &single_name[..name.len()] };
+        }
+        single_top = [Value::Seq { list: false, len: entry.len(), items: &single_items[..entry.len()] }];
+        let list = descr.as_ref().is_some_and(|d| d.is_instance_of::<PyList>());
+        Value::Seq { list, len: 1, items: &single_top }
+    } else {
+        descr_held = Held::new(descr);
+        match descr_held.tuple() {
+            Some(entries) if entries.len() <= Limits::DESCR => {
+                descr_copy = frozen(entries.clone().into_any(), 2);
+                let storage = descr_storage.insert(DescrStorage::new());
+                storage.value(descr_copy.cast::<PyTuple>().expect("frozen keeps a tuple a tuple"), descr_held.list)
+            }
+            _ => sequence(&descr_held, &mut no_items, 0),
+        }
+    };
+    let values = DictValues {
+        version: plain(&version),
+        shape: sequence(&shape, &mut shape_items, Limits::SHAPE),
+        typestr: plain(&typestr),
+        data: sequence(&data, &mut data_items, Limits::DATA),
+        strides: sequence(&strides, &mut strides_items, Limits::STRIDES),
+        stream: plain(&stream),
+        descr: descr_value,
+        mask: plain(&mask),
+    };
+    let has_mask = array_from_dict(&values, array, fields).map_err(cai_error)?;
+    Ok(if has_mask { mask.object.clone() } else { None })
+}
+
+/// The one entry of a descr that is a list or tuple of exactly one tuple of at most 3 items,
+/// with no list inside (held by a strong reference; a tuple never changes).
+fn single_entry<'py>(descr: &Bound<'py, PyAny>) -> Option<Bound<'py, PyTuple>> {
+    let entry = if let Ok(list) = descr.cast::<PyList>() {
+        (list.len() == 1).then(|| list.get_item(0).ok()).flatten()?
+    } else {
+        let tuple = descr.cast::<PyTuple>().ok().filter(|t| t.len() == 1)?;
+        tuple.get_item(0).ok()?
+    };
+    let entry = entry.cast_into::<PyTuple>().ok()?;
+    (entry.len() <= Limits::DESCR_ENTRY && !holds_a_list(entry.as_any(), 1)).then_some(entry)
+}
+
+#[inline(always)]
+fn plain<'a, 'py>(held: &'a Held<'py>) -> PyValue<'a, 'py> {
+    held.object.as_ref().map_or(Value::Absent, |o| scalar(o.as_borrowed()))
+}
+
+/// The values of `KEYS` in `dict`, each by a strong reference. One pass over the dict when all
+/// its keys are the interned strs that literal keys in Python source are; a lookup per key
+/// otherwise (those may run a key's `__eq__`, which is safe: nothing borrowed is held).
+fn values_of<'py>(dict: &Bound<'py, PyDict>) -> PyResult<[Option<Bound<'py, PyAny>>; 8]> {
+    let py = dict.py();
+    let keys = interned_keys(py);
+    let mut found: [Option<Bound<'py, PyAny>>; 8] = Default::default();
+    let one_pass = pyo3::sync::critical_section::with_critical_section(dict, || {
+        let (mut position, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: the dict is locked (free-threading) or the GIL is held; no Python code runs
+        // during the pass, and each value is taken as a strong reference before the next step.
+        while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) } != 0 {
+            match keys.iter().position(|known| known.as_ptr() == key) {
+                // SAFETY: a live value of the dict, borrowed; the new reference is owned.
+                Some(i) => found[i] = Some(unsafe { Bound::from_borrowed_ptr(py, value) }),
+                None => return false,
+            }
+        }
+        true
+    });
+    if !one_pass {
+        for (slot, key) in found.iter_mut().zip(keys) {
+            *slot = dict.get_item(key.bind(py))?;
+        }
+    }
+    Ok(found)
+}
+
+fn interned_keys(py: Python<'_>) -> &[Py<PyString>; 8] {
+    static KEY_OBJECTS: pyo3::sync::PyOnceLock<[Py<PyString>; 8]> = pyo3::sync::PyOnceLock::new();
+    KEY_OBJECTS.get_or_init(py, || KEYS.map(|key| PyString::intern(py, key).unbind()))
+}
+
+/// `object` with every list down to `depth` levels below it replaced by a tuple copy, so that
+/// what is read cannot change. A tuple with no list inside is kept as it is.
+fn frozen(object: Bound<'_, PyAny>, depth: usize) -> Bound<'_, PyAny> {
+    let (object, _) = tuple_copy(object);
+    let Ok(tuple) = object.cast::<PyTuple>() else { return object };
+    if depth == 0 || !tuple.iter().any(|item| holds_a_list(&item, depth - 1)) {
+        return object;
+    }
+    let items: Vec<Bound<'_, PyAny>> = tuple.iter().map(|item| frozen(item, depth - 1)).collect();
+    PyTuple::new(object.py(), items).map_or(object, Bound::into_any)
+}
+
+fn holds_a_list(object: &Bound<'_, PyAny>, depth: usize) -> bool {
+    if object.is_instance_of::<PyList>() {
+        return true;
+    }
+    match object.cast::<PyTuple>() {
+        Ok(tuple) if depth > 0 => tuple.iter().any(|item| holds_a_list(&item, depth - 1)),
+        _ => false,
+    }
+}
+
+/// The values of a descr (its tuples frozen): per entry its items, and per (title, name) pair
+/// its two items, each level borrowing the one below. Inline for up to 4 entries.
+struct DescrStorage<'a, 'py> {
+    entry_tuples: Buf<Option<Borrowed<'a, 'py, PyTuple>>, 4>,
+    names: Buf<[PyValue<'a, 'py>; Limits::DESCR_NAME], 4>,
+    entries: Buf<[PyValue<'a, 'py>; Limits::DESCR_ENTRY], 4>,
+    top: Items<'a, 'py, 4>,
+}
+
+impl<'a, 'py> DescrStorage<'a, 'py> {
+    fn new() -> Self {
+        DescrStorage {
+            entry_tuples: Buf::new(None),
+            names: Buf::new([Value::Absent; Limits::DESCR_NAME]),
+            entries: Buf::new([Value::Absent; Limits::DESCR_ENTRY]),
+            top: Buf::new(Value::Absent),
+        }
+    }
+
+    fn value(&'a mut self, descr: &'a Bound<'py, PyTuple>, list: bool) -> PyValue<'a, 'py> {
+        let DescrStorage { entry_tuples, names, entries, top } = self;
+        let len = descr.len();
+        let descr = descr.as_borrowed();
+        let entry_tuples: &'a [_] =
+            entry_tuples.fill(len, |i| item(descr, i).and_then(|e| e.cast::<PyTuple>().ok()));
+        let name_tuple = |entry: &Option<Borrowed<'a, 'py, PyTuple>>| {
+            entry.and_then(|e| item(e, 0)).and_then(|n| n.cast::<PyTuple>().ok())
+        };
+        let names: &'a [_] = names.fill(len, |i| first_items(name_tuple(&entry_tuples[i])));
+        let entries: &'a [_] = entries.fill(len, |i| {
+            let mut values = first_items(entry_tuples[i]);
+            if let Some(name) = name_tuple(&entry_tuples[i]).filter(|n| n.len() <= Limits::DESCR_NAME) {
+                values[0] = Value::Seq { list: false, len: name.len(), items: &names[i][..name.len()] };
+            }
+            values
+        });
+        let top = top.fill(len, |i| match entry_tuples[i] {
+            Some(tuple) if tuple.len() <= Limits::DESCR_ENTRY => {
+                Value::Seq { list: false, len: tuple.len(), items: &entries[i][..tuple.len()] }
+            }
+            _ => item(descr, i).map_or(Value::Absent, scalar),
+        });
+        Value::Seq { list, len, items: top }
+    }
+}
+
+/// The first N items of a tuple as scalars (Absent past its end).
+#[inline(always)]
+fn first_items<'a, 'py, const N: usize>(tuple: Option<Borrowed<'a, 'py, PyTuple>>) -> [PyValue<'a, 'py>; N] {
+    let mut values = [Value::Absent; N];
+    if let Some(tuple) = tuple {
+        for (i, slot) in values.iter_mut().enumerate().take(tuple.len()) {
+            *slot = item(tuple, i).map_or(Value::Absent, scalar);
+        }
+    }
+    values
+}
+
+/// Item `i` of a tuple, borrowed for as long as the tuple is (tuples never change).
+#[inline(always)]
+fn item<'a, 'py>(tuple: Borrowed<'a, 'py, PyTuple>, i: usize) -> Option<Borrowed<'a, 'py, PyAny>> {
+    // SAFETY: a live tuple; PyTuple_GetItem returns a borrowed reference, or NULL with an
+    // IndexError past the end (taken and dropped here).
+    let ptr = unsafe { ffi::PyTuple_GetItem(tuple.as_ptr(), i as ffi::Py_ssize_t) };
+    if ptr.is_null() {
+        drop(PyErr::take(tuple.py()));
+        return None;
+    }
+    // SAFETY: non-NULL, borrowed from the tuple, which outlives 'a.
+    Some(unsafe { Borrowed::from_ptr(tuple.py(), ptr) })
+}

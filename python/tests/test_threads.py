@@ -1,0 +1,105 @@
+"""Threads: imports from many threads while another rewrites the dicts they read, and the GIL
+(where there is one) released while an import waits in the driver. Runs on the fake driver (a
+test double); on a free-threaded CPython the same tests run with no GIL at all."""
+
+import ctypes
+import sys
+import sysconfig
+import threading
+import time
+
+import cai
+from conftest import DEVICE_BUFFER
+
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def test_the_module_does_not_turn_the_gil_back_on():
+    if FREE_THREADED:
+        assert not sys._is_gil_enabled(), "importing cai re-enabled the GIL"
+    assert cai.from_object is cai._native.from_object
+
+
+def test_sixteen_threads_import_while_another_rewrites_the_dicts_fake_driver():
+    """Every import either fails cleanly or returns a shape and typestr the dict held together
+    at some moment; nothing crashes. Bounded: a fixed number of rounds."""
+    layouts = [((2, 3), "<f4", (12, 4)), ((6,), "<i4", [4]), ((3, 2), "<u4", None), ((1, 6), "<f4", (24, 4))]
+    held = {(shape, typestr) for shape, typestr, _ in layouts}
+    dicts = [{"shape": (2, 3), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3} for _ in range(4)]
+    stop = threading.Event()
+    problems, counts = [], []
+
+    def rewrite():
+        i = 0
+        while not stop.is_set():
+            shape, typestr, strides = layouts[i % len(layouts)]
+            for d in dicts:
+                # Keys changed one at a time: a reader may see a mix, which validation refuses
+                # or which is itself a held layout.
+                d["shape"] = list(shape) if i % 2 else shape
+                d["typestr"] = typestr
+                d["strides"] = strides
+                if i % 7 == 0:
+                    d.pop("strides", None)
+            i += 1
+
+    def consume():
+        ok = failed = 0
+        for round_ in range(2000):
+            d = dicts[round_ % len(dicts)]
+            try:
+                a = cai.from_object(d, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)
+            except cai.CaiError:
+                failed += 1
+                continue
+            except Exception as error:  # anything else is a bug
+                problems.append(repr(error))
+                return
+            if a.shape not in {s for s, _ in held} or a.typestr not in {t for _, t in held}:
+                problems.append((a.shape, a.typestr))
+            ok += 1
+        counts.append((ok, failed))
+
+    writer = threading.Thread(target=rewrite)
+    readers = [threading.Thread(target=consume) for _ in range(16)]
+    writer.start()
+    for r in readers:
+        r.start()
+    for r in readers:
+        r.join()
+    stop.set()
+    writer.join()
+    assert not problems, problems[:5]
+    assert len(counts) == 16 and sum(ok for ok, _ in counts) > 0
+
+
+def test_a_blocking_import_releases_the_gil_fake_driver(fake):
+    """While cuStreamSynchronize waits (250 ms in the fake driver), other Python threads run:
+    this thread ticks inside the driver's wait window, which it could not with the GIL held."""
+    producer = fake.stream(0)
+    desc = {"shape": (4,), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3, "stream": producer}
+    done, outcome = threading.Event(), []
+
+    def consumer():
+        fake.begin(0)  # the fake's contexts are per thread
+        try:
+            outcome.append(cai.from_object(desc))  # no consumer stream: a blocking sync
+        finally:
+            done.set()
+
+    ticks = []
+    fake.lib.fake_cuda_set_sync_delay_ms(250)
+    try:
+        worker = threading.Thread(target=consumer)
+        worker.start()
+        while not done.is_set():
+            ticks.append(time.monotonic())
+        worker.join()
+    finally:
+        fake.lib.fake_cuda_set_sync_delay_ms(0)
+    assert outcome, "the import failed"
+    begin, end = ctypes.c_double(), ctypes.c_double()
+    fake.lib.fake_cuda_last_sync_window(ctypes.byref(begin), ctypes.byref(end))
+    assert end.value - begin.value >= 0.2
+    inside = [t for t in ticks if begin.value + 0.05 < t < end.value - 0.05]
+    assert inside, "no Python thread ran while the import waited: the GIL was held"
