@@ -11,7 +11,6 @@ FIELD_NAME_CAPACITY = 64
 ERROR_MESSAGE_CAPACITY = 512
 
 
-
 class CaiField(Structure):
     _fields_ = [("name", c_char * FIELD_NAME_CAPACITY), ("typestr", c_char * TYPESTR_CAPACITY), ("offset", c_uint64)]
 
@@ -112,14 +111,14 @@ FUNCTIONS = {
 }
 
 
-def library_path():
+def library_path() -> str:
     """The shared library holding libcai's C API for ctypes or cffi: the extension module file."""
     from . import _native
 
     return _native.__file__
 
 
-def load():
+def load() -> ctypes.CDLL:
     lib = ctypes.CDLL(library_path())
     for name, (restype, argtypes) in FUNCTIONS.items():
         function = getattr(lib, name)
@@ -131,13 +130,13 @@ def load():
 lib = load()
 
 
-def address_of(pointer):
+def address_of(pointer: object) -> int:
     """The address a ctypes pointer, `byref`, or CaiArray struct refers to (for Array.from_c)."""
     if isinstance(pointer, CaiArray):
         return ctypes.addressof(pointer)
     return ctypes.cast(pointer, ctypes.c_void_p).value or 0
 
 
-def as_parameter(address):
+def as_parameter(address: int) -> object:
     """What ctypes passes for a cai.Array: a `CaiArray*` to the Array's own struct."""
     return ctypes.byref(CaiArray.from_address(address))

@@ -25,3 +25,18 @@ def test_cffi_cdef_accepts_the_generated_declarations_and_calls_work():
     assert lib.cai_validate(array, error) == lib.CAI_ERROR_INVALID_SHAPE
     assert b"shape[1] is -4" in ffi.string(error.message)
     assert ffi.string(lib.cai_status_string(lib.CAI_ERROR_INVALID_SHAPE)) == b"CAI_ERROR_INVALID_SHAPE"
+
+
+def test_a_cai_array_passes_to_cffi_by_address_and_shares_the_extensions_library():
+    import cai
+
+    ffi = cffi.FFI()
+    ffi.cdef((ROOT / "include" / "cai_cffi.h").read_text())
+    lib = ffi.dlopen(cai.library_path())
+    a = cai.from_object({"shape": (2, 3), "typestr": "<f4", "data": (0x10000, False), "version": 3,
+                         "strides": (4, 8)}, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)
+    struct = ffi.cast("CaiArray *", a.ptr)
+    assert (struct.ndim, struct.shape[1], struct.strides[1], ffi.string(struct.typestr)) == (2, 3, 8, b"<f4")
+    layout = ffi.new("CaiLayout *")
+    assert lib.cai_layout(struct, layout, ffi.NULL) == lib.CAI_OK
+    assert (layout.element_count, layout.f_contiguous) == (6, 1)
