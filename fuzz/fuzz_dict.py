@@ -1,10 +1,11 @@
-"""atheris target: the Python binding's dict path. Dicts of arbitrary Python values (big and
+"""atheris target: the Python extension's dict path. Dicts of arbitrary Python values (big and
 negative ints, bools, floats, numpy ints, strs with surrogates, lists, tuples, None, nested
 masks and descrs) go through cai.validate and cai.from_object (no driver in this process, so no
-pointer check). Only CaiError, TypeError or AttributeError may come out, and the native fast
-path must reach the same verdict as the Python rules alone.
+pointer check). Only CaiError, TypeError or AttributeError may come out; validate and from_object
+reach the same verdict; and what is accepted re-exports as a dict that is accepted again, with
+the same shape.
 
-    CAI_LIBRARY=target/release/libcai.so PYTHONPATH=python python3 fuzz/fuzz_dict.py -max_total_time=60
+    target/venv/bin/python fuzz/fuzz_dict.py -max_total_time=60   (the venv of scripts/python-env.sh)
 """
 
 import os
@@ -18,7 +19,6 @@ with atheris.instrument_imports():
     import numpy as np
 
     import cai
-    from cai import _convert
 
 KEYS = ["version", "shape", "typestr", "data", "strides", "stream", "descr", "mask", "other"]
 
@@ -69,19 +69,20 @@ def verdict(desc):
 def test_one_input(data):
     fdp = atheris.FuzzedDataProvider(data)
     desc = descriptor(fdp)
-    with_fast_path = verdict(desc)
-    fill = _convert.python_fill
-    _convert.python_fill = lambda d, s: 0  # the Python rules alone
+    checked = verdict(desc)
     try:
-        rules_only = verdict(desc)
-    finally:
-        _convert.python_fill = fill
-    if with_fast_path != rules_only:
-        raise AssertionError(f"fast path says {with_fast_path}, rules say {rules_only}: {desc!r}")
-    try:
-        cai.from_object(desc, sync=False)
-    except (cai.CaiError, TypeError, AttributeError):
-        pass
+        array = cai.from_object(desc, sync=False)
+        imported = "ok"
+    except cai.CaiError as e:
+        imported, array = e.status, None
+    except (TypeError, AttributeError) as e:
+        imported, array = type(e).__name__, None
+    if imported != checked:
+        raise AssertionError(f"validate says {checked}, from_object says {imported}: {desc!r}")
+    if array is not None:
+        again = cai.from_object(array.__cuda_array_interface__, sync=False)
+        if again.shape != array.shape or again.readonly != array.readonly:
+            raise AssertionError(f"re-export changed the array: {desc!r}")
 
 
 if __name__ == "__main__":

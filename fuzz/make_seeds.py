@@ -1,10 +1,10 @@
 """Writes the seed corpora of fuzz/corpus/ from conformance.md's rows: CaiArray byte images
 for fuzz_validate (control byte last) and typestrs for fuzz_typestr. Run once; the output is
-committed.  PYTHONPATH=python CAI_LIBRARY=target/release/libcai.so python3 fuzz/make_seeds.py"""
+committed.  target/venv/bin/python fuzz/make_seeds.py (the venv of scripts/python-env.sh)"""
 
 import pathlib
 
-from cai._lib import CaiArray, CaiField
+from cai._ctypes import CaiArray, CaiField
 
 HERE = pathlib.Path(__file__).resolve().parent
 

@@ -24,9 +24,9 @@ for target in validate typestr; do
   rm -rf "$work"
 done
 
-# The Python binding's dict path, with atheris.
+# The Python extension's dict path, with atheris, in the environment scripts/python-env.sh made.
 log=$(mktemp)
-if ! CAI_LIBRARY="$PWD/target/release/libcai.so" PYTHONPATH="$PWD/python" python3 fuzz/fuzz_dict.py \
+if ! "${PYTHON:-target/venv/bin/python}" fuzz/fuzz_dict.py \
     -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1; then
   tail -40 "$log"
   echo "fuzz_dict: 0 passed, 1 failed"

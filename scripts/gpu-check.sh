@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The GPU suite: runs on a CUDA machine with no Rust toolchain, from a prebuilt
-# target/release (build it elsewhere with `cargo build --release` and bring it along).
+# The GPU suite: runs on a CUDA machine with no Rust toolchain, from a prebuilt target/release
+# holding libcai.so and the Python package's wheel in target/release/wheels (build both
+# elsewhere: `cargo build --release && target/venv/bin/python -m pip wheel --no-deps
+# -w target/release/wheels ./python`, then bring target/release along).
 # Compiles and runs the C device tests on the real driver, then the Python interop tests with
 # whichever of CuPy, PyTorch, Numba, JAX and cuda.core are installed, and the Python example.
 # Record the outcome, date and device in docs/gpu-results.md.
@@ -18,7 +20,9 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -Ic_tests c_tests/gpu/test_gpu.c
   -L"$lib" -lcai -Wl,-rpath,"$PWD/$lib" -l:libcuda.so.1
 "$out/test_gpu" 2>&1 | tee "$out/gpu-c.log"
 
-export CAI_LIBRARY="$PWD/$lib/libcai.so" PYTHONPATH="$PWD/python"
+site="$out/site"
+python3 -m pip install --quiet --no-index --no-deps --target "$site" "$lib"/wheels/libcai-*.whl
+export PYTHONPATH="$site"
 python3 -m pytest -q -rs python/gpu_tests 2>&1 | tee "$out/gpu-pytest.log"
 python3 examples/python_demo.py
 python3 benchmarks/gpu_bench.py 2>&1 | tee "$out/gpu-bench.log"

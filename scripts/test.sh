@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test suite that needs no GPU: Rust (unit, conformance, header freshness, the device
-# half against the fake driver), C and C++, Python, the link check, and the packaging suite
+# half against the fake driver), C and C++, Python (in target/venv, made here), the link check,
+# and the packaging suite
 # (CMake and pkg-config consumers of an installed copy, examples), the sanitizer and valgrind
 # runs, and a short fuzz run of every fuzz target. The GPU suite is scripts/gpu-check.sh.
 set -euo pipefail
@@ -16,23 +17,38 @@ echo "== C and C++"
 c_tests/run.sh target/release
 suites=$((suites + 1))
 
-echo "== libcai.so does not link libcuda"
+echo "== libcai.so links no libcuda and carries no CPython code"
 if readelf -d target/release/libcai.so | grep -i 'NEEDED.*libcuda'; then
   echo "libcai.so links libcuda: the driver must be opened at run time" >&2
   exit 1
 fi
-echo "link check: 1 passed, 0 failed"
+if nm -D --defined-only target/release/libcai.so | awk '{print $NF}' | grep -v '^cai_'; then
+  echo "libcai.so exports symbols other than cai_*" >&2
+  exit 1
+fi
+echo "link check: 2 passed, 0 failed"
 suites=$((suites + 1))
 
 echo "== Python"
-export CAI_LIBRARY="$PWD/target/release/libcai.so"
-python3 -m pytest -q python/tests
-# The package installs with pip from the repository and imports from the install.
-site=$(mktemp -d)
-python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$site" ./python
-(cd "$site" && PYTHONPATH="$site" python3 -c 'import cai; cai.validate({"shape": (1,), "typestr": "<f4", "data": (8, False), "version": 3}); print("pip install: 1 passed, 0 failed")')
-rm -rf "$site"
-PYTHONPATH=python python3 examples/python_demo.py
+# A virtual environment with the test tools, and the package installed as a user installs it.
+source scripts/python-env.sh
+# From another directory, so that the installed package, not python/cai, is what imports.
+(cd "$(mktemp -d)" && "$PYTHON" -c 'import cai; cai.validate({"shape": (1,), "typestr": "<f4", "data": (8, False), "version": 3}); print("installed package imports: 1 passed, 0 failed")')
+"$PYTHON" -m pytest -q python/tests
+# A wheel: platform-tagged and abi3 (one wheel for CPython 3.10 and later), linking nothing
+# but the C library, so that auditwheel finds a manylinux policy it meets.
+wheels=$(mktemp -d)
+"$PYTHON" -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$wheels" ./python
+wheel=$(ls "$wheels"/*.whl)
+case "$(basename "$wheel")" in
+  libcai-*-cp310-abi3-linux_x86_64.whl | libcai-*-cp310-abi3-linux_aarch64.whl) ;;
+  *) echo "unexpected wheel tag: $wheel" >&2; exit 1 ;;
+esac
+"$PYTHON" -m auditwheel show "$wheel" | tee "$wheels/show"
+grep -q 'consistent with the.*following platform tag: "manylinux_' <(tr '\n' ' ' <"$wheels/show")
+echo "wheel $(basename "$wheel"): 1 passed, 0 failed"
+rm -rf "$wheels"
+"$PYTHON" examples/python_demo.py
 suites=$((suites + 1))
 
 echo "== Packaging: CMake, pkg-config, examples"

@@ -1,18 +1,17 @@
-"""GPU interop tests: run by scripts/gpu-check.sh on a CUDA machine, with the real driver."""
+"""GPU interop tests: run by scripts/gpu-check.sh on a CUDA machine, with the real driver and
+the cai package installed from a prebuilt wheel."""
 
 import ctypes
 import os
 import pathlib
 import subprocess
-import sys
 import tempfile
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
+import cai
 
-import cai  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
