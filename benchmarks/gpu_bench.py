@@ -6,7 +6,7 @@ sync; stream-ordered and blocking sync; cupy.asarray, torch.as_tensor, numba.cud
 and cuda.core's StridedMemoryView on the same CuPy array. Then, with a 10 ms kernel pending on
 the producer's stream: how long each import takes to return.
 
-    CAI_LIBRARY=target/release/libcai.so PYTHONPATH=python python3 benchmarks/gpu_bench.py
+    python3 benchmarks/gpu_bench.py   (with the cai package installed; see scripts/gpu-check.sh)
 """
 
 import sys

@@ -1,10 +1,13 @@
-"""cai.from_object next to numpy.asarray doing the same job on the CPU: reading a 2-D float32
-interface dict, validating it and wrapping the memory. Also the cost of passing a cai.Array to a
-C function through ctypes. Prints ns per call and the ratio to numpy, measured in one run.
+"""cai.from_object next to numpy.asarray doing the same job on the CPU (reading an interface
+dict, validating it and wrapping the memory), on the dicts CuPy, PyTorch, Numba and JAX really
+export (benchmarks/framework_dicts.py); cai.validate on the same dicts; and the ctypes call of a
+C function with a cai.Array argument next to the same call with a ctypes struct. Prints ns per
+call and the ratio to the peer, every row measured in one interleaved run.
 
-    CAI_LIBRARY=target/release/libcai.so PYTHONPATH=python python3 benchmarks/python_bench.py
+    bash scripts/python-env.sh-made venv:  target/venv/bin/python benchmarks/python_bench.py
 """
 
+import ctypes
 import platform
 import sys
 import timeit
@@ -12,39 +15,42 @@ import timeit
 import numpy as np
 
 import cai
-
-host = np.zeros((512, 256), dtype=np.float32)
-DESC = {"shape": (512, 256), "typestr": "<f4", "data": (host.ctypes.data, False), "version": 3, "strides": None}
+from framework_dicts import PRODUCERS
 
 
-class CudaProducer:
-    __cuda_array_interface__ = DESC
-
-
-class HostProducer:
-    __array_interface__ = dict(DESC)
+def rows():
+    for name, (cuda, host) in PRODUCERS.items():
+        desc = cuda.__cuda_array_interface__
+        peer = (lambda h=host: np.asarray(h))
+        yield (f"{name}: numpy.asarray", None, peer)
+        # sync=False: the dicts name producer streams no driver here knows; the sync itself is
+        # measured by the GPU benchmark.
+        yield (f"{name}: cai.from_object", 0, lambda c=cuda: cai.from_object(c, sync=False))
+        yield (f"{name}: cai.validate", 0, lambda d=desc: cai.validate(d))
+    array = cai.from_object(PRODUCERS["Numba"][0], sync=False)
+    struct = cai.CaiArray.from_address(array.ptr)
+    yield ("ctypes cai_validate(byref(ctypes struct))", None, lambda: cai.lib.cai_validate(ctypes.byref(struct), None))
+    yield ("ctypes cai_validate(cai.Array)", 0, lambda: cai.lib.cai_validate(array, None))
 
 
 def main():
     number, repeat = 20000, 9
-    cuda_producer, host_producer = CudaProducer(), HostProducer()
-    array = cai.from_object(cuda_producer)
-    rows = [
-        ("numpy.asarray(__array_interface__ object)  [peer]", lambda: np.asarray(host_producer)),
-        ("cai.from_object(__cuda_array_interface__ object)", lambda: cai.from_object(cuda_producer)),
-        ("cai.validate(dict)", lambda: cai.validate(DESC)),
-        ("C call through ctypes: cai_validate(cai.Array)", lambda: cai.lib.cai_validate(array, None)),
-    ]
+    table = list(rows())
     # Rounds interleave the rows, so that a busy spell on a shared machine hits each of them;
     # each row keeps its best round.
-    best = [float("inf")] * len(rows)
+    best = [float("inf")] * len(table)
     for _ in range(repeat):
-        for i, (_, call) in enumerate(rows):
+        for i, (_, _, call) in enumerate(table):
             best[i] = min(best[i], timeit.timeit(call, number=number) / number * 1e9)
-    peer = best[0]
-    print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}, {platform.processor() or 'cpu'}")
-    for (name, _), ns in zip(rows, best):
-        print(f"{name:52s} {ns:9.0f} ns   {ns / peer:5.2f}x numpy")
+    print(f"python {platform.python_version()}, numpy {np.__version__}, cai {cai.__version__}, "
+          f"{platform.machine()}, {platform.processor() or 'cpu'}")
+    peer = None
+    for (name, is_peer, _), ns in zip(table, best):
+        if is_peer is None:
+            peer = ns
+            print(f"{name:48s} {ns:8.0f} ns   [peer]")
+        else:
+            print(f"{name:48s} {ns:8.0f} ns   {ns / peer:5.2f}x peer")
     return 0
 
 

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# Instructions per call of cai.from_object and of numpy.asarray on the same 2-D float32 dict,
-# counted by callgrind: repeatable where wall-clock time on a shared machine is not. Each count
-# is a loop of N calls minus the same program with no calls, divided by N.
-#   bash benchmarks/python_instructions.sh     (after cargo build --release; needs valgrind)
+# Instructions per call of cai.from_object, cai.validate and numpy.asarray (the peer) on each
+# framework's dict (framework_dicts.py), counted by callgrind: repeatable where wall-clock time
+# on a shared machine is not. Each count is a loop of N calls less a loop of N empty calls,
+# divided by N.
+#   bash scripts/python-env.sh is sourced for the interpreter; needs valgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python=$(python3 -c 'import sys; print(sys.executable)')  # the interpreter, not a pyenv shim
-n=${N:-20000}
-export CAI_LIBRARY="$PWD/target/release/libcai.so" PYTHONPATH="$PWD/python" OPENBLAS_NUM_THREADS=1 PYTHONHASHSEED=0
+python=${PYTHON:-target/venv/bin/python}
+n=${N:-5000}
+export OPENBLAS_NUM_THREADS=1 PYTHONHASHSEED=0
 count() {
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$python" benchmarks/python_loop.py "$1" "$2" 2>&1 |
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$python" benchmarks/python_loop.py "$1" "$2" "$n" 2>&1 |
     awk '/refs:/ { gsub(",", "", $NF); print $NF }'
 }
-per_call() { echo $(( ($(count "$1" "$n") - $(count "$1" 0)) / n )); }
-empty=$(per_call empty)
-peer=$(( $(per_call numpy) - empty ))
-ours=$(( $(per_call cai) - empty ))
-echo "instructions per call (callgrind, $n calls, less an empty loop step of $empty)"
-echo "numpy.asarray(__array_interface__ object)  [peer]  $peer"
-awk -v o="$ours" -v p="$peer" 'BEGIN { printf "cai.from_object(__cuda_array_interface__ object)  %d   %.2fx numpy\n", o, o / p }'
+empty=$(count empty CuPy)
+echo "instructions per call (callgrind, $n calls, less $n empty calls)"
+printf "%-18s %10s %12s %8s %10s %8s\n" dict numpy.asarray from_object ratio validate ratio
+names=$("$python" -c 'import sys; sys.path.insert(0, "benchmarks"); from framework_dicts import DICTS; print("\n".join(DICTS))')
+while read -r name; do
+  peer=$(( ($(count numpy "$name") - empty) / n ))
+  ours=$(( ($(count from_object "$name") - empty) / n ))
+  checked=$(( ($(count validate "$name") - empty) / n ))
+  awk -v name="$name" -v p="$peer" -v o="$ours" -v v="$checked" \
+    'BEGIN { printf "%-18s %10d %12d %7.2fx %10d %7.2fx\n", name, p, o, o / p, v, v / p }'
+done <<<"$names"
