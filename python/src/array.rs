@@ -29,7 +29,6 @@ use crate::read::{read_dict, scalar, TypeOf};
 struct Described {
     array: Pooled,
     /// The descr fields `array.descr` points to, when they are this Array's own.
-    #[allow(dead_code)] // read through `array.descr`
     fields: Box<[CaiField]>,
     /// What the driver said about the pointer at import (`checked` 0: not asked).
     info: CaiPointerInfo,
@@ -83,8 +82,8 @@ impl Array {
     /// The descr fields the struct points to (this Array's own, or a C producer's).
     fn fields(&self) -> &[CaiField] {
         let array = self.array();
-        if array.descr.is_null() {
-            return &[];
+        if !self.described.fields.is_empty() || array.descr.is_null() {
+            return &self.described.fields;
         }
         // SAFETY: validated: `descr` points to `descr_count` fields that outlive this Array.
         unsafe { std::slice::from_raw_parts(array.descr, array.descr_count as usize) }
