@@ -20,10 +20,14 @@ fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     generate(&crate_dir, "cbindgen.toml", &out_dir.join("cai.h"));
     generate(&crate_dir, "cbindgen-cffi.toml", &out_dir.join("cai_cffi.h"));
-    // A versioned SONAME (libcai.so.MAJOR), so that installed copies can sit side by side.
-    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
-        let major = std::env::var("CARGO_PKG_VERSION_MAJOR").expect("cargo sets the version");
-        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libcai.so.{major}");
+    // The install (CMake) asks for a versioned SONAME, libcai.so.MAJOR, so that installed
+    // copies can sit side by side, and makes the files it names. A plain cargo build sets
+    // none: a program linked with -lcai then asks for libcai.so, the file cargo makes.
+    println!("cargo:rerun-if-env-changed=CAI_SONAME");
+    if let Ok(soname) = std::env::var("CAI_SONAME") {
+        if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+            println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{soname}");
+        }
     }
     println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");

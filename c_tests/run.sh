@@ -5,9 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 libdir=$(cd "${1:-target/release}" && pwd)
-# The library's SONAME is libcai.so.MAJOR; give the loader that name in the build directory.
-soname=$(readelf -d "$libdir/libcai.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
-[ -n "$soname" ] && ln -sf libcai.so "$libdir/$soname"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 CC=${CC:-cc}

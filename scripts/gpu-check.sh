@@ -10,7 +10,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 lib=target/release
 [ -f "$lib/libcai.so" ] || { echo "no $lib/libcai.so: run cargo build --release first" >&2; exit 1; }
-ln -sf libcai.so "$lib/libcai.so.0"  # the SONAME the test binary asks the loader for
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 

@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# Installs libcai into a temporary prefix with CMake, then builds and runs a downstream project
-# against it: through find_package (shared and static), through pkg-config, and through the
-# build tree. Also runs the installed examples.
+# Every way a C or C++ user builds and links libcai:
+# - CMake configured with no prefix, installed with `--prefix` given at install time (the usual
+#   way) and `--strip`; a downstream project against that install through find_package (shared
+#   and static) and pkg-config (shared and static), and against the build tree; the installed
+#   examples;
+# - a program linked against a plain `cargo build --release` (no install, no symlinks);
+# - `cmake --build` picking up an edit to a Rust source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
 
-cmake -S . -B "$work/build" -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B "$work/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/build" >/dev/null
-cmake --install "$work/build" >/dev/null
+cmake --install "$work/build" --prefix "$prefix" --strip >/dev/null
 
-echo "== SONAME and symlinks"
+echo "== SONAME, symlinks, stripped libraries"
 readelf -d "$prefix/lib/libcai.so.0.1.0" | grep -q 'Library soname: \[libcai.so.0\]'
 [ "$(readlink "$prefix/lib/libcai.so")" = libcai.so.0 ] && [ "$(readlink "$prefix/lib/libcai.so.0")" = libcai.so.0.1.0 ]
-echo "packaging soname: 1 passed, 0 failed"
+if readelf -S "$prefix/lib/libcai.so.0.1.0" | grep -qE '\.(symtab|debug_)'; then
+  echo "--strip left a symbol table or debug info in libcai.so" >&2
+  exit 1
+fi
+if readelf -S "$prefix/lib/libcai.a" 2>/dev/null | grep -q '\.debug_'; then
+  echo "--strip left debug info in libcai.a" >&2
+  exit 1
+fi
+echo "packaging soname and strip: 2 passed, 0 failed"
 
 echo "== find_package against the install tree"
 cmake -S tests/downstream -B "$work/down" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
@@ -34,7 +46,7 @@ cmake -S tests/downstream -B "$work/down-build-tree" -Dcai_DIR="$work/build" >/d
 cmake --build "$work/down-build-tree" >/dev/null
 "$work/down-build-tree/downstream_c"
 
-echo "== pkg-config"
+echo "== pkg-config, the prefix given only at install time"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_c" $(pkg-config --cflags --libs cai) \
   -Wl,-rpath,"$prefix/lib"
@@ -42,6 +54,12 @@ cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_c" $(pkg-config -
 cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_static" $(pkg-config --cflags cai) \
   "$prefix/lib/libcai.a" $(pkg-config --static --libs-only-l cai | sed 's/-lcai//')
 "$work/pc_static"
+# The same install moved elsewhere still finds itself.
+mv "$prefix" "$work/moved"
+PKG_CONFIG_PATH="$work/moved/lib/pkgconfig" cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_moved" \
+  $(PKG_CONFIG_PATH="$work/moved/lib/pkgconfig" pkg-config --cflags --libs cai) -Wl,-rpath,"$work/moved/lib"
+"$work/pc_moved"
+mv "$work/moved" "$prefix"
 
 echo "== installed examples"
 "$prefix/bin/cai-examples/producer"
@@ -49,3 +67,22 @@ echo "== installed examples"
 "$prefix/bin/cai-examples/consumer_cpp"
 "$prefix/bin/cai-examples/demo" >/dev/null
 echo "examples: 4 passed, 0 failed"
+
+echo "== a program linked against a plain cargo build"
+cargo build --release --quiet
+cc -std=c11 -Wall -Werror tests/downstream/main.c -Iinclude -Ltarget/release -lcai \
+  -Wl,-rpath,"$PWD/target/release" -o "$work/plain_cargo"
+"$work/plain_cargo"
+
+echo "== cmake --build rebuilds after an edit to a Rust source"
+built="$work/build/cargo/release/libcai.so"
+before=$(stat -c %Y "$built")
+sleep 1
+touch src/validate.rs
+cmake --build "$work/build" >/dev/null
+after=$(stat -c %Y "$built")
+if [ "$after" = "$before" ]; then
+  echo "cmake --build did not rebuild libcai after src/validate.rs changed" >&2
+  exit 1
+fi
+echo "cmake rebuilds on Rust edits: 1 passed, 0 failed"

@@ -12,7 +12,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet --release
 lib="$PWD/target/release"
-ln -sf libcai.so "$lib/libcai.so.0"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
