@@ -1,4 +1,4 @@
-"""Writes the seed corpora of fuzz/corpus/ from conformance.md's rows: CaiArray byte images
+"""Writes the seed corpora of fuzz/corpus/ from docs/conformance.md's rows: CaiArray byte images
 for fuzz_validate (control byte last) and typestrs for fuzz_typestr. Run once; the output is
 committed.  target/venv/bin/python fuzz/make_seeds.py (the venv of scripts/python-env.sh)"""
 

@@ -8,6 +8,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 suites=0
 
+# What the suites need, checked first: one line says what is missing and how to get it.
+missing=()
+for tool in cargo cc c++ cmake pkg-config clang valgrind readelf nm python3; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=("python3 venv")
+clang_major=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n 1)
+[ -n "$(find /usr/lib/llvm-"${clang_major:-none}"/lib/clang -name 'libclang_rt.fuzzer-*.a' 2>/dev/null)" ] ||
+  missing+=("libFuzzer for clang ${clang_major:-?} (libclang-rt-${clang_major:-N}-dev)")
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "missing: ${missing[*]}; on Debian, bash .ci/run installs them (it runs this script afterwards)" >&2
+  exit 1
+fi
+
 echo "== Rust"
 cargo test
 cargo build --release

@@ -1,4 +1,4 @@
-//! conformance.md rows that a CaiArray can express, checked through the C ABI functions.
+//! docs/conformance.md rows that a CaiArray can express, checked through the C ABI functions.
 //! Rows about the dict's Python types (2, 5-8, 17, 40, 41) are the Python binding's to check.
 
 mod common;

@@ -1,5 +1,5 @@
 //! The device half (pointer checks, sync, export joins) against the fake CUDA driver, a test
-//! double: conformance.md rows 24-27, 37, 43-47 and failure injection. The GPU suite
+//! double: docs/conformance.md rows 24-27, 37, 43-47 and failure injection. The GPU suite
 //! (scripts/gpu-check.sh) runs the same paths on a real driver.
 
 mod common;

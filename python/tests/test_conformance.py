@@ -1,4 +1,4 @@
-"""conformance.md rows driven through the Python binding. Import and sync run against the fake
+"""docs/conformance.md rows driven through the Python binding. Import and sync run against the fake
 CUDA driver (a test double) set up in conftest.py; pure rules use cai.validate."""
 
 import ctypes

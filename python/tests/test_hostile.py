@@ -1,4 +1,4 @@
-"""conformance.md "Bad input from Python": objects that run code while they are read (keys whose
+"""docs/conformance.md "Bad input from Python": objects that run code while they are read (keys whose
 __eq__ mutates the dict, __index__ that changes the list it sits in, lying __len__, raising
 properties, huge ints, mask cycles, huge descrs) give a clean exception or a result the object
 really held, never a crash. Pure: no driver is asked (sync=False, pointer_check=NEVER)."""

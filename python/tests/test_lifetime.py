@@ -1,4 +1,4 @@
-"""conformance.md rows 49-50: Python keeps producers alive; C-made arrays are released once."""
+"""docs/conformance.md rows 49-50: Python keeps producers alive; C-made arrays are released once."""
 
 import ctypes
 import gc

@@ -1,4 +1,4 @@
-"""conformance.md row 28: on every typestr of the grammar, libcai's parser agrees with
+"""docs/conformance.md row 28: on every typestr of the grammar, libcai's parser agrees with
 numpy.dtype on accept/reject, itemsize, kind and byte order (sizes of 0 excepted, row 31)."""
 
 import ctypes
