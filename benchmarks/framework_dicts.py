@@ -33,9 +33,9 @@ def data(array, readonly=False):
     return (array.ctypes.data, readonly)
 
 
-MASK = Producer(cuda={"shape": SHAPE, "typestr": "|b1", "data": data(HOST_MASK), "version": 3, "strides": None,
-                      "stream": None},
-                host={"shape": SHAPE, "typestr": "|b1", "data": data(HOST_MASK), "version": 3, "strides": None})
+MASK_HOST = {"shape": SHAPE, "typestr": "|b1", "data": data(HOST_MASK), "version": 3, "strides": None}
+# (the mask as the masked array's dict holds it, its CPU twin for numpy)
+MASK = (Producer(cuda={**MASK_HOST, "stream": None}), Producer(host=MASK_HOST))
 
 # name: (cuda dict, host dict with the same layout)
 DICTS = {
@@ -48,7 +48,7 @@ DICTS = {
     "4-D strided": {"shape": VIEW_4D.shape, "typestr": "<f4", "descr": [("", "<f4")], "stream": STREAM, "version": 3,
                     "strides": VIEW_4D.strides, "data": data(VIEW_4D)},
     "masked": {"shape": SHAPE, "strides": None, "data": data(HOST), "typestr": "<f4", "stream": None, "version": 3,
-               "mask": MASK},
+               "mask": MASK[0]},
 }
 
 
