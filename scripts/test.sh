@@ -23,6 +23,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 echo "== Rust"
+cargo clippy --quiet --workspace --all-targets -- -D warnings
+echo "clippy: 1 passed, 0 failed"
 cargo test
 cargo build --release
 suites=$((suites + 1))

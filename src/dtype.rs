@@ -221,7 +221,7 @@ pub fn canonical_typestr(typestr: &[u8]) -> Result<CanonicalTypestr> {
     if let Some((multiplier, unit)) = unit.map(|inner| datetime_unit(typestr, inner)).transpose()?.flatten() {
         fits = fits
             && canonical.push(b"[")
-            && multiplier.filter(|&m| m != 1).map_or(true, |m| canonical.push_decimal(m))
+            && multiplier.filter(|&m| m != 1).is_none_or(|m| canonical.push_decimal(m))
             && canonical.push(unit.as_bytes())
             && canonical.push(b"]");
     }

@@ -111,7 +111,7 @@ fn arbitrary_bytes_as_an_array_never_crash() {
         a.readonly &= 1;
         a.strides_given &= 1;
         a.descr_count = 0;
-        if state % 2 == 0 {
+        if state.is_multiple_of(2) {
             a.reserved = [0; 4];
         }
         let status = cai_validate(&a, null_mut());
