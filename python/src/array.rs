@@ -4,7 +4,7 @@
 //! between threads.
 
 use cai::device::pointer::CaiPointerInfo;
-use cai::device::sync::{CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED};
+use cai::device::sync::{planned_action, SyncAction, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED};
 use cai::dict::{consumer_stream_is_a_handle, stream_object_handle_is_a_handle, Repr};
 use cai::driver::driver_load_attempted;
 use cai::import::{import, CaiImportOptions, CAI_POINTER_CHECK_DEFAULT};
@@ -498,8 +498,9 @@ pub fn from_object(
     };
     let mut converted = convert(obj)?;
     let array = converted.array();
-    let may_wait =
-        (stream_for_version(array) != 0 && options.sync_mode != CAI_SYNC_NONE) || !driver_load_attempted();
+    // The host may wait for a sync the core plans, or for the first load of the driver.
+    let planned = planned_action(stream_for_version(array), options.consumer_stream, options.sync_mode);
+    let may_wait = planned != SyncAction::Nothing || !driver_load_attempted();
     let outcome = if may_wait {
         let job = Unshared((array as *const CaiArray, &options));
         py.detach(move || {

@@ -14,10 +14,6 @@ pub enum Failure {
 
 pub type CaiResult<T> = Result<T, Failure>;
 
-pub fn cai_error(error: cai::Error) -> Failure {
-    Failure::Cai(error)
-}
-
 impl From<PyErr> for Failure {
     fn from(error: PyErr) -> Failure {
         Failure::Python(error)

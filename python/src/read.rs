@@ -16,7 +16,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 
-use crate::errors::{cai_error, CaiResult};
+use crate::errors::CaiResult;
 
 /// An object the rules show by its type's name; the name is looked up only for a message.
 #[derive(Clone, Copy)]
@@ -237,7 +237,7 @@ pub fn read_dict<'py>(
         descr: descr_value,
         mask: plain(&mask),
     };
-    let has_mask = array_from_dict(&values, array, fields).map_err(cai_error)?;
+    let has_mask = array_from_dict(&values, array, fields)?;
     Ok(if has_mask { mask.object.clone() } else { None })
 }
 
