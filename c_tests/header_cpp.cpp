@@ -1,5 +1,6 @@
 // cai.h and cai.hpp compile as C++17 with -Wall -Wextra -Werror -pedantic and link: the
-// extern "C" block is right, and cai::Array releases exactly once across moves.
+// extern "C" block is right, and cai::Array takes ownership only by moving and releases
+// exactly once across moves.
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -23,7 +24,9 @@ int main() {
     std::strcpy(raw.typestr, "<f4");
     raw.data = 0x1000;
     raw.release = count_release;
-    cai::Array a(raw);
+    cai::Array a(std::move(raw));
+    check(raw.release == nullptr, "adopting moves ownership out of the C struct");
+    check(cai_release(&raw, nullptr) == CAI_OK && releases == 0, "the moved-from struct releases nothing");
     a.validate();
     cai::Array b(std::move(a));
     cai::Array c;

@@ -179,6 +179,34 @@ static void test_release(void) {
   CHECK(releases == 1 && a.release == NULL);
 }
 
+static void test_move(void) {
+  const int64_t shape2[] = {2};
+  CaiError e;
+  CaiArray src = make(1, shape2, "<f4");
+  src.owner = malloc(16);
+  src.release = release_counter;
+  CaiArray dst;
+  memset(&dst, 0, sizeof dst);
+  int before = releases;
+  CHECK_STATUS(cai_move(&dst, &src, NULL), CAI_OK);
+  CHECK(src.release == NULL && dst.release == release_counter && dst.owner == src.owner);
+  CHECK(dst.shape[0] == 2 && strcmp(dst.typestr, "<f4") == 0);
+  CHECK_STATUS(cai_release(&src, NULL), CAI_OK);
+  CHECK(releases == before); /* the moved-from array owns nothing */
+
+  CaiArray other = make(1, shape2, "<f4");
+  other.owner = malloc(16);
+  other.release = release_counter;
+  CHECK_STATUS(cai_move(&dst, &other, &e), CAI_ERROR_INVALID_ARGUMENT); /* dst still owns */
+  CHECK(message_has(&e, "dst still owns") && other.release == release_counter && dst.owner != other.owner);
+  CHECK_STATUS(cai_move(&dst, &dst, NULL), CAI_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(cai_move(NULL, &other, NULL), CAI_ERROR_NULL_ARGUMENT);
+  CHECK_STATUS(cai_move(&src, NULL, NULL), CAI_ERROR_NULL_ARGUMENT);
+  CHECK_STATUS(cai_release(&dst, NULL), CAI_OK);
+  CHECK_STATUS(cai_release(&other, NULL), CAI_OK);
+  CHECK(releases == before + 2);
+}
+
 static void test_bad_input(void) {
   const int64_t shape2[] = {2};
   CaiError e;
@@ -222,6 +250,7 @@ int main(void) {
   test_export();
   test_descr_and_mask();
   test_release();
+  test_move();
   test_bad_input();
   test_typestr_parse();
   return check_summary("c_tests/test_core");

@@ -1,6 +1,7 @@
 // A C++ consumer: cai::Array owns the descriptor and releases it once; errors are exceptions.
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "cai.hpp"
 
@@ -11,7 +12,7 @@ int main() {
   raw.shape[0] = 8;
   std::strcpy(raw.typestr, "<i4");
   raw.data = 0x7f0000000000;
-  cai::Array array(raw);
+  cai::Array array(std::move(raw));
   std::printf("%llu bytes, itemsize %llu\n", static_cast<unsigned long long>(array.layout().nbytes),
               static_cast<unsigned long long>(cai::parse_typestr(array.raw().typestr).itemsize));
   try {

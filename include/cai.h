@@ -293,9 +293,17 @@ int32_t cai_export(struct CaiArray *array,
                    struct CaiError *error);
 
 // Calls `array->release(array)` if it is set, then clears it, so that the callback runs
-// exactly once however often this is called. A borrowed array (release NULL) is left as is.
-// The mask and descr are the producer's to free in its callback; libcai never frees them.
+// exactly once however often this is called, also when calls race on the same array (the
+// callback is taken by an atomic swap). Racing it with any other read or write of the array
+// is the caller's to prevent. A borrowed array (release NULL) is left as is. The mask and
+// descr are the producer's to free in its callback; libcai never frees them.
 int32_t cai_release(struct CaiArray *array, struct CaiError *error);
+
+// Moves the array `src` owns into `dst`: a bitwise copy, then `src->release` cleared, so that
+// only `dst` can release it. `dst` must own nothing (its `release` NULL: a zeroed, released or
+// borrowed array) and be another array than `src`, else CAI_ERROR_INVALID_ARGUMENT and
+// nothing is written.
+int32_t cai_move(struct CaiArray *dst, struct CaiArray *src, struct CaiError *error);
 
 // Consumer side: validates `array`, refuses writable access to read-only data, checks the
 // data pointer with the driver (device-accessible, whole extent inside its allocation; by

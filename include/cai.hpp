@@ -36,8 +36,9 @@ inline void check(int32_t status, const CaiError& error) {
 class Array {
  public:
   Array() noexcept : raw_{} {}
-  // Takes over `raw`, including its release callback.
-  explicit Array(const CaiArray& raw) noexcept : raw_(raw) {}
+  // Takes over `raw` by moving it (cai_move): `raw` keeps its fields but no longer owns, so a
+  // later cai_release(&raw) does nothing. Write `cai::Array a(std::move(raw));`.
+  explicit Array(CaiArray&& raw) noexcept : raw_{} { cai_move(&raw_, &raw, nullptr); }
   Array(Array&& other) noexcept : raw_(other.raw_) { other.raw_.release = nullptr; }
   Array& operator=(Array&& other) noexcept {
     if (this != &other) {

@@ -159,6 +159,8 @@ int32_t cai_export(struct CaiArray *array,
 
 int32_t cai_release(struct CaiArray *array, struct CaiError *error);
 
+int32_t cai_move(struct CaiArray *dst, struct CaiArray *src, struct CaiError *error);
+
 int32_t cai_import(const struct CaiArray *array,
                    const struct CaiImportOptions *options,
                    struct CaiPointerInfo *info,

@@ -2,6 +2,9 @@
 
 use std::ffi::c_void;
 use std::os::raw::c_char;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::status::{Error, Result, Status};
 
 /// Most dimensions an array may have (NumPy 2, PEP 3118).
 pub const CAI_MAX_NDIM: usize = 64;
@@ -121,6 +124,39 @@ impl CaiField {
     }
 }
 
+/// Runs `array`'s release callback if it is set and clears it, exactly once even when calls
+/// race on the same array: the callback is taken by an atomic swap.
+///
+/// # Safety
+/// `array` points to a valid CaiArray; nothing else reads or writes it meanwhile but other
+/// calls of this function.
+pub unsafe fn release(array: *mut CaiArray) {
+    // The field is one nullable function pointer: read and cleared through an atomic of the
+    // same size and alignment, without forming a reference another call could alias.
+    let slot = std::ptr::addr_of_mut!((*array).release).cast::<usize>();
+    let taken = AtomicUsize::from_ptr(slot).swap(0, Ordering::AcqRel);
+    if taken != 0 {
+        // SAFETY: a non-zero value of the field is the producer's callback, which it promised
+        // may be called with the array.
+        let callback: unsafe extern "C" fn(*mut CaiArray) = std::mem::transmute(taken);
+        callback(array);
+    }
+}
+
+/// The array `src` owns, to be written into `dst`, with `src`'s release cleared; refused while
+/// `dst` still owns an array (it would leak).
+pub fn take_for_move(dst: &CaiArray, src: &mut CaiArray) -> Result<CaiArray> {
+    if dst.release.is_some() {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            "dst still owns an array (its release is set): release it before moving into it",
+        ));
+    }
+    let moved = *src;
+    src.release = None;
+    Ok(moved)
+}
+
 pub(crate) fn c_chars_until_nul(buffer: &[c_char]) -> Option<&[u8]> {
     // c_char is i8 or u8 depending on the target; both have the layout of u8.
     let bytes = unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), buffer.len()) };
@@ -137,6 +173,9 @@ pub(crate) fn copy_into_c_chars(buffer: &mut [c_char], text: &[u8]) -> bool {
     buffer[text.len()..].fill(0);
     true
 }
+
+// The release field is read and cleared as an atomic word (`release`).
+const _: () = assert!(std::mem::size_of::<Option<unsafe extern "C" fn(*mut CaiArray)>>() == std::mem::size_of::<usize>());
 
 // The C tests assert the same numbers with _Static_assert(offsetof(...)), so the Rust and C
 // views of these structs cannot drift apart unnoticed.

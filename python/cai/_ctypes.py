@@ -101,6 +101,7 @@ FUNCTIONS = {
     "cai_layout": (c_int32, [POINTER(CaiArray), POINTER(CaiLayout), POINTER(CaiError)]),
     "cai_export": (c_int32, [POINTER(CaiArray), POINTER(CaiExportOptions), POINTER(CaiError)]),
     "cai_release": (c_int32, [POINTER(CaiArray), POINTER(CaiError)]),
+    "cai_move": (c_int32, [POINTER(CaiArray), POINTER(CaiArray), POINTER(CaiError)]),
     "cai_import": (c_int32, [POINTER(CaiArray), POINTER(CaiImportOptions), POINTER(CaiPointerInfo), POINTER(CaiError)]),
     "cai_sync": (c_int32, [POINTER(CaiArray), c_uint64, c_int32, POINTER(CaiError)]),
     "cai_pointer_info": (c_int32, [c_uint64, POINTER(CaiPointerInfo), POINTER(CaiError)]),

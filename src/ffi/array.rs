@@ -47,16 +47,38 @@ pub extern "C" fn cai_export(
 }
 
 /// Calls `array->release(array)` if it is set, then clears it, so that the callback runs
-/// exactly once however often this is called. A borrowed array (release NULL) is left as is.
-/// The mask and descr are the producer's to free in its callback; libcai never frees them.
+/// exactly once however often this is called, also when calls race on the same array (the
+/// callback is taken by an atomic swap). Racing it with any other read or write of the array
+/// is the caller's to prevent. A borrowed array (release NULL) is left as is. The mask and
+/// descr are the producer's to free in its callback; libcai never frees them.
 #[no_mangle]
+// A C entry point: `array` is the caller's promise, checked non-NULL, and never made a Rust
+// reference (racing calls would alias it).
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub extern "C" fn cai_release(array: *mut CaiArray, error: *mut CaiError) -> i32 {
     guard(error, || {
-        let array = required_mut(array, "array")?;
-        if let Some(release) = array.release.take() {
-            // SAFETY: the producer that set `release` promised it may be called with the array.
-            unsafe { release(array) };
+        required(array, "array")?;
+        // SAFETY: a valid CaiArray, checked non-NULL; no reference to it is held here.
+        unsafe { crate::array::release(array) };
+        Ok(())
+    })
+}
+
+/// Moves the array `src` owns into `dst`: a bitwise copy, then `src->release` cleared, so that
+/// only `dst` can release it. `dst` must own nothing (its `release` NULL: a zeroed, released or
+/// borrowed array) and be another array than `src`, else CAI_ERROR_INVALID_ARGUMENT and
+/// nothing is written.
+#[no_mangle]
+pub extern "C" fn cai_move(dst: *mut CaiArray, src: *mut CaiArray, error: *mut CaiError) -> i32 {
+    guard(error, || {
+        if std::ptr::eq(dst, src) && !dst.is_null() {
+            return Err(crate::status::Error::new(
+                crate::status::Status::InvalidArgument,
+                "dst and src are the same array",
+            ));
         }
+        let moved = crate::array::take_for_move(required(dst, "dst")?, required_mut(src, "src")?)?;
+        *required_mut(dst, "dst")? = moved;
         Ok(())
     })
 }

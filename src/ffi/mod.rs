@@ -6,7 +6,7 @@ mod device;
 mod dtype;
 mod info;
 
-pub use array::{cai_export, cai_layout, cai_release, cai_validate};
+pub use array::{cai_export, cai_layout, cai_move, cai_release, cai_validate};
 pub use device::{cai_driver_status, cai_import, cai_pointer_info, cai_sync};
 pub use dtype::cai_typestr_parse;
 pub use info::{cai_library_version, cai_status_string};

@@ -1,6 +1,7 @@
 // Downstream C++ consumer: the RAII header from the installed libcai.
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include <cai.hpp>
 
@@ -16,7 +17,8 @@ int main() {
     std::strcpy(raw.typestr, "<f8");
     raw.data = 0x10000;
     raw.release = count_release;
-    cai::Array owner(raw);
+    cai::Array owner(std::move(raw));
+    if (raw.release != nullptr) return 1;
     cai::Array moved(std::move(owner));
     if (moved.layout().nbytes != 32) return 1;
   }
