@@ -3,7 +3,7 @@
 
 use crate::array::CaiArray;
 use crate::device::pointer::{extent_within_allocation, pointer_info, CaiPointerInfo};
-use crate::device::sync::{sync_if_needed, sync_mode_is_known, SyncAction};
+use crate::device::sync::{sync_if_needed, sync_mode_is_known};
 use crate::driver::{driver, driver_available};
 use crate::status::{Error, Result, Status};
 use crate::validate::{option_is_a_flag, reserved_are_zero, stream_for_version, validate, Validated};
@@ -35,7 +35,7 @@ pub struct CaiImportOptions {
 
 /// Imports `array` as `options` ask; returns what the driver said about its pointer
 /// (`checked` 0 when it was not asked).
-pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<(CaiPointerInfo, SyncAction)> {
+pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<CaiPointerInfo> {
     reserved_are_zero("CaiImportOptions.reserved", &options.reserved)?;
     sync_mode_is_known(options.sync_mode)?;
     let writable = option_is_a_flag("CaiImportOptions.writable", options.writable)?;
@@ -46,13 +46,8 @@ pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<(CaiPointe
         byte_order_is_native(array, &validated)?;
     }
     let info = checked_pointer(array, &validated, options.pointer_check)?;
-    let action = sync_if_needed(
-        stream_for_version(array),
-        options.consumer_stream,
-        options.sync_mode,
-        info.cu_context(),
-    )?;
-    Ok((info, action))
+    sync_if_needed(stream_for_version(array), options.consumer_stream, options.sync_mode, info.cu_context())?;
+    Ok(info)
 }
 
 /// Writing through a read-only descriptor is refused (the spec's read-only flag).

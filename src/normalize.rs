@@ -18,7 +18,8 @@ pub(crate) const EXPORT_VERSION_ENV: &str = "CAI_ARRAY_INTERFACE_EXPORT_VERSION"
 pub fn export_version(requested: i32) -> Result<i32> {
     match requested {
         0 => match std::env::var(EXPORT_VERSION_ENV).ok().as_deref().map(str::trim) {
-            None | Some("") | Some("3") => Ok(3),
+            None | Some("") => Ok(CAI_EXPORT_VERSION_DEFAULT),
+            Some("3") => Ok(3),
             Some("2") => Ok(2),
             Some(other) => Err(Error::new(
                 Status::InvalidArgument,

@@ -194,10 +194,10 @@ pub fn mask_matches_array(array: &CaiArray, depth: usize) -> Result<()> {
     Ok(())
 }
 
-/// A mask `depth` levels below the array may still be read: CAI_MAX_MASK_DEPTH bounds the
-/// chain, which is how a cycle of masks shows.
+/// A mask `depth` levels below the array (its own mask is 1) may be read while the chain is
+/// at most CAI_MAX_MASK_DEPTH masks long; a longer one is how a cycle of masks shows.
 pub fn mask_depth_is_within_limit(depth: usize) -> Result<()> {
-    if depth < CAI_MAX_MASK_DEPTH {
+    if depth <= CAI_MAX_MASK_DEPTH {
         Ok(())
     } else {
         Err(Error::new(

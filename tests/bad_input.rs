@@ -79,13 +79,20 @@ fn a_mask_pointing_to_itself_or_a_cycle_is_invalid_mask() {
 }
 
 #[test]
-fn masks_nested_within_the_limit_are_accepted() {
-    let m2 = array(&[2], "|b1");
-    let mut m1 = array(&[2], "|b1");
-    m1.mask = &m2;
-    let mut a = array(&[2], "<f4");
-    a.mask = &m1;
-    assert_eq!(validate(&a).0, CAI_OK);
+fn a_chain_of_cai_max_mask_depth_masks_is_accepted_and_one_more_is_not() {
+    // chain[0] is the array; chain[k] is the mask k levels below it.
+    let chain_of = |masks: usize| {
+        let mut chain: Vec<CaiArray> = (0..=masks).map(|k| array(&[2], if k == 0 { "<f4" } else { "|b1" })).collect();
+        let base = chain.as_mut_ptr();
+        for k in 0..masks {
+            // SAFETY: both indexes are inside `chain`, which is not moved afterwards.
+            unsafe { (*base.add(k)).mask = base.add(k + 1) };
+        }
+        chain
+    };
+    let depth = cai::array::CAI_MAX_MASK_DEPTH;
+    assert_eq!(validate(&chain_of(depth)[0]).0, CAI_OK, "{depth} masks, as the header says");
+    assert_rejected(&chain_of(depth + 1)[0], CAI_ERROR_INVALID_MASK, "CAI_MAX_MASK_DEPTH");
 }
 
 #[test]

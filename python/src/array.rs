@@ -512,7 +512,7 @@ pub fn from_object(
     } else {
         import(array, &options)
     };
-    converted.described.info = outcome.map_err(Failure::Cai)?.0;
+    converted.described.info = outcome.map_err(Failure::Cai)?;
     Py::new(py, converted)
 }
 

@@ -5,7 +5,8 @@ use cuda_driver_sys::CUcontext;
 use crate::driver::Driver;
 use crate::status::Result;
 
-/// Pushes `context` if it is not already current; pops it when dropped, on every path.
+/// Pushes `context` if it is not already current; pops it in `leave` on the path that
+/// succeeds, and when dropped on every other path.
 pub struct ContextGuard<'d> {
     driver: &'d Driver,
     pushed: bool,
@@ -26,14 +27,29 @@ impl<'d> ContextGuard<'d> {
     }
 }
 
-impl Drop for ContextGuard<'_> {
-    fn drop(&mut self) {
-        if self.pushed {
-            let mut popped: CUcontext = std::ptr::null_mut();
-            // SAFETY: pops exactly the context this guard pushed. A failure here cannot be
-            // reported from a destructor; the driver keeps its stack consistent regardless.
-            unsafe { (self.driver.api.cuCtxPopCurrent)(&mut popped) };
+impl ContextGuard<'_> {
+    /// Pops the pushed context now and reports a failure to: the path that succeeded ends
+    /// here, so that a context the driver would not pop is an error, not a silent CAI_OK with
+    /// the producer's context left current.
+    pub fn leave(mut self) -> Result<()> {
+        self.pop()
+    }
+
+    fn pop(&mut self) -> Result<()> {
+        if !std::mem::take(&mut self.pushed) {
+            return Ok(());
         }
+        let mut popped: CUcontext = std::ptr::null_mut();
+        // SAFETY: pops exactly the context this guard pushed.
+        let status = unsafe { (self.driver.api.cuCtxPopCurrent)(&mut popped) };
+        self.driver.check(status, || "cuCtxPopCurrent".into())
+    }
+}
+
+impl Drop for ContextGuard<'_> {
+    /// On a path that failed already: pops, best effort (the first failure is what is reported).
+    fn drop(&mut self) {
+        let _ = self.pop();
     }
 }
 

@@ -78,7 +78,7 @@ pub fn sync_if_needed(
 ) -> Result<SyncAction> {
     match planned_action(producer, consumer, mode) {
         SyncAction::Nothing => Ok(SyncAction::Nothing),
-        _ => consumer_sync(crate::driver::driver()?, producer, consumer, mode, array_context),
+        action => perform(crate::driver::driver()?, action, producer, consumer, array_context),
     }
 }
 
@@ -91,14 +91,24 @@ pub fn consumer_sync(
     mode: i32,
     array_context: CUcontext,
 ) -> Result<SyncAction> {
-    let action = planned_action(producer, consumer, mode);
+    perform(driver, planned_action(producer, consumer, mode), producer, consumer, array_context)
+}
+
+fn perform(
+    driver: &Driver,
+    action: SyncAction,
+    producer: u64,
+    consumer: u64,
+    array_context: CUcontext,
+) -> Result<SyncAction> {
     match action {
         SyncAction::Nothing => {}
         SyncAction::Blocked => {
-            let _in_context = ContextGuard::enter(driver, stream_context(driver, producer, array_context)?)?;
+            let in_context = ContextGuard::enter(driver, stream_context(driver, producer, array_context)?)?;
             // SAFETY: a stream handle given by the producer, valid for the array's lifetime (spec).
             let status = unsafe { (driver.api.cuStreamSynchronize)(handle(producer)) };
             driver.check(status, || format!("cuStreamSynchronize(stream {producer:#x})"))?;
+            in_context.leave()?;
         }
         SyncAction::StreamOrdered => record_and_wait(driver, producer, consumer, array_context)?,
     }
@@ -150,22 +160,23 @@ fn record_and_wait(driver: &Driver, producer: u64, consumer: u64, array_context:
     let producer_context = stream_context(driver, producer, array_context)?;
     let consumer_context = stream_context(driver, consumer, array_context)?;
     let event = {
-        let _in_context = ContextGuard::enter(driver, producer_context)?;
+        let in_context = ContextGuard::enter(driver, producer_context)?;
         let event = EventPool::global().take(driver)?;
         // SAFETY: an event of the current context and a stream of the same context.
         let status = unsafe { (driver.api.cuEventRecord)(event.handle, handle(producer)) };
-        if let Err(e) = driver.check(status, || format!("cuEventRecord(stream {producer:#x})")) {
+        if let Err(e) = driver.check(status, || format!("cuEventRecord(stream {producer:#x})")).and(in_context.leave())
+        {
             EventPool::global().put(driver, event);
             return Err(e);
         }
         event
     };
-    let waited = {
-        let _in_context = ContextGuard::enter(driver, consumer_context)?;
+    let waited = ContextGuard::enter(driver, consumer_context).and_then(|in_context| {
         // SAFETY: waiting on an event from any context is allowed (cross-device waits).
         let status = unsafe { (driver.api.cuStreamWaitEvent)(handle(consumer), event.handle, 0) };
-        driver.check(status, || format!("cuStreamWaitEvent(stream {consumer:#x})"))
-    };
+        driver.check(status, || format!("cuStreamWaitEvent(stream {consumer:#x})"))?;
+        in_context.leave()
+    });
     // The wait captured the event's state when it was enqueued: the event can be re-recorded
     // at once, so it goes back to the pool now.
     EventPool::global().put(driver, event);
@@ -197,11 +208,6 @@ impl EventPool {
     fn global() -> &'static EventPool {
         static POOL: OnceLock<EventPool> = OnceLock::new();
         POOL.get_or_init(|| EventPool { idle: Mutex::new(Vec::with_capacity(EVENT_POOL_CAPACITY)) })
-    }
-
-    /// Number of idle events held now.
-    pub fn idle_count() -> usize {
-        Self::global().idle.lock().map(|idle| idle.len()).unwrap_or(0)
     }
 
     /// An idle event of the current context, or a new one.

@@ -49,7 +49,6 @@ pub struct Api {
 pub struct Driver {
     pub api: Api,
     pub version: i32,
-    pub path: String,
 }
 
 // SAFETY: the table holds plain function pointers into a library that is never unloaded.
@@ -86,10 +85,10 @@ fn dl_error() -> String {
 
 fn load() -> std::result::Result<Driver, Error> {
     let path = std::env::var(DRIVER_PATH_ENV).ok().filter(|p| !p.is_empty());
-    let path = path.as_deref().unwrap_or(DEFAULT_DRIVER).to_string();
+    let path = path.as_deref().unwrap_or(DEFAULT_DRIVER);
     let no_driver =
         |why: String| Error::new(Status::NoDriver, format!("cannot load the CUDA driver {path:?}: {why}"));
-    let c_path = CString::new(path.clone()).map_err(|_| no_driver("the path contains a NUL byte".into()))?;
+    let c_path = CString::new(path).map_err(|_| no_driver("the path contains a NUL byte".into()))?;
     // SAFETY: dlopen with a valid C string. The handle is kept for the process's lifetime.
     let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if handle.is_null() {
@@ -108,8 +107,11 @@ fn load() -> std::result::Result<Driver, Error> {
     }
     let mut version = 0;
     // SAFETY: as above.
-    unsafe { (api.cuDriverGetVersion)(&mut version) };
-    Ok(Driver { api, version, path })
+    let queried = unsafe { (api.cuDriverGetVersion)(&mut version) };
+    let driver = Driver { api, version };
+    // A driver that cannot say its version is not one to trust with the rest.
+    driver.check(queried, || format!("cuDriverGetVersion in {path:?}"))?;
+    Ok(driver)
 }
 
 fn resolve_all(handle: *mut c_void) -> std::result::Result<Api, String> {

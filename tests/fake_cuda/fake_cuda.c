@@ -201,6 +201,7 @@ CUresult cuInit(unsigned flags) {
 }
 
 CUresult cuDriverGetVersion(int *version) {
+  FAIL_IF_INJECTED("cuDriverGetVersion");
   *version = 12040;
   return CUDA_SUCCESS;
 }
