@@ -175,7 +175,9 @@ pub(crate) fn copy_into_c_chars(buffer: &mut [c_char], text: &[u8]) -> bool {
 }
 
 // The release field is read and cleared as an atomic word (`release`).
-const _: () = assert!(std::mem::size_of::<Option<unsafe extern "C" fn(*mut CaiArray)>>() == std::mem::size_of::<usize>());
+const _: () = assert!(
+    std::mem::size_of::<Option<unsafe extern "C" fn(*mut CaiArray)>>() == std::mem::size_of::<usize>()
+);
 
 // The C tests assert the same numbers with _Static_assert(offsetof(...)), so the Rust and C
 // views of these structs cannot drift apart unnoticed.

@@ -38,7 +38,11 @@ pub enum Value<'a, O = &'a str> {
     Str(&'a str),
     /// A tuple (`list` false) or list. `items` holds the items that were read: all of them, or
     /// none when `len` is above the limit the binding was given (`Limits`).
-    Seq { list: bool, len: usize, items: &'a [Value<'a, O>] },
+    Seq {
+        list: bool,
+        len: usize,
+        items: &'a [Value<'a, O>],
+    },
     /// Any other object, shown in messages by its type's name (`O` displays it). A str that
     /// is not valid Unicode is one too.
     Other(O),
@@ -78,9 +82,11 @@ impl<O: Display + Copy> Value<'_, O> {
             Value::Bool(b) => out.write_str(if b { "True" } else { "False" }),
             Value::Int(n) => write!(out, "{n}"),
             Value::UInt(n) => write!(out, "{n}"),
-            Value::HugeInt(negative) => {
-                out.write_str(if negative { "<a negative integer beyond 64 bits>" } else { "<an integer beyond 64 bits>" })
-            }
+            Value::HugeInt(negative) => out.write_str(if negative {
+                "<a negative integer beyond 64 bits>"
+            } else {
+                "<an integer beyond 64 bits>"
+            }),
             Value::Float(x) => write!(out, "{x:?}"),
             Value::Str(s) => write_python_str(out, s),
             Value::Seq { list, len, items } => {
@@ -172,14 +178,6 @@ pub struct DictValues<'a, O = &'a str> {
 /// The keys `DictValues` holds, in its field order.
 pub const KEYS: [&str; 8] = ["version", "shape", "typestr", "data", "strides", "stream", "descr", "mask"];
 
-impl<'a, O> DictValues<'a, O> {
-    /// From values in the order of `KEYS`.
-    pub fn from_array(values: [Value<'a, O>; 8]) -> DictValues<'a, O> {
-        let [version, shape, typestr, data, strides, stream, descr, mask] = values;
-        DictValues { version, shape, typestr, data, strides, stream, descr, mask }
-    }
-}
-
 /// Fills `array`, zeroed by the caller, from a dict's values by the dict rules, and `fields`
 /// with its descr (the array's `descr` pointer is left for the caller to set where `fields`
 /// will live). Returns whether the dict has a mask for the caller to convert and attach;
@@ -227,7 +225,9 @@ pub fn version_is_a_known_integer<O: Display + Copy>(version: &Value<'_, O>) -> 
 }
 
 /// `shape` is a tuple (or list) of at most CAI_MAX_NDIM integers.
-pub fn shape_is_a_sequence_of_extents<'v, O: Display + Copy>(shape: &'v Value<'v, O>) -> Result<&'v [Value<'v, O>]> {
+pub fn shape_is_a_sequence_of_extents<'v, O: Display + Copy>(
+    shape: &'v Value<'v, O>,
+) -> Result<&'v [Value<'v, O>]> {
     match shape {
         Value::Seq { len, .. } if *len > CAI_MAX_NDIM => Err(Error::new(
             Status::InvalidShape,
@@ -251,7 +251,9 @@ fn extent_fits_in_64_bits<O: Display + Copy>(extent: &Value<'_, O>, i: usize) ->
             Status::InvalidShape,
             format!("shape[{i}] is {}; extents must be >= 0", Repr(extent)),
         )),
-        other => Err(Error::new(Status::InvalidShape, format!("shape[{i}] is {}, not an integer", Repr(other)))),
+        other => {
+            Err(Error::new(Status::InvalidShape, format!("shape[{i}] is {}, not an integer", Repr(other))))
+        }
     }
 }
 
@@ -262,27 +264,40 @@ fn stride_fits_in_64_bits<O: Display + Copy>(stride: &Value<'_, O>, i: usize) ->
             Status::Overflow,
             format!("strides[{i}] is {}, which does not fit in 64 bits", Repr(stride)),
         )),
-        other => Err(Error::new(Status::InvalidStrides, format!("strides[{i}] is {}, not an integer", Repr(other)))),
+        other => Err(Error::new(
+            Status::InvalidStrides,
+            format!("strides[{i}] is {}, not an integer", Repr(other)),
+        )),
     }
 }
 
 /// `typestr` is a str that fits the struct's buffer with its NUL (its grammar is `validate`'s).
-pub fn typestr_is_a_string_that_fits<O: Display + Copy>(typestr: &Value<'_, O>, array: &mut CaiArray) -> Result<()> {
+pub fn typestr_is_a_string_that_fits<O: Display + Copy>(
+    typestr: &Value<'_, O>,
+    array: &mut CaiArray,
+) -> Result<()> {
     match typestr {
         Value::Str(s) if array.set_typestr(s) => Ok(()),
         Value::Str(_) => Err(Error::new(
             Status::InvalidTypestr,
             format!("typestr {} is too long or holds a NUL", Repr(typestr)),
         )),
-        Value::Other(type_name) if type_name.to_string() == "str" => Err(Error::new(Status::InvalidTypestr, "typestr is a str that is not valid Unicode")),
+        Value::Other(type_name) if type_name.to_string() == "str" => {
+            Err(Error::new(Status::InvalidTypestr, "typestr is a str that is not valid Unicode"))
+        }
         other => Err(Error::new(Status::InvalidTypestr, format!("typestr {} is not a string", Repr(other)))),
     }
 }
 
 /// `data` is a 2-tuple: an integer address and a bool read-only flag. Versions 0 and 1 allow
 /// `None` for the pointer of a zero-size array (old Numba exported that).
-pub fn data_is_a_pointer_and_flag<O: Display + Copy>(data: &Value<'_, O>, version: i32, shape: &[Value<'_, O>]) -> Result<(u64, bool)> {
-    let Some([pointer, readonly]) = data.items(Limits::DATA).and_then(|items| <&[_; 2]>::try_from(items).ok())
+pub fn data_is_a_pointer_and_flag<O: Display + Copy>(
+    data: &Value<'_, O>,
+    version: i32,
+    shape: &[Value<'_, O>],
+) -> Result<(u64, bool)> {
+    let Some([pointer, readonly]) =
+        data.items(Limits::DATA).and_then(|items| <&[_; 2]>::try_from(items).ok())
     else {
         return Err(Error::new(
             Status::InvalidData,
@@ -298,10 +313,9 @@ pub fn data_is_a_pointer_and_flag<O: Display + Copy>(data: &Value<'_, O>, versio
     };
     match readonly {
         Value::Bool(flag) => Ok((pointer, *flag)),
-        other => Err(Error::new(
-            Status::InvalidData,
-            format!("data read-only flag {} is not a bool", Repr(other)),
-        )),
+        other => {
+            Err(Error::new(Status::InvalidData, format!("data read-only flag {} is not a bool", Repr(other))))
+        }
     }
 }
 
@@ -310,15 +324,17 @@ fn not_an_address<O: Display + Copy>(pointer: &Value<'_, O>) -> Error {
 }
 
 /// `strides` is absent, None, or a tuple (or list) with one integer per dimension.
-pub fn strides_match_shape<'v, O: Display + Copy>(strides: &'v Value<'v, O>, ndim: usize) -> Result<Option<&'v [Value<'v, O>]>> {
+pub fn strides_match_shape<'v, O: Display + Copy>(
+    strides: &'v Value<'v, O>,
+    ndim: usize,
+) -> Result<Option<&'v [Value<'v, O>]>> {
     if strides.is_none() {
         return Ok(None);
     }
     match strides {
-        Value::Seq { len, .. } if *len != ndim => Err(Error::new(
-            Status::InvalidStrides,
-            format!("strides has {len} entries but shape has {ndim}"),
-        )),
+        Value::Seq { len, .. } if *len != ndim => {
+            Err(Error::new(Status::InvalidStrides, format!("strides has {len} entries but shape has {ndim}")))
+        }
         _ => strides.items(Limits::STRIDES).map(Some).ok_or_else(|| {
             Error::new(
                 Status::InvalidStrides,
@@ -378,7 +394,10 @@ pub fn stream_object_handle_is_a_handle<O: Display + Copy>(handle: &Value<'_, O>
 /// `descr`, where given, is a non-empty list of (name, typestr) pairs, a name being a str or a
 /// (title, name) pair; subarray shapes and nested fields are not supported. Fills `fields`
 /// with offsets laid one after another; `validate` checks that they add up.
-pub fn descr_lists_named_fields<O: Display + Copy>(descr: &Value<'_, O>, fields: &mut Vec<CaiField>) -> Result<()> {
+pub fn descr_lists_named_fields<O: Display + Copy>(
+    descr: &Value<'_, O>,
+    fields: &mut Vec<CaiField>,
+) -> Result<()> {
     fields.clear();
     if descr.is_none() {
         return Ok(());
@@ -403,7 +422,9 @@ pub fn descr_lists_named_fields<O: Display + Copy>(descr: &Value<'_, O>, fields:
                     Repr(shape)
                 )))
             }
-            _ => return Err(descr_error(format!("descr[{i}] {} is not a (name, typestr) pair", Repr(entry)))),
+            _ => {
+                return Err(descr_error(format!("descr[{i}] {} is not a (name, typestr) pair", Repr(entry))))
+            }
         };
         let name = match name.items(Limits::DESCR_NAME) {
             Some([_title, name]) => name,
@@ -434,7 +455,9 @@ pub fn descr_lists_named_fields<O: Display + Copy>(descr: &Value<'_, O>, fields:
 /// and without it are the same array (and export the same way).
 pub fn descr_restates_the_typestr<O: Display + Copy>(descr: &Value<'_, O>, array: &CaiArray) -> bool {
     let Some([entry]) = descr.items(Limits::DESCR) else { return false };
-    let Some([Value::Str(""), Value::Str(field_type)]) = entry.items(Limits::DESCR_ENTRY) else { return false };
+    let Some([Value::Str(""), Value::Str(field_type)]) = entry.items(Limits::DESCR_ENTRY) else {
+        return false;
+    };
     let Some(array_type) = array.typestr_bytes() else { return false };
     field_type.as_bytes() == array_type
         || matches!((parse_typestr(field_type.as_bytes()), parse_typestr(array_type)), (Ok(a), Ok(b)) if a == b)
@@ -530,7 +553,10 @@ mod tests {
         let e = read(&DictValues { shape: long, ..base(&SHAPE, &DATA) }).unwrap_err();
         assert!(e.message.contains("65 dimensions") && e.message.contains("64"), "{}", e.message);
         // A negative extent fits: it is validate's rule that refuses it.
-        assert_eq!(read(&DictValues { shape: tuple(&[Value::Int(-1)]), ..base(&SHAPE, &DATA) }).unwrap().0.shape[0], -1);
+        assert_eq!(
+            read(&DictValues { shape: tuple(&[Value::Int(-1)]), ..base(&SHAPE, &DATA) }).unwrap().0.shape[0],
+            -1
+        );
     }
 
     #[test]
@@ -578,14 +604,18 @@ mod tests {
         assert_eq!(with(Value::None).unwrap().0.strides_given, 0);
         assert_eq!(with(tuple(&[Value::Int(4)])).unwrap_err().status, Status::InvalidStrides);
         assert_eq!(with(Value::Int(4)).unwrap_err().status, Status::InvalidStrides);
-        assert_eq!(with(tuple(&[Value::Int(4), Value::Float(1.0)])).unwrap_err().status, Status::InvalidStrides);
+        assert_eq!(
+            with(tuple(&[Value::Int(4), Value::Float(1.0)])).unwrap_err().status,
+            Status::InvalidStrides
+        );
         assert_eq!(with(tuple(&[Value::Int(4), Value::UInt(1 << 63)])).unwrap_err().status, Status::Overflow);
     }
 
     #[test]
     fn stream_is_none_or_a_nonzero_handle_from_version_3() {
         let with = |stream: V<'_>, version| {
-            read(&DictValues { stream, version: Value::Int(version), ..base(&SHAPE, &DATA) }).map(|r| r.0.stream)
+            read(&DictValues { stream, version: Value::Int(version), ..base(&SHAPE, &DATA) })
+                .map(|r| r.0.stream)
         };
         assert_eq!(with(Value::None, 3).unwrap(), 0);
         assert_eq!(with(Value::Int(7), 3).unwrap(), 7);
@@ -593,7 +623,9 @@ mod tests {
         assert_eq!(with(Value::Int(0), 2).unwrap(), 0, "ignored before version 3");
         let e = with(Value::Int(0), 3).unwrap_err();
         assert!(e.status == Status::InvalidStream && e.message.contains("disallowed"), "{}", e.message);
-        for bad in [Value::Int(-5), Value::Bool(true), Value::Str("1"), Value::HugeInt(false), Value::Float(7.0)] {
+        for bad in
+            [Value::Int(-5), Value::Bool(true), Value::Str("1"), Value::HugeInt(false), Value::Float(7.0)]
+        {
             assert_eq!(with(bad, 3).unwrap_err().status, Status::InvalidStream, "{}", Repr(&bad));
         }
     }
@@ -606,7 +638,10 @@ mod tests {
             assert_eq!(consumer_stream_is_a_handle::<&str>(&bad).unwrap_err().status, Status::InvalidStream);
         }
         for bad in [Value::Int(-5), Value::HugeInt(false), Value::Str("7")] {
-            assert_eq!(stream_object_handle_is_a_handle::<&str>(&bad).unwrap_err().status, Status::InvalidStream);
+            assert_eq!(
+                stream_object_handle_is_a_handle::<&str>(&bad).unwrap_err().status,
+                Status::InvalidStream
+            );
         }
     }
 
@@ -660,7 +695,8 @@ mod tests {
 
     #[test]
     fn mask_came_in_version_1() {
-        let with = |mask, version| read(&DictValues { mask, version: Value::Int(version), ..base(&SHAPE, &DATA) });
+        let with =
+            |mask, version| read(&DictValues { mask, version: Value::Int(version), ..base(&SHAPE, &DATA) });
         assert!(with(Value::Other("Mask"), 1).unwrap().2);
         assert!(!with(Value::None, 1).unwrap().2);
         assert_eq!(with(Value::Other("Mask"), 0).unwrap_err().status, Status::InvalidMask);

@@ -82,7 +82,8 @@ fn a_mask_pointing_to_itself_or_a_cycle_is_invalid_mask() {
 fn a_chain_of_cai_max_mask_depth_masks_is_accepted_and_one_more_is_not() {
     // chain[0] is the array; chain[k] is the mask k levels below it.
     let chain_of = |masks: usize| {
-        let mut chain: Vec<CaiArray> = (0..=masks).map(|k| array(&[2], if k == 0 { "<f4" } else { "|b1" })).collect();
+        let mut chain: Vec<CaiArray> =
+            (0..=masks).map(|k| array(&[2], if k == 0 { "<f4" } else { "|b1" })).collect();
         let base = chain.as_mut_ptr();
         for k in 0..masks {
             // SAFETY: both indexes are inside `chain`, which is not moved afterwards.

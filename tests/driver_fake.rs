@@ -384,7 +384,8 @@ fn every_driver_failure_is_cai_error_driver_with_the_cuda_name_and_nothing_left_
     let mut a = device_array(f, &[4], "<f4", 1);
     a.stream = producer;
     f.fail("cuCtxPopCurrent", CUDA_ERROR_LAUNCH_FAILED);
-    let (status, message, _) = import_with(&a, CaiImportOptions { consumer_stream: f.stream(0), ..Default::default() });
+    let (status, message, _) =
+        import_with(&a, CaiImportOptions { consumer_stream: f.stream(0), ..Default::default() });
     assert_eq!(status, CAI_ERROR_DRIVER, "{message}");
     assert!(message.contains("cuCtxPopCurrent") && message.contains("(719)"), "{message}");
     assert_eq!(f.context_depth(), 2, "the refused pop is the driver's state, reported");

@@ -4,7 +4,9 @@
 //! between threads.
 
 use cai::device::pointer::CaiPointerInfo;
-use cai::device::sync::{planned_action, SyncAction, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED};
+use cai::device::sync::{
+    planned_action, SyncAction, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
+};
 use cai::dict::{consumer_stream_is_a_handle, stream_object_handle_is_a_handle, Repr};
 use cai::driver::driver_load_attempted;
 use cai::import::{import, CaiImportOptions, CAI_POINTER_CHECK_DEFAULT};
@@ -134,7 +136,11 @@ impl Array {
         // SAFETY: as above; ownership moves here, so the source can no longer release.
         unsafe { (*source).release = None };
         // Owned from here on: if validation fails, dropping it releases it.
-        let taken = Array::new(Described { array, fields: Box::new([]), info: CaiPointerInfo::default() }, None, None);
+        let taken = Array::new(
+            Described { array, fields: Box::new([]), info: CaiPointerInfo::default() },
+            None,
+            None,
+        );
         validate(taken.array()).map_err(Failure::Cai)?;
         Py::new(py, taken)
     }
@@ -192,7 +198,8 @@ impl Array {
             return PyTuple::new(py, &array.strides[..ndim]);
         }
         let mut strides = [0i64; CAI_MAX_NDIM];
-        c_strides(self.shape_slice(), self.itemsize_checked()?, &mut strides[..ndim]).map_err(Failure::Cai)?;
+        c_strides(self.shape_slice(), self.itemsize_checked()?, &mut strides[..ndim])
+            .map_err(Failure::Cai)?;
         PyTuple::new(py, &strides[..ndim])
     }
 
@@ -346,10 +353,7 @@ fn c_text(buffer: &[std::os::raw::c_char]) -> String {
 /// A helper of python/cai/_ctypes.py (the ctypes side stays in Python).
 fn helper<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-    MODULE
-        .get_or_try_init(py, || Ok::<_, PyErr>(py.import("cai._ctypes")?.unbind()))?
-        .bind(py)
-        .getattr(name)
+    MODULE.get_or_try_init(py, || Ok::<_, PyErr>(py.import("cai._ctypes")?.unbind()))?.bind(py).getattr(name)
 }
 
 /// The interface dict of `object` (or `object` itself when it is a dict); None when it has no
@@ -406,7 +410,11 @@ fn convert_dict(object: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>, depth: usiz
             Some(converted)
         }
     };
-    Ok(Array::new(Described { array, fields, info: CaiPointerInfo::default() }, Some(object.clone().unbind()), mask))
+    Ok(Array::new(
+        Described { array, fields, info: CaiPointerInfo::default() },
+        Some(object.clone().unbind()),
+        mask,
+    ))
 }
 
 fn convert_mask(mask: &Bound<'_, PyAny>, depth: usize) -> CaiResult<Array> {
@@ -426,7 +434,13 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> CaiResult<u64> {
     let Some(stream) = stream else { return Ok(0) };
     let py = stream.py();
     let value = scalar(stream.as_borrowed());
-    if matches!(value, cai::dict::Value::Int(_) | cai::dict::Value::UInt(_) | cai::dict::Value::HugeInt(_) | cai::dict::Value::Bool(_)) {
+    if matches!(
+        value,
+        cai::dict::Value::Int(_)
+            | cai::dict::Value::UInt(_)
+            | cai::dict::Value::HugeInt(_)
+            | cai::dict::Value::Bool(_)
+    ) {
         return Ok(consumer_stream_is_a_handle(&value)?);
     }
     let handle = if stream.hasattr(intern!(py, "__cuda_stream__"))? {

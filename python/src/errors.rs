@@ -37,9 +37,9 @@ impl From<Failure> for PyErr {
 
 fn to_python(py: Python<'_>, error: &cai::Error) -> PyErr {
     static CAI_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let made = CAI_ERROR.import(py, "cai._errors", "CaiError").and_then(|class| {
-        class.call1((error.status.name(), error.message.as_str(), error.cu_result))
-    });
+    let made = CAI_ERROR
+        .import(py, "cai._errors", "CaiError")
+        .and_then(|class| class.call1((error.status.name(), error.message.as_str(), error.cu_result)));
     match made {
         Ok(instance) => PyErr::from_value(instance),
         Err(failed) => failed,

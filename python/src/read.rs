@@ -175,7 +175,11 @@ pub type Items<'a, 'py, const N: usize> = Buf<PyValue<'a, 'py>, N>;
 /// A held value as the rules see it, its items read into `storage` when it is a tuple (or a
 /// list's copy) no longer than `limit`.
 #[inline(always)]
-fn sequence<'a, 'py, const N: usize>(held: &'a Held<'py>, storage: &'a mut Items<'a, 'py, N>, limit: usize) -> PyValue<'a, 'py> {
+fn sequence<'a, 'py, const N: usize>(
+    held: &'a Held<'py>,
+    storage: &'a mut Items<'a, 'py, N>,
+    limit: usize,
+) -> PyValue<'a, 'py> {
     let Some(object) = &held.object else { return Value::Absent };
     let Some(tuple) = held.tuple() else { return scalar(object.as_borrowed()) };
     let len = tuple.len();
@@ -222,7 +226,10 @@ pub fn read_dict<'py>(
             Some(entries) if entries.len() <= Limits::DESCR => {
                 descr_copy = frozen(entries.clone().into_any(), 2);
                 let storage = descr_storage.insert(DescrStorage::new());
-                storage.value(descr_copy.cast::<PyTuple>().expect("frozen keeps a tuple a tuple"), descr_held.list)
+                storage.value(
+                    descr_copy.cast::<PyTuple>().expect("frozen keeps a tuple a tuple"),
+                    descr_held.list,
+                )
             }
             _ => sequence(&descr_held, &mut no_items, 0),
         }

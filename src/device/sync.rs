@@ -164,7 +164,8 @@ fn record_and_wait(driver: &Driver, producer: u64, consumer: u64, array_context:
         let event = EventPool::global().take(driver)?;
         // SAFETY: an event of the current context and a stream of the same context.
         let status = unsafe { (driver.api.cuEventRecord)(event.handle, handle(producer)) };
-        if let Err(e) = driver.check(status, || format!("cuEventRecord(stream {producer:#x})")).and(in_context.leave())
+        if let Err(e) =
+            driver.check(status, || format!("cuEventRecord(stream {producer:#x})")).and(in_context.leave())
         {
             EventPool::global().put(driver, event);
             return Err(e);
