@@ -23,8 +23,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 echo "== Rust"
+cargo fmt --all --check
 cargo clippy --quiet --workspace --all-targets -- -D warnings
-echo "clippy: 1 passed, 0 failed"
+echo "rustfmt and clippy: 2 passed, 0 failed"
 cargo test
 cargo build --release
 suites=$((suites + 1))
