@@ -12,11 +12,7 @@ mod fake_driver;
 use std::hint::black_box;
 use std::ptr::null_mut;
 
-use cai::device::sync::{CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED};
-use cai::export::CaiExportOptions;
-use cai::ffi::*;
-use cai::import::{CaiImportOptions, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_NEVER};
-use cai::{CaiArray, CaiDtype, CaiField};
+use cai::*;
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn array(shape: &[i64], typestr: &str, data: u64) -> CaiArray {
@@ -91,7 +87,7 @@ fn fake_driver_paths(c: &mut Criterion) {
     let data = f.alloc(64 * 128 * 256 * 4, fake_driver::MEMORY_DEVICE, 0, 0);
     let a = array(&[64, 128, 256], "<f4", data);
     let checked = CaiImportOptions { pointer_check: CAI_POINTER_CHECK_ALWAYS, ..Default::default() };
-    let mut info = cai::device::pointer::CaiPointerInfo::default();
+    let mut info = cai::CaiPointerInfo::default();
     g.bench_function("import 3-D with pointer query, no sync", |b| {
         b.iter(|| cai_import(black_box(&a), &checked, &mut info, null_mut()))
     });

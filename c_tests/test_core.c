@@ -8,24 +8,71 @@
 #include "cai.h"
 #include "check.h"
 
-/* The same numbers as the const asserts in src/array.rs: C and Rust cannot drift apart. */
-_Static_assert(sizeof(void *) != 8 || sizeof(CaiArray) == 1160, "CaiArray size");
-_Static_assert(offsetof(CaiArray, version) == 0, "version");
-_Static_assert(offsetof(CaiArray, ndim) == 4, "ndim");
-_Static_assert(offsetof(CaiArray, readonly) == 8, "readonly");
-_Static_assert(offsetof(CaiArray, strides_given) == 12, "strides_given");
-_Static_assert(offsetof(CaiArray, typestr) == 16, "typestr");
-_Static_assert(offsetof(CaiArray, data) == 48, "data");
-_Static_assert(offsetof(CaiArray, stream) == 56, "stream");
-_Static_assert(offsetof(CaiArray, shape) == 64, "shape");
-_Static_assert(offsetof(CaiArray, strides) == 576, "strides");
-_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, mask) == 1088, "mask");
-_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, descr) == 1096, "descr");
-_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, descr_count) == 1104, "descr_count");
-_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, owner) == 1112, "owner");
-_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, release) == 1120, "release");
-_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, reserved) == 1128, "reserved");
-_Static_assert(sizeof(CaiField) == 104 && offsetof(CaiField, offset) == 96, "CaiField");
+/* Every repr(C) type, with the same numbers as the const asserts in src/abi.rs: C and Rust
+ * cannot drift apart. Offsets of the stable prefix (abi_version, owner, release) never change. */
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, abi_version) == 0, "CaiArray.abi_version");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, version) == 4, "CaiArray.version");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, owner) == 8, "CaiArray.owner");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, release) == 16, "CaiArray.release");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, ndim) == 24, "CaiArray.ndim");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, readonly) == 28, "CaiArray.readonly");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, strides_given) == 32, "CaiArray.strides_given");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, descr_count) == 36, "CaiArray.descr_count");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, data) == 40, "CaiArray.data");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, stream) == 48, "CaiArray.stream");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, typestr) == 56, "CaiArray.typestr");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, shape) == 88, "CaiArray.shape");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, strides) == 600, "CaiArray.strides");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, mask) == 1112, "CaiArray.mask");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, descr) == 1120, "CaiArray.descr");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, reserved) == 1128, "CaiArray.reserved");
+_Static_assert(sizeof(void *) != 8 || sizeof(CaiArray) == 1160, "sizeof(CaiArray)");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiField, name) == 0, "CaiField.name");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiField, typestr) == 64, "CaiField.typestr");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiField, offset) == 96, "CaiField.offset");
+_Static_assert(sizeof(void *) != 8 || sizeof(CaiField) == 104, "sizeof(CaiField)");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiDtype, itemsize) == 0, "CaiDtype.itemsize");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiDtype, kind) == 8, "CaiDtype.kind");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiDtype, byteorder) == 9, "CaiDtype.byteorder");
+_Static_assert(sizeof(void *) != 8 || sizeof(CaiDtype) == 16, "sizeof(CaiDtype)");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiLayout, element_count) == 0, "CaiLayout.element_count");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiLayout, nbytes) == 8, "CaiLayout.nbytes");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiLayout, extent_begin) == 16, "CaiLayout.extent_begin");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiLayout, extent_end) == 24, "CaiLayout.extent_end");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiLayout, c_contiguous) == 32, "CaiLayout.c_contiguous");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiLayout, f_contiguous) == 36, "CaiLayout.f_contiguous");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiLayout, strides_itemsize_aligned) == 40, "CaiLayout.strides_itemsize_aligned");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiLayout, reserved) == 44, "CaiLayout.reserved");
+_Static_assert(sizeof(void *) != 8 || sizeof(CaiLayout) == 64, "sizeof(CaiLayout)");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiError, code) == 0, "CaiError.code");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiError, cu_result) == 4, "CaiError.cu_result");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiError, message) == 8, "CaiError.message");
+_Static_assert(sizeof(void *) != 8 || sizeof(CaiError) == 520, "sizeof(CaiError)");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiPointerInfo, device_pointer) == 0, "CaiPointerInfo.device_pointer");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiPointerInfo, allocation_base) == 8, "CaiPointerInfo.allocation_base");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiPointerInfo, allocation_size) == 16, "CaiPointerInfo.allocation_size");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiPointerInfo, context) == 24, "CaiPointerInfo.context");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiPointerInfo, device_ordinal) == 32, "CaiPointerInfo.device_ordinal");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiPointerInfo, memory_type) == 36, "CaiPointerInfo.memory_type");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiPointerInfo, is_managed) == 40, "CaiPointerInfo.is_managed");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiPointerInfo, checked) == 44, "CaiPointerInfo.checked");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiPointerInfo, reserved) == 48, "CaiPointerInfo.reserved");
+_Static_assert(sizeof(void *) != 8 || sizeof(CaiPointerInfo) == 64, "sizeof(CaiPointerInfo)");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, consumer_stream) == 0, "CaiImportOptions.consumer_stream");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, sync_mode) == 8, "CaiImportOptions.sync_mode");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, pointer_check) == 12, "CaiImportOptions.pointer_check");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, writable) == 16, "CaiImportOptions.writable");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, native_only) == 20, "CaiImportOptions.native_only");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, reserved) == 24, "CaiImportOptions.reserved");
+_Static_assert(sizeof(void *) != 8 || sizeof(CaiImportOptions) == 48, "sizeof(CaiImportOptions)");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiExportOptions, work_streams) == 0, "CaiExportOptions.work_streams");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiExportOptions, work_stream_count) == 8, "CaiExportOptions.work_stream_count");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiExportOptions, version) == 16, "CaiExportOptions.version");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiExportOptions, check_pointer) == 20, "CaiExportOptions.check_pointer");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiExportOptions, per_thread_default_stream) == 24, "CaiExportOptions.per_thread_default_stream");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiExportOptions, reserved) == 28, "CaiExportOptions.reserved");
+_Static_assert(sizeof(void *) != 8 || sizeof(CaiExportOptions) == 48, "sizeof(CaiExportOptions)");
+_Static_assert(CAI_ABI_VERSION == 0, "CAI_ABI_VERSION");
 _Static_assert(CAI_MAX_NDIM == 64, "CAI_MAX_NDIM");
 
 static CaiArray make(int32_t ndim, const int64_t *shape, const char *typestr) {
@@ -179,6 +226,25 @@ static void test_release(void) {
   CHECK(releases == 1 && a.release == NULL);
 }
 
+/* A later layout (abi_version above CAI_ABI_VERSION) is refused by every reader, yet its
+ * owner and release sit where they always do: it can still be released. */
+static void test_newer_abi_is_only_released(void) {
+  const int64_t shape2[] = {2};
+  CaiArray a = make(1, shape2, "<f4");
+  a.abi_version = CAI_ABI_VERSION + 1;
+  a.owner = malloc(16);
+  a.release = release_counter;
+  CaiError e;
+  CHECK_STATUS(cai_validate(&a, &e), CAI_ERROR_ABI_VERSION);
+  CHECK(message_has(&e, "abi_version 1"));
+  CaiLayout layout;
+  CHECK_STATUS(cai_layout(&a, &layout, NULL), CAI_ERROR_ABI_VERSION);
+  CHECK_STATUS(cai_import(&a, NULL, NULL, NULL), CAI_ERROR_ABI_VERSION);
+  int before = releases;
+  CHECK_STATUS(cai_release(&a, NULL), CAI_OK);
+  CHECK(releases == before + 1 && a.release == NULL);
+}
+
 static void test_move(void) {
   const int64_t shape2[] = {2};
   CaiError e;
@@ -250,6 +316,7 @@ int main(void) {
   test_export();
   test_descr_and_mask();
   test_release();
+  test_newer_abi_is_only_released();
   test_move();
   test_bad_input();
   test_typestr_parse();

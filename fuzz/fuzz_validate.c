@@ -1,6 +1,7 @@
 /* libFuzzer target: arbitrary bytes as CaiArrays, checked by cai_validate, cai_layout,
  * cai_export and cai_import (no driver). Input: [CaiArray main][CaiArray mask][CaiField x 8]
- * [control byte]; pointers are set only as the API allows (NULL or valid), the rest is raw.
+ * [control byte]; pointers are set only as the API allows (NULL or valid), the rest is raw;
+ * abi_version is this header's unless control bit 16 keeps the raw one.
  * Any crash, sanitizer report, CAI_ERROR_PANIC (libcai is built with overflow checks, so an
  * unchecked overflow panics) or broken invariant is a finding. */
 #include <stdint.h>
@@ -15,7 +16,7 @@
     if (!(cond)) abort(); \
   } while (0)
 
-static int known_status(int32_t s) { return s >= CAI_OK && s < CAI_ERROR_PANIC; }
+static int known_status(int32_t s) { return s >= CAI_OK && s <= CAI_ERROR_ABI_VERSION && s != CAI_ERROR_PANIC; }
 
 static void message_is_terminated(const CaiError *e) { REQUIRE(memchr(e->message, 0, sizeof e->message) != NULL); }
 
@@ -35,6 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     arrays[i].mask = NULL;
     arrays[i].descr = NULL;
     arrays[i].release = NULL;
+    if (!(control & 16)) arrays[i].abi_version = CAI_ABI_VERSION;
   }
   if (control & 1) arrays[0].mask = &arrays[1];
   if (control & 2) arrays[1].mask = (control & 4) ? &arrays[0] : &arrays[2]; /* a cycle, or a chain */

@@ -28,6 +28,10 @@
 // Bytes in a descr field name buffer, the terminating NUL included.
 #define CAI_FIELD_NAME_CAPACITY 64
 
+// Layout of `CaiArray` this header describes. Zero, so that a zero-initialized struct is
+// this layout; a later layout that older readers cannot read takes the next number.
+#define CAI_ABI_VERSION 0
+
 // Deepest chain of masks accepted (a mask of a mask of ...); deeper chains are taken for cycles.
 #define CAI_MAX_MASK_DEPTH 4
 
@@ -43,6 +47,24 @@
 // The CUDA per-thread default stream.
 #define CAI_STREAM_PER_THREAD 2
 
+// Number of reserved words at the end of `CaiLayout`; libcai writes them zero.
+#define CAI_LAYOUT_RESERVED_WORDS 5
+
+// Bytes in `CaiError.message`, the terminating NUL included.
+#define CAI_ERROR_MESSAGE_CAPACITY 512
+
+// Number of reserved words at the end of `CaiPointerInfo`; libcai writes them zero.
+#define CAI_POINTER_INFO_RESERVED_WORDS 2
+
+// Check the pointer when a driver can be loaded; skip it quietly when none can.
+#define CAI_POINTER_CHECK_DEFAULT 0
+
+// Always check the pointer; fail with CAI_ERROR_NO_DRIVER when no driver can be loaded.
+#define CAI_POINTER_CHECK_ALWAYS 1
+
+// Never ask the driver about the pointer.
+#define CAI_POINTER_CHECK_NEVER 2
+
 // Stream-ordered when the consumer names a stream, else blocking; off when
 // CAI_ARRAY_INTERFACE_SYNC=0.
 #define CAI_SYNC_DEFAULT 0
@@ -57,17 +79,8 @@
 // No synchronization: the caller takes responsibility (spec: "User ... override").
 #define CAI_SYNC_NONE 3
 
-// Bytes in `CaiError.message`, the terminating NUL included.
-#define CAI_ERROR_MESSAGE_CAPACITY 512
-
-// Check the pointer when a driver can be loaded; skip it quietly when none can.
-#define CAI_POINTER_CHECK_DEFAULT 0
-
-// Always check the pointer; fail with CAI_ERROR_NO_DRIVER when no driver can be loaded.
-#define CAI_POINTER_CHECK_ALWAYS 1
-
-// Never ask the driver about the pointer.
-#define CAI_POINTER_CHECK_NEVER 2
+// Idle events kept for reuse; more are destroyed when returned.
+#define EVENT_POOL_CAPACITY 64
 
 // Version written when the caller does not choose one.
 #define CAI_EXPORT_VERSION_DEFAULT 3
@@ -126,6 +139,9 @@
 // A Rust panic was caught at the API boundary (a libcai bug; please report it).
 #define CAI_ERROR_PANIC 17
 
+// The array's `abi_version` is a layout this libcai cannot read; it may only be released.
+#define CAI_ERROR_ABI_VERSION 18
+
 // One field of a structured (`|Vn`) type, as one entry of numpy's `descr` list.
 typedef struct CaiField {
   // NUL-terminated field name; empty for padding (numpy writes `''`).
@@ -141,20 +157,28 @@ typedef struct CaiField {
 // Zero-initialize it, fill the fields, then call `cai_validate`. Pointers in it (`mask`,
 // `descr`) are borrowed: they stay owned by whoever filled the struct.
 typedef struct CaiArray {
+  // Layout of this struct: CAI_ABI_VERSION. This and `owner` and `release` never move.
+  uint32_t abi_version;
   // CAI version the descriptor follows, 0 to 3.
   int32_t version;
+  // Producer's private handle, passed back through `release`; libcai never reads it.
+  void *owner;
+  // NULL for a borrowed array; else called exactly once by `cai_release`.
+  void (*release)(struct CaiArray *array);
   // Number of dimensions, 0 to CAI_MAX_NDIM.
   int32_t ndim;
   // 1 if the data is read-only (the second item of `data`), else 0.
   uint32_t readonly;
   // 1 if `strides` holds the strides; 0 for the dict's "absent or None" (C-contiguous).
   uint32_t strides_given;
-  // NUL-terminated numpy typestr, e.g. "<f4".
-  char typestr[CAI_TYPESTR_CAPACITY];
+  // Number of entries in `descr`; 0 when `descr` is NULL.
+  uint32_t descr_count;
   // Device pointer of the first element; 0 only for zero-size arrays.
   uint64_t data;
   // 0: no sync needed (`None`); 1: legacy default stream; 2: per-thread default stream; else a CUstream.
   uint64_t stream;
+  // NUL-terminated numpy typestr, e.g. "<f4".
+  char typestr[CAI_TYPESTR_CAPACITY];
   // Extent of each of the first `ndim` dimensions.
   int64_t shape[CAI_MAX_NDIM];
   // Byte stride of each of the first `ndim` dimensions, read only when `strides_given` is 1.
@@ -163,13 +187,7 @@ typedef struct CaiArray {
   const struct CaiArray *mask;
   // NULL, or `descr_count` borrowed structured-type fields.
   const struct CaiField *descr;
-  // Number of entries in `descr`; 0 when `descr` is NULL.
-  uint64_t descr_count;
-  // Producer's private handle, passed back through `release`; libcai never reads it.
-  void *owner;
-  // NULL for a borrowed array; else called exactly once by `cai_release`.
-  void (*release)(struct CaiArray *array);
-  // Zero; room for later fields without an ABI break.
+  // Zero; later fields go here, zero meaning absent (see CAI_ABI_VERSION).
   uint64_t reserved[CAI_ARRAY_RESERVED_WORDS];
 } CaiArray;
 
@@ -200,6 +218,8 @@ typedef struct CaiLayout {
   uint32_t f_contiguous;
   // 1 if every stride is a multiple of the itemsize (numpy's "aligned" needs this).
   uint32_t strides_itemsize_aligned;
+  // Zero; later facts go here.
+  uint32_t reserved[CAI_LAYOUT_RESERVED_WORDS];
 } CaiLayout;
 
 // How `cai_export` writes a descriptor. Zero-initialized means the defaults.
@@ -214,7 +234,7 @@ typedef struct CaiExportOptions {
   uint32_t check_pointer;
   // 1: the producer's NULL stream is the per-thread default stream (exported as 2, not 1).
   uint32_t per_thread_default_stream;
-  // Zero; room for later options without an ABI break.
+  // Zero; later options go here, zero meaning their default.
   uint32_t reserved[5];
 } CaiExportOptions;
 
@@ -230,7 +250,7 @@ typedef struct CaiImportOptions {
   uint32_t writable;
   // 1: only native byte order is accepted (as CuPy and mpi4py require).
   uint32_t native_only;
-  // Zero; room for later options without an ABI break.
+  // Zero; later options go here, zero meaning their default.
   uint32_t reserved[6];
 } CaiImportOptions;
 
@@ -252,6 +272,8 @@ typedef struct CaiPointerInfo {
   uint32_t is_managed;
   // 1 if the driver was asked; 0 if the check was skipped (zero-size array, no driver, or off).
   uint32_t checked;
+  // Zero; later facts go here.
+  uint64_t reserved[CAI_POINTER_INFO_RESERVED_WORDS];
 } CaiPointerInfo;
 
 // What a typestr describes, as numpy's dtype reports it.

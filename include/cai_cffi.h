@@ -8,6 +8,8 @@
 
 #define CAI_FIELD_NAME_CAPACITY 64
 
+#define CAI_ABI_VERSION 0
+
 #define CAI_MAX_MASK_DEPTH 4
 
 #define CAI_ARRAY_RESERVED_WORDS 4
@@ -18,6 +20,18 @@
 
 #define CAI_STREAM_PER_THREAD 2
 
+#define CAI_LAYOUT_RESERVED_WORDS 5
+
+#define CAI_ERROR_MESSAGE_CAPACITY 512
+
+#define CAI_POINTER_INFO_RESERVED_WORDS 2
+
+#define CAI_POINTER_CHECK_DEFAULT 0
+
+#define CAI_POINTER_CHECK_ALWAYS 1
+
+#define CAI_POINTER_CHECK_NEVER 2
+
 #define CAI_SYNC_DEFAULT 0
 
 #define CAI_SYNC_STREAM_ORDERED 1
@@ -26,13 +40,7 @@
 
 #define CAI_SYNC_NONE 3
 
-#define CAI_ERROR_MESSAGE_CAPACITY 512
-
-#define CAI_POINTER_CHECK_DEFAULT 0
-
-#define CAI_POINTER_CHECK_ALWAYS 1
-
-#define CAI_POINTER_CHECK_NEVER 2
+#define EVENT_POOL_CAPACITY 64
 
 #define CAI_EXPORT_VERSION_DEFAULT 3
 
@@ -72,6 +80,8 @@
 
 #define CAI_ERROR_PANIC 17
 
+#define CAI_ERROR_ABI_VERSION 18
+
 typedef struct CaiField {
   char name[CAI_FIELD_NAME_CAPACITY];
   char typestr[CAI_TYPESTR_CAPACITY];
@@ -79,20 +89,21 @@ typedef struct CaiField {
 } CaiField;
 
 typedef struct CaiArray {
+  uint32_t abi_version;
   int32_t version;
+  void *owner;
+  void (*release)(struct CaiArray *array);
   int32_t ndim;
   uint32_t readonly;
   uint32_t strides_given;
-  char typestr[CAI_TYPESTR_CAPACITY];
+  uint32_t descr_count;
   uint64_t data;
   uint64_t stream;
+  char typestr[CAI_TYPESTR_CAPACITY];
   int64_t shape[CAI_MAX_NDIM];
   int64_t strides[CAI_MAX_NDIM];
   const struct CaiArray *mask;
   const struct CaiField *descr;
-  uint64_t descr_count;
-  void *owner;
-  void (*release)(struct CaiArray *array);
   uint64_t reserved[CAI_ARRAY_RESERVED_WORDS];
 } CaiArray;
 
@@ -110,6 +121,7 @@ typedef struct CaiLayout {
   uint32_t c_contiguous;
   uint32_t f_contiguous;
   uint32_t strides_itemsize_aligned;
+  uint32_t reserved[CAI_LAYOUT_RESERVED_WORDS];
 } CaiLayout;
 
 typedef struct CaiExportOptions {
@@ -139,6 +151,7 @@ typedef struct CaiPointerInfo {
   uint32_t memory_type;
   uint32_t is_managed;
   uint32_t checked;
+  uint64_t reserved[CAI_POINTER_INFO_RESERVED_WORDS];
 } CaiPointerInfo;
 
 typedef struct CaiDtype {

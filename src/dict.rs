@@ -9,7 +9,7 @@
 
 use std::fmt::{self, Display, Write};
 
-use crate::array::{CaiArray, CaiField, CAI_FIELD_NAME_CAPACITY, CAI_MAX_NDIM};
+use crate::abi::{CaiArray, CaiField, CAI_FIELD_NAME_CAPACITY, CAI_MAX_NDIM};
 use crate::dtype::{parse_typestr, quote};
 use crate::status::{Error, Result, Status};
 
@@ -208,7 +208,7 @@ pub fn array_from_dict<O: Display + Copy>(
     if !descr_restates_the_typestr(&values.descr, array) {
         descr_lists_named_fields(&values.descr, fields)?;
     }
-    array.descr_count = fields.len() as u64;
+    array.descr_count = fields.len() as u32; // at most MAX_DESCR_FIELDS
     mask_is_allowed_by_version(&values.mask, version)
 }
 
@@ -386,7 +386,7 @@ pub fn consumer_stream_is_a_handle<O: Display + Copy>(stream: &Value<'_, O>) -> 
 /// libraries report as 0; else the same range as an integer stream.
 pub fn stream_object_handle_is_a_handle<O: Display + Copy>(handle: &Value<'_, O>) -> Result<u64> {
     match handle {
-        Value::Int(0) => Ok(crate::array::CAI_STREAM_LEGACY),
+        Value::Int(0) => Ok(crate::abi::CAI_STREAM_LEGACY),
         other => consumer_stream_is_a_handle(other),
     }
 }
@@ -654,7 +654,7 @@ mod tests {
         let values = DictValues { typestr: Value::Str("|V8"), descr: list(&entries), ..base(&SHAPE, &DATA) };
         let (array, fields, _) = read(&values).unwrap();
         assert_eq!(array.descr_count, 2);
-        assert_eq!(crate::array::c_chars_until_nul(&fields[0].name), Some(&b"x"[..]));
+        assert_eq!(crate::abi::c_chars_until_nul(&fields[0].name), Some(&b"x"[..]));
         assert_eq!((fields[0].offset, fields[1].offset), (0, 4));
     }
 

@@ -6,11 +6,8 @@
 
 use std::os::raw::c_char;
 
-use crate::array::{c_chars_until_nul, CaiField, CAI_TYPESTR_CAPACITY};
+use crate::abi::{c_chars_until_nul, CaiDtype, CaiField, CAI_TYPESTR_CAPACITY, NATIVE_BYTE_ORDER};
 use crate::status::{Error, Result, Status};
-
-/// Byte order numpy writes for the host: typestrs without one, or with `=`, mean this.
-pub(crate) const NATIVE_BYTE_ORDER: u8 = if cfg!(target_endian = "little") { b'<' } else { b'>' };
 
 /// numpy's `longdouble` itemsize, which decides whether `f16`/`c32` exist on this platform.
 const LONG_DOUBLE_SIZE: u64 = if cfg!(all(target_arch = "x86_64", not(windows)))
@@ -28,33 +25,6 @@ const MAX_ITEMSIZE: u64 = i32::MAX as u64;
 
 const DATETIME_UNITS: [&str; 14] =
     ["Y", "M", "W", "D", "h", "m", "s", "ms", "us", "\u{3bc}s", "ns", "ps", "fs", "as"];
-
-/// What a typestr describes, as numpy's dtype reports it.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CaiDtype {
-    /// Bytes per element.
-    pub itemsize: u64,
-    /// numpy kind: one of `b i u f c m M S U V`.
-    pub kind: c_char,
-    /// `<` little-endian, `>` big-endian, `|` byte order does not apply; native is resolved.
-    pub byteorder: c_char,
-}
-
-impl CaiDtype {
-    pub fn kind(&self) -> u8 {
-        self.kind as u8
-    }
-
-    pub fn byteorder(&self) -> u8 {
-        self.byteorder as u8
-    }
-
-    /// True when elements can be read without swapping bytes on this host.
-    pub fn is_native(&self) -> bool {
-        self.byteorder() == b'|' || self.byteorder() == NATIVE_BYTE_ORDER
-    }
-}
 
 /// A typestr in numpy's canonical spelling (`dtype.str`): byte order always written.
 #[derive(Clone, Copy, PartialEq, Eq)]

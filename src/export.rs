@@ -1,44 +1,15 @@
 //! Producer side: turn a producer's array into the descriptor consumers receive.
 
-use crate::array::{CaiArray, CAI_STREAM_NONE};
-use crate::device::pointer::CaiPointerInfo;
-use crate::device::sync::{consumer_sync, exported_stream_value, join_streams, CAI_SYNC_BLOCKING};
+use crate::abi::{
+    CaiArray, CaiExportOptions, CaiPointerInfo, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_NEVER,
+    CAI_STREAM_NONE, CAI_SYNC_BLOCKING,
+};
+use crate::device::pointer::checked_pointer;
+use crate::device::sync::{consumer_sync, exported_stream_value, join_streams};
 use crate::driver::driver;
-use crate::import::{checked_pointer, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_NEVER};
 use crate::normalize::{export_version, normalize_for_export};
 use crate::status::{Error, Result, Status};
 use crate::validate::{option_is_a_flag, reserved_are_zero};
-
-/// How `cai_export` writes a descriptor. Zero-initialized means the defaults.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CaiExportOptions {
-    /// NULL, or `work_stream_count` raw CUstreams (0 = the NULL stream) with pending work on the data.
-    pub work_streams: *const u64,
-    /// Number of entries in `work_streams`.
-    pub work_stream_count: u64,
-    /// CAI version to write: 3, or 2 (no `stream`); 0 means CAI_ARRAY_INTERFACE_EXPORT_VERSION, else 3.
-    pub version: i32,
-    /// 1: check through the driver that `data` is device memory holding the whole extent.
-    pub check_pointer: u32,
-    /// 1: the producer's NULL stream is the per-thread default stream (exported as 2, not 1).
-    pub per_thread_default_stream: u32,
-    /// Zero; room for later options without an ABI break.
-    pub reserved: [u32; 5],
-}
-
-impl Default for CaiExportOptions {
-    fn default() -> Self {
-        CaiExportOptions {
-            work_streams: std::ptr::null(),
-            work_stream_count: 0,
-            version: 0,
-            check_pointer: 0,
-            per_thread_default_stream: 0,
-            reserved: [0; 5],
-        }
-    }
-}
 
 /// Validates and normalizes `array` for export as `options` ask, then, where the producer has
 /// work on several streams, joins them into the exported one (spec: "Producers must ensure
@@ -59,7 +30,7 @@ pub fn export(array: &mut CaiArray, options: &CaiExportOptions) -> Result<CaiPoi
 
     let mut exported = *array;
     let validated = normalize_for_export(&mut exported, version)?;
-    let info = checked_pointer(&exported, &validated, check_pointer)?;
+    let info = checked_pointer(exported.data, validated.extent, validated.element_count, check_pointer)?;
     if exported.stream == CAI_STREAM_NONE && version >= 3 {
         exported.stream = work_streams.first().copied().unwrap_or(CAI_STREAM_NONE);
     }

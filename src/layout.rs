@@ -3,26 +3,6 @@
 
 use crate::status::{Error, Result, Status};
 
-/// Layout facts about a valid array, as `cai_layout` reports them.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CaiLayout {
-    /// Number of elements (1 for a 0-d array, 0 when any extent is 0).
-    pub element_count: u64,
-    /// element_count * itemsize.
-    pub nbytes: u64,
-    /// Offset from `data` of the lowest byte any element touches (<= 0 with negative strides).
-    pub extent_begin: i64,
-    /// Offset from `data` one past the highest byte any element touches (0 for zero-size arrays).
-    pub extent_end: i64,
-    /// 1 if the elements are laid out in C order with no gaps (size-1 dimensions ignored).
-    pub c_contiguous: u32,
-    /// 1 if the elements are laid out in Fortran order with no gaps (size-1 dimensions ignored).
-    pub f_contiguous: u32,
-    /// 1 if every stride is a multiple of the itemsize (numpy's "aligned" needs this).
-    pub strides_itemsize_aligned: u32,
-}
-
 fn overflow(what: String) -> Error {
     Error::new(Status::Overflow, what)
 }
@@ -132,30 +112,6 @@ pub fn byte_extent(shape: &[i64], strides: &[i64], itemsize: u64, count: u64) ->
 /// True when every stride is a multiple of the itemsize.
 pub fn strides_itemsize_aligned(strides: &[i64], itemsize: u64) -> bool {
     strides.iter().all(|&s| i128::from(s) % i128::from(itemsize) == 0)
-}
-
-/// Validates `array` and computes every layout fact `cai_layout` reports.
-pub fn layout_of(array: &crate::array::CaiArray) -> Result<CaiLayout> {
-    let validated = crate::validate::validate(array)?;
-    let ndim = array.ndim as usize;
-    let shape = &array.shape[..ndim];
-    let itemsize = validated.dtype.itemsize;
-    let mut implied = [0i64; crate::array::CAI_MAX_NDIM];
-    let strides = if array.strides_given == 1 {
-        &array.strides[..ndim]
-    } else {
-        c_strides(shape, itemsize, &mut implied[..ndim])?;
-        &implied[..ndim]
-    };
-    Ok(CaiLayout {
-        element_count: validated.element_count,
-        nbytes: validated.nbytes,
-        extent_begin: validated.extent.0,
-        extent_end: validated.extent.1,
-        c_contiguous: is_c_contiguous(shape, strides, itemsize).into(),
-        f_contiguous: is_f_contiguous(shape, strides, itemsize).into(),
-        strides_itemsize_aligned: strides_itemsize_aligned(strides, itemsize).into(),
-    })
 }
 
 #[cfg(test)]

@@ -1,27 +1,52 @@
 //! libcai: the C side of the CUDA Array Interface.
 //!
-//! `CaiArray` mirrors the `__cuda_array_interface__` dict as a `#[repr(C)]` struct. The core
-//! modules (`dtype`, `layout`, `validate`, `normalize`, and `dict` for the dict form) are
-//! pure; `ffi` is the thin C surface that cbindgen turns into `include/cai.h`. The Python
-//! extension (python/src) calls the core directly; this library carries no CPython code.
+//! The module tree follows the layers of the design, data flowing down and never up:
+//!
+//! - `ffi`: the `extern "C"` surface cbindgen turns into `include/cai.h`; NULL checks, the
+//!   panic boundary and status codes only.
+//! - `import`, `export`: the consumer's and the producer's sequence of steps.
+//! - core, pure: `validate` (one function per spec rule) over `layout` and `dtype`;
+//!   `normalize` (the export form); `dict` (the dict's rules, for bindings that read one).
+//! - `device`: pointer checks, stream sync and the event pool, through `driver`'s typed calls.
+//! - `driver`: libcuda opened at run time, every entry point wrapped once.
+//! - `abi` and `status`: the C types and codes every layer shares.
+//!
+//! The crate root is the C API as Rust sees it. `internal` holds what libcai's own Python
+//! extension, benches and tests need besides; it is not a stable Rust API.
 
-pub mod array;
-pub mod device;
-pub mod dict;
-pub mod driver;
-pub mod dtype;
-pub mod export;
-pub mod ffi;
+mod abi;
+mod device;
+mod dict;
+mod driver;
+mod dtype;
+mod export;
+mod ffi;
 mod headers;
-pub mod import;
-pub mod layout;
-pub mod normalize;
-pub mod status;
-pub mod validate;
+mod import;
+mod layout;
+mod normalize;
+mod status;
+mod validate;
 
-pub use array::{CaiArray, CaiField, CAI_MAX_NDIM};
-pub use dtype::CaiDtype;
-pub use ffi::CaiError;
-pub use layout::CaiLayout;
-pub use status::{Error, Result, Status};
-pub use validate::{validate, Validated};
+pub use abi::*;
+pub use ffi::*;
+pub use status::*;
+
+/// The core's Rust functions, for libcai's Python extension, benches and tests only.
+#[doc(hidden)]
+pub mod internal {
+    pub use crate::device::events::EVENT_POOL_CAPACITY;
+    pub use crate::device::sync::{planned_action, SyncAction};
+    pub use crate::dict::{
+        array_from_dict, consumer_stream_is_a_handle, stream_object_handle_is_a_handle, DictValues, Limits,
+        Repr, Value, KEYS,
+    };
+    pub use crate::driver::driver_load_attempted;
+    pub use crate::import::import;
+    pub use crate::layout::c_strides;
+    pub use crate::normalize::{export_version, normalize_for_export};
+    pub use crate::validate::{
+        in_mask, layout_of, mask_depth_is_within_limit, stream_for_version, typestr_is_a_device_type,
+        validate, Validated,
+    };
+}

@@ -1,7 +1,7 @@
 //! The export form of a descriptor: what a producer writes, in the one spelling consumers
 //! expect (spec v2+: strides None when C-contiguous, data 0 when zero-size).
 
-use crate::array::{CaiArray, CAI_STREAM_NONE};
+use crate::abi::{CaiArray, CAI_STREAM_NONE};
 use crate::dtype::{canonical_typestr, typestr_in_buffer};
 use crate::layout::is_c_contiguous;
 use crate::status::{Error, Result, Status};

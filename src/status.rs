@@ -40,6 +40,9 @@ pub const CAI_ERROR_OUT_OF_BOUNDS: i32 = 16;
 /// A Rust panic was caught at the API boundary (a libcai bug; please report it).
 pub const CAI_ERROR_PANIC: i32 = 17;
 
+/// The array's `abi_version` is a layout this libcai cannot read; it may only be released.
+pub const CAI_ERROR_ABI_VERSION: i32 = 18;
+
 /// Kinds of failure, one per `CAI_ERROR_*` code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
@@ -61,10 +64,11 @@ pub enum Status {
     NotDevicePointer = CAI_ERROR_NOT_DEVICE_POINTER,
     OutOfBounds = CAI_ERROR_OUT_OF_BOUNDS,
     Panic = CAI_ERROR_PANIC,
+    AbiVersion = CAI_ERROR_ABI_VERSION,
 }
 
 impl Status {
-    pub const ALL: [Status; 17] = [
+    pub const ALL: [Status; 18] = [
         Status::NullArgument,
         Status::InvalidArgument,
         Status::InvalidVersion,
@@ -82,6 +86,7 @@ impl Status {
         Status::NotDevicePointer,
         Status::OutOfBounds,
         Status::Panic,
+        Status::AbiVersion,
     ];
 
     pub fn code(self) -> i32 {
@@ -108,6 +113,7 @@ impl Status {
             Status::NotDevicePointer => "CAI_ERROR_NOT_DEVICE_POINTER\0",
             Status::OutOfBounds => "CAI_ERROR_OUT_OF_BOUNDS\0",
             Status::Panic => "CAI_ERROR_PANIC\0",
+            Status::AbiVersion => "CAI_ERROR_ABI_VERSION\0",
         }
     }
 
@@ -140,7 +146,7 @@ impl Error {
     }
 }
 
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 #[cfg(test)]
 mod tests {

@@ -4,9 +4,14 @@
 //! Rules about the dict's Python types (bools are not ints, `stream: 0`, lists for tuples)
 //! cannot be broken by a `CaiArray`; they are `dict`'s, applied before a dict becomes one.
 
-use crate::array::{CaiArray, CAI_MAX_MASK_DEPTH, CAI_MAX_NDIM, CAI_STREAM_NONE};
-use crate::dtype::{parse_typestr, typestr_in_buffer, validate_descr, CaiDtype};
-use crate::layout::{byte_extent, element_count, nbytes};
+use crate::abi::{
+    CaiArray, CaiDtype, CaiLayout, CAI_ABI_VERSION, CAI_LAYOUT_RESERVED_WORDS, CAI_MAX_MASK_DEPTH,
+    CAI_MAX_NDIM, CAI_STREAM_NONE,
+};
+use crate::dtype::{parse_typestr, typestr_in_buffer, validate_descr};
+use crate::layout::{
+    byte_extent, c_strides, element_count, is_c_contiguous, is_f_contiguous, nbytes, strides_itemsize_aligned,
+};
 use crate::status::{Error, Result, Status};
 
 /// What validation learned about an array, reused by layout, export and import.
@@ -25,6 +30,7 @@ pub fn validate(array: &CaiArray) -> Result<Validated> {
 }
 
 fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
+    abi_version_is_known(array.abi_version)?;
     version_is_known(array.version)?;
     reserved_are_zero("reserved", &array.reserved)?;
     readonly_is_a_flag(array.readonly)?;
@@ -45,6 +51,46 @@ fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
     extent_stays_in_address_space(array.data, extent)?;
     mask_matches_array(array, mask_depth)?;
     Ok(Validated { dtype, element_count, nbytes, extent })
+}
+
+/// Validates `array` and computes every layout fact `cai_layout` reports.
+pub fn layout_of(array: &CaiArray) -> Result<CaiLayout> {
+    let validated = validate(array)?;
+    let ndim = array.ndim as usize;
+    let shape = &array.shape[..ndim];
+    let itemsize = validated.dtype.itemsize;
+    let mut implied = [0i64; CAI_MAX_NDIM];
+    let strides = if array.strides_given == 1 {
+        &array.strides[..ndim]
+    } else {
+        c_strides(shape, itemsize, &mut implied[..ndim])?;
+        &implied[..ndim]
+    };
+    Ok(CaiLayout {
+        element_count: validated.element_count,
+        nbytes: validated.nbytes,
+        extent_begin: validated.extent.0,
+        extent_end: validated.extent.1,
+        c_contiguous: is_c_contiguous(shape, strides, itemsize).into(),
+        f_contiguous: is_f_contiguous(shape, strides, itemsize).into(),
+        strides_itemsize_aligned: strides_itemsize_aligned(strides, itemsize).into(),
+        reserved: [0; CAI_LAYOUT_RESERVED_WORDS],
+    })
+}
+
+/// The struct is laid out as this libcai knows: a later layout may only be released
+/// (its `owner` and `release` are where they always are), never read.
+pub fn abi_version_is_known(abi_version: u32) -> Result<()> {
+    if abi_version == CAI_ABI_VERSION {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Status::AbiVersion,
+            format!(
+                "abi_version {abi_version} is not this libcai's CaiArray layout ({CAI_ABI_VERSION}); only cai_release may be used on it"
+            ),
+        ))
+    }
 }
 
 /// `version` is required and is one of the published versions 0 to 3.
@@ -129,7 +175,7 @@ pub fn descr_matches_itemsize(array: &CaiArray, itemsize: u64) -> Result<()> {
         (false, 0) => descr_error("descr is set but descr_count is 0; numpy's descr is never empty".into()),
         // Every field is at least one byte, so more fields than bytes cannot be valid: this
         // refuses a garbage count before any entry is read.
-        (false, n) if n > itemsize => descr_error(format!(
+        (false, n) if u64::from(n) > itemsize => descr_error(format!(
             "descr_count {n} exceeds the itemsize {itemsize}; every field has at least one byte"
         )),
         (false, n) => {

@@ -5,9 +5,7 @@ mod common;
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cai::ffi::*;
-use cai::status::*;
-use cai::{CaiArray, CaiDtype, CaiLayout};
+use cai::*;
 use common::*;
 
 #[test]
@@ -49,12 +47,11 @@ fn garbage_flags_and_reserved_words_are_rejected() {
     a.reserved[3] = 1;
     assert_rejected(&a, CAI_ERROR_INVALID_ARGUMENT, "reserved[3]");
     let mut a = array(&[2], "<f4");
-    let options =
-        cai::export::CaiExportOptions { version: 3, reserved: [0, 0, 9, 0, 0], ..Default::default() };
+    let options = cai::CaiExportOptions { version: 3, reserved: [0, 0, 9, 0, 0], ..Default::default() };
     assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_ERROR_INVALID_ARGUMENT);
     for options in [
-        cai::export::CaiExportOptions { check_pointer: 2, ..Default::default() },
-        cai::export::CaiExportOptions { per_thread_default_stream: 7, ..Default::default() },
+        cai::CaiExportOptions { check_pointer: 2, ..Default::default() },
+        cai::CaiExportOptions { per_thread_default_stream: 7, ..Default::default() },
     ] {
         let mut e = blank_error();
         assert_eq!(cai_export(&mut a, &options, &mut e), CAI_ERROR_INVALID_ARGUMENT, "{options:?}");
@@ -91,7 +88,7 @@ fn a_chain_of_cai_max_mask_depth_masks_is_accepted_and_one_more_is_not() {
         }
         chain
     };
-    let depth = cai::array::CAI_MAX_MASK_DEPTH;
+    let depth = cai::CAI_MAX_MASK_DEPTH;
     assert_eq!(validate(&chain_of(depth)[0]).0, CAI_OK, "{depth} masks, as the header says");
     assert_rejected(&chain_of(depth + 1)[0], CAI_ERROR_INVALID_MASK, "CAI_MAX_MASK_DEPTH");
 }

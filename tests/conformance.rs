@@ -3,10 +3,8 @@
 
 mod common;
 
-use cai::array::{CAI_STREAM_LEGACY, CAI_STREAM_NONE};
-use cai::status::*;
-use cai::validate::stream_for_version;
-use cai::{CaiArray, CaiField};
+use cai::internal::stream_for_version;
+use cai::*;
 use common::*;
 
 #[test]
@@ -190,7 +188,7 @@ fn row_29_big_endian_is_a_valid_descriptor_reported_as_such() {
     let a = array(&[3], ">i4");
     assert_eq!(validate(&a).0, CAI_OK);
     let mut d = cai::CaiDtype { itemsize: 0, kind: 0, byteorder: 0 };
-    assert_eq!(cai::ffi::cai_typestr_parse(c">i4".as_ptr(), &mut d, std::ptr::null_mut()), CAI_OK);
+    assert_eq!(cai::cai_typestr_parse(c">i4".as_ptr(), &mut d, std::ptr::null_mut()), CAI_OK);
     assert_eq!((d.itemsize, d.kind as u8, d.byteorder as u8), (4, b'i', b'>'));
 }
 
@@ -237,7 +235,7 @@ fn row_32_structured_descr_fields_must_add_up() {
     a.descr = std::ptr::null();
     assert_rejected(&a, CAI_ERROR_INVALID_DESCR, "NULL");
     a.descr = fields.as_ptr();
-    a.descr_count = 1 << 40;
+    a.descr_count = u32::MAX;
     assert_rejected(&a, CAI_ERROR_INVALID_DESCR, "exceeds the itemsize");
 }
 

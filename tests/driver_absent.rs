@@ -5,9 +5,8 @@ mod common;
 
 use std::ptr::null_mut;
 
-use cai::ffi::*;
-use cai::import::*;
-use cai::status::*;
+use cai::*;
+
 use common::*;
 
 fn without_driver() {
@@ -29,7 +28,7 @@ fn driver_status_is_no_driver_with_the_dlopen_message() {
 #[test]
 fn import_with_nothing_to_sync_succeeds_without_a_driver() {
     without_driver();
-    let mut info = cai::device::pointer::CaiPointerInfo { checked: 7, ..Default::default() };
+    let mut info = cai::CaiPointerInfo { checked: 7, ..Default::default() };
     assert_eq!(cai_import(&array(&[4], "<f4"), std::ptr::null(), &mut info, null_mut()), CAI_OK);
     assert_eq!(info.checked, 0, "the default pointer check is skipped without a driver");
 }
@@ -50,7 +49,7 @@ fn an_import_that_must_sync_without_a_driver_is_no_driver() {
     let mut a = array(&[4], "<f4");
     a.stream = 1;
     assert_eq!(cai_import(&a, std::ptr::null(), null_mut(), null_mut()), CAI_ERROR_NO_DRIVER);
-    let off = CaiImportOptions { sync_mode: cai::device::sync::CAI_SYNC_NONE, ..Default::default() };
+    let off = CaiImportOptions { sync_mode: cai::CAI_SYNC_NONE, ..Default::default() };
     assert_eq!(cai_import(&a, &off, null_mut(), null_mut()), CAI_OK, "sync turned off: no driver needed");
     assert_eq!(cai_validate(&a, null_mut()), CAI_OK, "pure functions keep working");
 }

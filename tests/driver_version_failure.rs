@@ -3,8 +3,7 @@
 
 mod common;
 
-use cai::ffi::cai_driver_status;
-use cai::status::CAI_ERROR_DRIVER;
+use cai::*;
 use common::*;
 
 #[test]

@@ -2,7 +2,7 @@
 
 mod common;
 
-use cai::status::*;
+use cai::*;
 use common::*;
 
 #[test]

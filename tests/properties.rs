@@ -4,8 +4,7 @@
 
 mod common;
 
-use cai::status::{CAI_ERROR_OVERFLOW, CAI_OK};
-use cai::{CaiArray, CaiLayout};
+use cai::*;
 use proptest::prelude::*;
 
 fn build(shape: &[i64], strides: Option<&[i64]>, itemsize: u64, data: u64) -> CaiArray {
@@ -25,7 +24,7 @@ fn build(shape: &[i64], strides: Option<&[i64]>, itemsize: u64, data: u64) -> Ca
 
 fn layout_of(a: &CaiArray) -> Result<CaiLayout, i32> {
     let mut out = CaiLayout::default();
-    match cai::ffi::cai_layout(a, &mut out, std::ptr::null_mut()) {
+    match cai::cai_layout(a, &mut out, std::ptr::null_mut()) {
         CAI_OK => Ok(out),
         status => Err(status),
     }

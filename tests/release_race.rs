@@ -4,8 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Barrier;
 
-use cai::ffi::{cai_move, cai_release};
-use cai::CaiArray;
+use cai::*;
 
 static RELEASES: AtomicUsize = AtomicUsize::new(0);
 static MOVED_RELEASES: AtomicUsize = AtomicUsize::new(0);

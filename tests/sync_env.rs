@@ -3,10 +3,7 @@
 
 mod common;
 
-use cai::device::sync::CAI_SYNC_BLOCKING;
-use cai::ffi::cai_import;
-use cai::import::CaiImportOptions;
-use cai::status::CAI_OK;
+use cai::*;
 use common::fake_driver::*;
 use common::*;
 

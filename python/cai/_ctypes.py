@@ -22,20 +22,21 @@ class CaiArray(Structure):
 RELEASE_FN = CFUNCTYPE(None, POINTER(CaiArray))
 
 CaiArray._fields_ = [
+    ("abi_version", c_uint32),
     ("version", c_int32),
+    ("owner", c_void_p),
+    ("release", RELEASE_FN),
     ("ndim", c_int32),
     ("readonly", c_uint32),
     ("strides_given", c_uint32),
-    ("typestr", c_char * TYPESTR_CAPACITY),
+    ("descr_count", c_uint32),
     ("data", c_uint64),
     ("stream", c_uint64),
+    ("typestr", c_char * TYPESTR_CAPACITY),
     ("shape", c_int64 * MAX_NDIM),
     ("strides", c_int64 * MAX_NDIM),
     ("mask", POINTER(CaiArray)),
     ("descr", POINTER(CaiField)),
-    ("descr_count", c_uint64),
-    ("owner", c_void_p),
-    ("release", RELEASE_FN),
     ("reserved", c_uint64 * 4),
 ]
 
@@ -53,6 +54,7 @@ class CaiLayout(Structure):
         ("c_contiguous", c_uint32),
         ("f_contiguous", c_uint32),
         ("strides_itemsize_aligned", c_uint32),
+        ("reserved", c_uint32 * 5),
     ]
 
 
@@ -92,6 +94,7 @@ class CaiPointerInfo(Structure):
         ("memory_type", c_uint32),
         ("is_managed", c_uint32),
         ("checked", c_uint32),
+        ("reserved", c_uint64 * 2),
     ]
 
 

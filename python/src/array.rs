@@ -3,17 +3,15 @@
 //! keeps its producer alive, and never changes after it is made, so it is shared freely
 //! between threads.
 
-use cai::device::pointer::CaiPointerInfo;
-use cai::device::sync::{
-    planned_action, SyncAction, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
+use cai::internal::{
+    c_strides, consumer_stream_is_a_handle, driver_load_attempted, export_version, import, in_mask,
+    layout_of, mask_depth_is_within_limit, normalize_for_export, planned_action, stream_for_version,
+    stream_object_handle_is_a_handle, validate, Repr, SyncAction,
 };
-use cai::dict::{consumer_stream_is_a_handle, stream_object_handle_is_a_handle, Repr};
-use cai::driver::driver_load_attempted;
-use cai::import::{import, CaiImportOptions, CAI_POINTER_CHECK_DEFAULT};
-use cai::layout::{c_strides, layout_of, CaiLayout};
-use cai::normalize::{export_version, normalize_for_export};
-use cai::validate::{in_mask, mask_depth_is_within_limit, stream_for_version, validate};
-use cai::{CaiArray, CaiField, Error, Status, CAI_MAX_NDIM};
+use cai::{
+    CaiArray, CaiField, CaiImportOptions, CaiLayout, CaiPointerInfo, Error, Status, CAI_MAX_NDIM,
+    CAI_POINTER_CHECK_DEFAULT, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
+};
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::gc::{PyTraverseError, PyVisit};
 use pyo3::intern;
@@ -341,7 +339,7 @@ impl Array {
 
 impl Array {
     fn itemsize_checked(&self) -> CaiResult<u64> {
-        Ok(cai::validate::typestr_is_a_device_type(self.array())?.itemsize)
+        Ok(cai::internal::typestr_is_a_device_type(self.array())?.itemsize)
     }
 }
 
@@ -436,10 +434,10 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> CaiResult<u64> {
     let value = scalar(stream.as_borrowed());
     if matches!(
         value,
-        cai::dict::Value::Int(_)
-            | cai::dict::Value::UInt(_)
-            | cai::dict::Value::HugeInt(_)
-            | cai::dict::Value::Bool(_)
+        cai::internal::Value::Int(_)
+            | cai::internal::Value::UInt(_)
+            | cai::internal::Value::HugeInt(_)
+            | cai::internal::Value::Bool(_)
     ) {
         return Ok(consumer_stream_is_a_handle(&value)?);
     }

@@ -10,14 +10,12 @@ mod errors;
 mod pool;
 mod read;
 
-use cai::device::sync::{CAI_SYNC_BLOCKING, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED};
-use cai::import::{CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_DEFAULT, CAI_POINTER_CHECK_NEVER};
-use cai::Status;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-// The C API, kept in the module's exported symbols for ctypes and cffi.
-pub use cai::ffi::*;
+// The C API (functions, and the constants used below), kept in the module's exported symbols
+// for ctypes and cffi.
+pub use cai::*;
 
 /// Declared free-threading safe: no dict or list is read without a strong reference or a
 /// copy, and an Array never changes once made.

@@ -7,42 +7,36 @@ use crate::status::Result;
 
 /// Pushes `context` if it is not already current; pops it in `leave` on the path that
 /// succeeds, and when dropped on every other path.
-pub struct ContextGuard<'d> {
+pub(crate) struct ContextGuard<'d> {
     driver: &'d Driver,
     pushed: bool,
 }
 
 impl<'d> ContextGuard<'d> {
     /// A NULL `context` means "whatever is current": nothing is pushed.
-    pub fn enter(driver: &'d Driver, context: CUcontext) -> Result<ContextGuard<'d>> {
+    pub(crate) fn enter(driver: &'d Driver, context: CUcontext) -> Result<ContextGuard<'d>> {
         let mut guard = ContextGuard { driver, pushed: false };
-        if context.is_null() || context == current(driver)? {
+        if context.is_null() || context == driver.current_context()? {
             return Ok(guard);
         }
-        // SAFETY: a context handle the driver gave us for a pointer or a stream.
-        let status = unsafe { (driver.api.cuCtxPushCurrent)(context) };
-        driver.check(status, || format!("cuCtxPushCurrent(context {context:p})"))?;
+        driver.push_context(context)?;
         guard.pushed = true;
         Ok(guard)
     }
-}
 
-impl ContextGuard<'_> {
     /// Pops the pushed context now and reports a failure to: the path that succeeded ends
     /// here, so that a context the driver would not pop is an error, not a silent CAI_OK with
     /// the producer's context left current.
-    pub fn leave(mut self) -> Result<()> {
+    pub(crate) fn leave(mut self) -> Result<()> {
         self.pop()
     }
 
     fn pop(&mut self) -> Result<()> {
-        if !std::mem::take(&mut self.pushed) {
-            return Ok(());
+        if std::mem::take(&mut self.pushed) {
+            self.driver.pop_context()
+        } else {
+            Ok(())
         }
-        let mut popped: CUcontext = std::ptr::null_mut();
-        // SAFETY: pops exactly the context this guard pushed.
-        let status = unsafe { (self.driver.api.cuCtxPopCurrent)(&mut popped) };
-        self.driver.check(status, || "cuCtxPopCurrent".into())
     }
 }
 
@@ -51,13 +45,4 @@ impl Drop for ContextGuard<'_> {
     fn drop(&mut self) {
         let _ = self.pop();
     }
-}
-
-/// The calling thread's current context (NULL when none).
-pub fn current(driver: &Driver) -> Result<CUcontext> {
-    let mut context: CUcontext = std::ptr::null_mut();
-    // SAFETY: writes one handle.
-    let status = unsafe { (driver.api.cuCtxGetCurrent)(&mut context) };
-    driver.check(status, || "cuCtxGetCurrent".into())?;
-    Ok(context)
 }

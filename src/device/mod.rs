@@ -1,6 +1,7 @@
-//! Device operations on top of the driver: pointer attributes and bounds, consumer sync,
-//! producer stream joins, and the event pool they share.
+//! Device operations on top of the driver's typed calls: pointer attributes and bounds,
+//! consumer sync, producer stream joins, and the event pool they share.
 
 pub(crate) mod context;
-pub mod pointer;
-pub mod sync;
+pub(crate) mod events;
+pub(crate) mod pointer;
+pub(crate) mod sync;

@@ -1,6 +1,9 @@
 //! The CUDA driver, opened at run time with dlopen (never linked), its entry points resolved
 //! once per process. No driver is a status (CAI_ERROR_NO_DRIVER), never a panic.
 //!
+//! Every entry point is called in one place, `calls.rs`, through a typed wrapper that names
+//! the call in its error; nothing above this module holds an `unsafe` driver call.
+//!
 //! CUresult values stay raw `i32`s: an enum from bindings would lack newer codes, and reading
 //! an unknown value into a Rust enum is undefined behaviour.
 
@@ -8,9 +11,11 @@ use std::ffi::{c_void, CStr, CString};
 use std::os::raw::{c_char, c_int, c_uint};
 use std::sync::OnceLock;
 
-use cuda_driver_sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream};
+use cuda_driver_sys::{CUcontext, CUdeviceptr, CUevent, CUstream};
 
 use crate::status::{Error, Result, Status};
+
+mod calls;
 
 /// Environment variable naming the driver library to open instead of libcuda.so.1.
 pub(crate) const DRIVER_PATH_ENV: &str = "CAI_CUDA_DRIVER";
@@ -19,6 +24,8 @@ const DEFAULT_DRIVER: &str = "libcuda.so.1";
 pub(crate) const CUDA_SUCCESS: i32 = 0;
 /// CUDA version whose ABI cuGetProcAddress is asked for: every entry point below exists in it.
 const PROC_ADDRESS_CUDA_VERSION: c_int = 11030;
+/// CUDA version that brought cuCtxGetId, the one entry point libcai can do without.
+const CONTEXT_ID_CUDA_VERSION: c_int = 12000;
 /// CU_GET_PROC_ADDRESS_LEGACY_STREAM: default-stream handles are passed explicitly anyway.
 const PROC_ADDRESS_LEGACY_STREAM: u64 = 1;
 
@@ -26,7 +33,7 @@ type CuGetProcAddress = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_
 
 /// The entry points libcai uses, as the driver exports them.
 #[allow(non_snake_case)]
-pub struct Api {
+pub(crate) struct Api {
     pub cuInit: unsafe extern "C" fn(c_uint) -> i32,
     pub cuDriverGetVersion: unsafe extern "C" fn(*mut c_int) -> i32,
     pub cuGetErrorName: unsafe extern "C" fn(i32, *mut *const c_char) -> i32,
@@ -36,19 +43,20 @@ pub struct Api {
     pub cuCtxGetCurrent: unsafe extern "C" fn(*mut CUcontext) -> i32,
     pub cuCtxPushCurrent: unsafe extern "C" fn(CUcontext) -> i32,
     pub cuCtxPopCurrent: unsafe extern "C" fn(*mut CUcontext) -> i32,
-    pub cuCtxGetDevice: unsafe extern "C" fn(*mut CUdevice) -> i32,
     pub cuStreamGetCtx: unsafe extern "C" fn(CUstream, *mut CUcontext) -> i32,
     pub cuStreamSynchronize: unsafe extern "C" fn(CUstream) -> i32,
     pub cuStreamWaitEvent: unsafe extern "C" fn(CUstream, CUevent, c_uint) -> i32,
     pub cuEventCreate: unsafe extern "C" fn(*mut CUevent, c_uint) -> i32,
     pub cuEventRecord: unsafe extern "C" fn(CUevent, CUstream) -> i32,
     pub cuEventDestroy: unsafe extern "C" fn(CUevent) -> i32,
+    /// CUDA 12.0+; None on older drivers (events are then not pooled, see device/events.rs).
+    pub cuCtxGetId: Option<unsafe extern "C" fn(CUcontext, *mut u64) -> i32>,
 }
 
 /// A loaded, initialized driver.
-pub struct Driver {
-    pub api: Api,
-    pub version: i32,
+pub(crate) struct Driver {
+    api: Api,
+    version: i32,
 }
 
 // SAFETY: the table holds plain function pointers into a library that is never unloaded.
@@ -58,8 +66,13 @@ unsafe impl Sync for Driver {}
 static DRIVER: OnceLock<std::result::Result<Driver, Error>> = OnceLock::new();
 
 /// The process's driver, loaded and cuInit-ed on first use from any thread.
-pub fn driver() -> Result<&'static Driver> {
+pub(crate) fn driver() -> Result<&'static Driver> {
     DRIVER.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+/// The loaded driver's cuDriverGetVersion, loading it if need be.
+pub(crate) fn driver_version() -> Result<i32> {
+    driver().map(|d| d.version)
 }
 
 /// True once loading the driver has been tried, whatever came of it: from then on `driver()`
@@ -69,7 +82,7 @@ pub fn driver_load_attempted() -> bool {
 }
 
 /// True when a driver is loaded or can be: the import's default pointer check runs only then.
-pub fn driver_available() -> bool {
+pub(crate) fn driver_available() -> bool {
     DRIVER.get_or_init(load).is_ok() // not driver(): no copy of the error on every call
 }
 
@@ -153,14 +166,43 @@ fn resolve_all(handle: *mut c_void) -> std::result::Result<Api, String> {
         cuCtxGetCurrent: entry!("cuCtxGetCurrent", "cuCtxGetCurrent"),
         cuCtxPushCurrent: entry!("cuCtxPushCurrent", "cuCtxPushCurrent_v2"),
         cuCtxPopCurrent: entry!("cuCtxPopCurrent", "cuCtxPopCurrent_v2"),
-        cuCtxGetDevice: entry!("cuCtxGetDevice", "cuCtxGetDevice"),
         cuStreamGetCtx: entry!("cuStreamGetCtx", "cuStreamGetCtx"),
         cuStreamSynchronize: entry!("cuStreamSynchronize", "cuStreamSynchronize"),
         cuStreamWaitEvent: entry!("cuStreamWaitEvent", "cuStreamWaitEvent"),
         cuEventCreate: entry!("cuEventCreate", "cuEventCreate"),
         cuEventRecord: entry!("cuEventRecord", "cuEventRecord"),
         cuEventDestroy: entry!("cuEventDestroy", "cuEventDestroy_v2"),
+        cuCtxGetId: optional_entry_point(get_proc_address, handle, "cuCtxGetId", CONTEXT_ID_CUDA_VERSION),
     })
+}
+
+/// An entry point newer than PROC_ADDRESS_CUDA_VERSION that libcai can do without. Where the
+/// driver has cuGetProcAddress, its answer stands (a driver that does not offer the entry point
+/// for that CUDA version does not have it); only a driver without it is searched by name.
+fn optional_entry_point<F: Copy>(
+    get_proc_address: Option<CuGetProcAddress>,
+    handle: *mut c_void,
+    name: &str,
+    cuda_version: c_int,
+) -> Option<F> {
+    let pointer = match get_proc_address {
+        Some(get) => {
+            let c_name = CString::new(name).expect("entry point names have no NUL");
+            let mut pointer = std::ptr::null_mut();
+            // SAFETY: cuGetProcAddress (CUDA 11.3+) with its documented signature.
+            let status =
+                unsafe { get(c_name.as_ptr(), &mut pointer, cuda_version, PROC_ADDRESS_LEGACY_STREAM) };
+            if status == CUDA_SUCCESS {
+                pointer
+            } else {
+                std::ptr::null_mut()
+            }
+        }
+        None => dlsym(handle, name),
+    };
+    // SAFETY: the symbol is the driver's entry point of that name, whose C signature `F`
+    // spells out; a NULL address reads as None.
+    (!pointer.is_null()).then(|| unsafe { as_fn(pointer) })
 }
 
 /// Reads a symbol address as a function pointer.
@@ -178,7 +220,7 @@ fn dlsym(handle: *mut c_void, name: &str) -> *mut c_void {
 }
 
 /// The driver's name for a CUresult ("CUDA_ERROR_INVALID_VALUE"), or "CUresult N" if unknown.
-pub fn error_name(api: &Api, result: i32) -> String {
+fn error_name(api: &Api, result: i32) -> String {
     let mut name: *const c_char = std::ptr::null();
     // SAFETY: cuGetErrorName writes a pointer to a static string, or fails.
     let status = unsafe { (api.cuGetErrorName)(result, &mut name) };
@@ -191,13 +233,13 @@ pub fn error_name(api: &Api, result: i32) -> String {
 
 impl Driver {
     /// A CAI_ERROR_DRIVER naming the call and the CUresult it returned.
-    pub fn error(&self, result: i32, call: &str) -> Error {
+    pub(crate) fn error(&self, result: i32, call: &str) -> Error {
         let name = error_name(&self.api, result);
         Error::driver(result, format!("{call} failed: {name} ({result})"))
     }
 
     /// Turns a CUresult into Ok, or the error naming the call.
-    pub fn check(&self, result: i32, call: impl FnOnce() -> String) -> Result<()> {
+    pub(crate) fn check(&self, result: i32, call: impl FnOnce() -> String) -> Result<()> {
         if result == CUDA_SUCCESS {
             Ok(())
         } else {

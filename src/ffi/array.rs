@@ -1,9 +1,8 @@
 //! Validation, layout, export and release of a `CaiArray`.
 
-use super::{guard, optional, required, required_mut, CaiError};
-use crate::array::CaiArray;
-use crate::export::{export, CaiExportOptions};
-use crate::layout::CaiLayout;
+use super::{guard, optional, required, required_mut};
+use crate::abi::{CaiArray, CaiError, CaiExportOptions, CaiLayout};
+use crate::export::export;
 
 /// Checks `array` against every rule of the CUDA Array Interface that needs no driver
 /// (the mask recursively). Pure: never loads or calls the CUDA driver.
@@ -22,7 +21,7 @@ pub extern "C" fn cai_validate(array: *const CaiArray, error: *mut CaiError) -> 
 #[no_mangle]
 pub extern "C" fn cai_layout(array: *const CaiArray, layout: *mut CaiLayout, error: *mut CaiError) -> i32 {
     guard(error, || {
-        let computed = crate::layout::layout_of(required(array, "array")?)?;
+        let computed = crate::validate::layout_of(required(array, "array")?)?;
         *required_mut(layout, "layout")? = computed;
         Ok(())
     })
@@ -59,7 +58,7 @@ pub extern "C" fn cai_release(array: *mut CaiArray, error: *mut CaiError) -> i32
     guard(error, || {
         required(array, "array")?;
         // SAFETY: a valid CaiArray, checked non-NULL; no reference to it is held here.
-        unsafe { crate::array::release(array) };
+        unsafe { crate::abi::release(array) };
         Ok(())
     })
 }
@@ -77,7 +76,7 @@ pub extern "C" fn cai_move(dst: *mut CaiArray, src: *mut CaiArray, error: *mut C
                 "dst and src are the same array",
             ));
         }
-        let moved = crate::array::take_for_move(required(dst, "dst")?, required_mut(src, "src")?)?;
+        let moved = crate::abi::take_for_move(required(dst, "dst")?, required_mut(src, "src")?)?;
         *required_mut(dst, "dst")? = moved;
         Ok(())
     })

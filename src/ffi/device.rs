@@ -1,12 +1,8 @@
 //! Import, sync, pointer queries and driver status: the functions that use the CUDA driver.
 
-use super::{guard, optional, optional_mut, required, required_mut, CaiError};
-use crate::array::CaiArray;
-use crate::device::pointer::{pointer_info, CaiPointerInfo};
-use crate::device::sync::{sync_if_needed, sync_mode_is_known};
-use crate::driver::driver;
-use crate::import::{import, CaiImportOptions};
-use crate::validate::{stream_for_version, validate};
+use super::{guard, optional, optional_mut, required, required_mut};
+use crate::abi::{CaiArray, CaiError, CaiImportOptions, CaiPointerInfo};
+use crate::import::{import, pointer_info, sync};
 
 /// Consumer side: validates `array`, refuses writable access to read-only data, checks the
 /// data pointer with the driver (device-accessible, whole extent inside its allocation; by
@@ -46,12 +42,7 @@ pub extern "C" fn cai_sync(
     sync_mode: i32,
     error: *mut CaiError,
 ) -> i32 {
-    guard(error, || {
-        let array = required(array, "array")?;
-        sync_mode_is_known(sync_mode)?;
-        validate(array)?;
-        sync_if_needed(stream_for_version(array), consumer_stream, sync_mode, std::ptr::null_mut()).map(drop)
-    })
+    guard(error, || sync(required(array, "array")?, consumer_stream, sync_mode))
 }
 
 /// Asks the driver about a data pointer: context, device, memory type, managed, and the
@@ -61,7 +52,7 @@ pub extern "C" fn cai_sync(
 pub extern "C" fn cai_pointer_info(pointer: u64, info: *mut CaiPointerInfo, error: *mut CaiError) -> i32 {
     guard(error, || {
         let out = required_mut(info, "info")?;
-        *out = pointer_info(driver()?, pointer)?;
+        *out = pointer_info(pointer)?;
         Ok(())
     })
 }
@@ -72,9 +63,9 @@ pub extern "C" fn cai_pointer_info(pointer: u64, info: *mut CaiPointerInfo, erro
 #[no_mangle]
 pub extern "C" fn cai_driver_status(version: *mut i32, error: *mut CaiError) -> i32 {
     guard(error, || {
-        let loaded = driver()?;
+        let loaded = crate::driver::driver_version()?;
         if let Some(out) = optional_mut(version) {
-            *out = loaded.version;
+            *out = loaded;
         }
         Ok(())
     })

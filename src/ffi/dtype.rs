@@ -2,8 +2,9 @@
 
 use std::os::raw::c_char;
 
-use super::{guard, required_c_str, required_mut, CaiError};
-use crate::dtype::{parse_typestr, CaiDtype};
+use super::{guard, required_c_str, required_mut};
+use crate::abi::{CaiDtype, CaiError};
+use crate::dtype::parse_typestr;
 
 /// Parses a NUL-terminated numpy typestr (e.g. "<f4", "|V12", "<M8[ns]") as numpy would.
 ///

@@ -14,30 +14,8 @@ pub use info::{cai_library_version, cai_status_string};
 use std::os::raw::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::abi::{CaiError, CAI_ERROR_MESSAGE_CAPACITY};
 use crate::status::{Error, Result, Status, CAI_OK};
-
-/// Bytes in `CaiError.message`, the terminating NUL included.
-pub const CAI_ERROR_MESSAGE_CAPACITY: usize = 512;
-
-/// Details of a failure, filled in by any function given a non-NULL `CaiError*`.
-/// Caller-owned; written only when the function fails, so one can serve many calls.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CaiError {
-    /// The CAI_ERROR_* status the function returned.
-    pub code: i32,
-    /// Raw CUresult of the driver call that failed; 0 when no driver call failed.
-    pub cu_result: i32,
-    /// NUL-terminated message naming the field and value at fault; truncated to fit.
-    pub message: [c_char; CAI_ERROR_MESSAGE_CAPACITY],
-}
-
-impl CaiError {
-    pub fn message_str(&self) -> String {
-        let bytes = crate::array::c_chars_until_nul(&self.message).unwrap_or_default();
-        String::from_utf8_lossy(bytes).into_owned()
-    }
-}
 
 fn write_error(out: *mut CaiError, error: &Error) {
     // SAFETY: the caller passes NULL or a writable CaiError.

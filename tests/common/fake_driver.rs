@@ -92,6 +92,29 @@ impl Fake {
         f(c_name.as_ptr(), result);
     }
 
+    /// The call of `name` on this thread after `skip` more that succeed returns `result`.
+    pub fn fail_after(&self, name: &str, skip: i32, result: i32) {
+        let f: extern "C" fn(*const c_char, i32, i32) = self.symbol("fake_cuda_fail_after");
+        let c_name = CString::new(name).unwrap();
+        f(c_name.as_ptr(), skip, result);
+    }
+
+    /// Every entry point the fake offers libcai, by name.
+    pub fn entry_points(&self) -> Vec<String> {
+        let f: extern "C" fn(i32) -> *const c_char = self.symbol("fake_cuda_entry_point");
+        (0..)
+            .map(|i| f(i))
+            .take_while(|name| !name.is_null())
+            .map(|name| unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// Destroys `device`'s context and creates another at the same address (a new id).
+    pub fn recreate_context(&self, device: i32) {
+        let f: extern "C" fn(i32) = self.symbol("fake_cuda_recreate_context");
+        f(device)
+    }
+
     /// This thread's calls since `begin`, one per line.
     pub fn log(&self) -> String {
         let f: extern "C" fn() -> *const c_char = self.symbol("fake_cuda_log");

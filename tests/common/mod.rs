@@ -3,8 +3,7 @@
 
 pub mod fake_driver;
 
-use cai::ffi::CaiError;
-use cai::{CaiArray, CaiLayout};
+use cai::*;
 
 pub const DATA: u64 = 0x7f00_0000_1000;
 
@@ -26,13 +25,13 @@ pub fn with_strides(mut a: CaiArray, strides: &[i64]) -> CaiArray {
 }
 
 pub fn blank_error() -> CaiError {
-    CaiError { code: 0, cu_result: 0, message: [0; cai::ffi::CAI_ERROR_MESSAGE_CAPACITY] }
+    CaiError { code: 0, cu_result: 0, message: [0; cai::CAI_ERROR_MESSAGE_CAPACITY] }
 }
 
 /// cai_validate's status and message.
 pub fn validate(a: &CaiArray) -> (i32, String) {
     let mut e = blank_error();
-    let status = cai::ffi::cai_validate(a, &mut e);
+    let status = cai::cai_validate(a, &mut e);
     (status, if status == 0 { String::new() } else { e.message_str() })
 }
 
@@ -45,15 +44,15 @@ pub fn assert_rejected(a: &CaiArray, status: i32, message_part: &str) {
 pub fn layout(a: &CaiArray) -> CaiLayout {
     let mut out = CaiLayout::default();
     let mut e = blank_error();
-    let status = cai::ffi::cai_layout(a, &mut out, &mut e);
+    let status = cai::cai_layout(a, &mut out, &mut e);
     assert_eq!(status, 0, "{}", e.message_str());
     out
 }
 
 pub fn export(a: &mut CaiArray, version: i32) -> (i32, String) {
-    let options = cai::export::CaiExportOptions { version, ..Default::default() };
+    let options = cai::CaiExportOptions { version, ..Default::default() };
     let mut e = blank_error();
-    let status = cai::ffi::cai_export(a, &options, &mut e);
+    let status = cai::cai_export(a, &options, &mut e);
     (status, if status == 0 { String::new() } else { e.message_str() })
 }
 

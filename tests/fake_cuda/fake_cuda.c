@@ -15,7 +15,12 @@
  *
  * Loaded by libcai through CAI_CUDA_DRIVER=/path/to/this.so. Test-only functions start with
  * fake_cuda_. Environment: FAKE_CUDA_INIT_RESULT=N makes cuInit return N;
- * FAKE_CUDA_NO_PROC_ADDRESS=1 makes cuGetProcAddress find nothing (libcai then uses dlsym). */
+ * FAKE_CUDA_NO_PROC_ADDRESS=1 makes cuGetProcAddress find nothing (libcai then uses dlsym);
+ * FAKE_CUDA_NO_CONTEXT_ID=1 makes it not offer cuCtxGetId (as a driver before CUDA 12.0).
+ *
+ * Every entry point libcai resolves can be made to fail (fake_cuda_fail). A context can be
+ * destroyed and re-created at the same address (fake_cuda_recreate_context): it then has a
+ * new id, and the events of the old one are invalid, as on a real driver. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdarg.h>
@@ -46,12 +51,13 @@ enum {
 #define LOG_CAPACITY 65536
 #define MAX_FAILURES 16
 
-typedef struct Context { int device; } Context;
+/* `generation` counts re-creations at this address; events remember the one they were made in. */
+typedef struct Context { int device; unsigned long long id; unsigned generation; } Context;
 #define CLOCKS (MAX_STREAMS + 1) /* one per stream, and the last for the default stream */
 #define MAX_WRITES 64
 typedef uint32_t Clock[CLOCKS];
 typedef struct Stream { int id; Context *context; Clock clock; } Stream;
-typedef struct Event { int id; Context *context; int live; uint32_t *clock; } Event; /* clock: CLOCKS */
+typedef struct Event { int id; Context *context; unsigned generation; int live; uint32_t *clock; } Event; /* clock: CLOCKS */
 /* A kernel's write, waiting for something to be ordered after it. */
 typedef struct Write { int stream; uint32_t tick; uint32_t *out; uint32_t n, value; } Write;
 typedef struct Allocation {
@@ -60,7 +66,8 @@ typedef struct Allocation {
   int device, managed, mapped;
 } Allocation;
 
-static Context contexts[DEVICES] = {{0}, {1}};
+static Context contexts[DEVICES] = {{0, 1, 0}, {1, 2, 0}};
+static unsigned long long next_context_id = DEVICES + 1;
 static Stream streams[MAX_STREAMS];
 static Event events[MAX_EVENTS];
 static Allocation allocations[MAX_ALLOCATIONS];
@@ -76,7 +83,7 @@ static _Thread_local Context *stack[STACK_DEPTH];
 static _Thread_local int depth;
 static _Thread_local char call_log[LOG_CAPACITY];
 static _Thread_local size_t log_length;
-static _Thread_local struct { char name[48]; CUresult result; } failures[MAX_FAILURES];
+static _Thread_local struct { char name[48]; CUresult result; int skip; } failures[MAX_FAILURES];
 
 static void log_call(const char *format, ...) {
   va_list args;
@@ -94,6 +101,10 @@ static void log_call(const char *format, ...) {
 static CUresult injected(const char *name) {
   for (int i = 0; i < MAX_FAILURES; i++) {
     if (failures[i].name[0] && strcmp(failures[i].name, name) == 0) {
+      if (failures[i].skip > 0) {
+        failures[i].skip--;
+        return CUDA_SUCCESS;
+      }
       failures[i].name[0] = '\0';
       log_call("%s -> injected failure %d", name, failures[i].result);
       return failures[i].result;
@@ -182,7 +193,7 @@ static Clock *enqueue_on(uintptr_t stream) {
 static Event *find_event(uintptr_t handle) {
   if (handle < (uintptr_t)&events[0] || handle >= (uintptr_t)&events[MAX_EVENTS]) return NULL;
   Event *e = (Event *)handle;
-  return e->live ? e : NULL;
+  return e->live && e->generation == e->context->generation ? e : NULL;
 }
 
 static Allocation *find_allocation(uint64_t pointer) {
@@ -197,6 +208,7 @@ static Allocation *find_allocation(uint64_t pointer) {
 CUresult cuInit(unsigned flags) {
   const char *forced = getenv("FAKE_CUDA_INIT_RESULT");
   log_call("cuInit flags=%u", flags);
+  FAIL_IF_INJECTED("cuInit");
   return forced ? atoi(forced) : CUDA_SUCCESS;
 }
 
@@ -207,6 +219,7 @@ CUresult cuDriverGetVersion(int *version) {
 }
 
 CUresult cuGetErrorName(CUresult error, const char **name) {
+  FAIL_IF_INJECTED("cuGetErrorName");
   switch (error) {
     case CUDA_SUCCESS: *name = "CUDA_SUCCESS"; return CUDA_SUCCESS;
     case CUDA_ERROR_INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; return CUDA_SUCCESS;
@@ -241,9 +254,14 @@ CUresult cuCtxPopCurrent_v2(void **context) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxGetDevice(int *device) {
-  if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
-  *device = current()->device;
+CUresult cuCtxGetId(void *context, unsigned long long *id) {
+  FAIL_IF_INJECTED("cuCtxGetId");
+  Context *c = context ? (Context *)context : current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  pthread_mutex_lock(&lock);
+  *id = c->id;
+  pthread_mutex_unlock(&lock);
+  log_call("cuCtxGetId C%d -> %llu", c->device, *id);
   return CUDA_SUCCESS;
 }
 
@@ -296,6 +314,7 @@ CUresult cuEventCreate(void **event, unsigned flags) {
   Event *e = &events[event_count];
   e->id = event_count++;
   e->context = c;
+  e->generation = c->generation;
   e->live = 1;
   e->clock = calloc(CLOCKS, sizeof(uint32_t));
   live_events++;
@@ -306,6 +325,7 @@ CUresult cuEventCreate(void **event, unsigned flags) {
 }
 
 CUresult cuEventDestroy_v2(void *event) {
+  FAIL_IF_INJECTED("cuEventDestroy");
   Event *e = find_event((uintptr_t)event);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&lock);
@@ -525,7 +545,7 @@ static const struct { const char *name; void *pointer; } entry_points[] = {
     ENTRY("cuCtxGetCurrent", cuCtxGetCurrent),
     ENTRY("cuCtxPushCurrent", cuCtxPushCurrent_v2),
     ENTRY("cuCtxPopCurrent", cuCtxPopCurrent_v2),
-    ENTRY("cuCtxGetDevice", cuCtxGetDevice),
+    ENTRY("cuCtxGetId", cuCtxGetId),
     ENTRY("cuStreamGetCtx", cuStreamGetCtx),
     ENTRY("cuStreamSynchronize", cuStreamSynchronize),
     ENTRY("cuStreamWaitEvent", cuStreamWaitEvent),
@@ -540,6 +560,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pointer, int cuda_version, 
   (void)cuda_version;
   (void)flags;
   if (getenv("FAKE_CUDA_NO_PROC_ADDRESS")) return CUDA_ERROR_NOT_FOUND;
+  if (getenv("FAKE_CUDA_NO_CONTEXT_ID") && strcmp(symbol, "cuCtxGetId") == 0) return CUDA_ERROR_NOT_FOUND;
   for (size_t i = 0; i < sizeof entry_points / sizeof entry_points[0]; i++) {
     if (strcmp(entry_points[i].name, symbol) == 0) {
       *pointer = entry_points[i].pointer;
@@ -551,6 +572,20 @@ CUresult cuGetProcAddress(const char *symbol, void **pointer, int cuda_version, 
 }
 
 /* ---- test-only controls ---- */
+
+/* The name of entry point `i` libcai resolves through cuGetProcAddress; NULL past the last. */
+const char *fake_cuda_entry_point(int i) {
+  return i >= 0 && (size_t)i < sizeof entry_points / sizeof entry_points[0] ? entry_points[i].name : NULL;
+}
+
+/* Destroys `device`'s context and creates another at the same address: a new id, and every
+ * event of the old one invalid. */
+void fake_cuda_recreate_context(int device) {
+  pthread_mutex_lock(&lock);
+  contexts[device].generation++;
+  contexts[device].id = next_context_id++;
+  pthread_mutex_unlock(&lock);
+}
 
 /* Makes `device` (0 or 1) this thread's only current context; -1 leaves none current. */
 void fake_cuda_set_device(int device) {
@@ -593,16 +628,21 @@ uint64_t fake_cuda_stream_create(int device) {
   return (uint64_t)(uintptr_t)s;
 }
 
-/* The next call of `name` (cuEventRecord, cuMemGetAddressRange, ...) on this thread fails. */
-void fake_cuda_fail(const char *name, int result) {
+/* The call of `name` (cuEventRecord, cuMemGetAddressRange, ...) on this thread after `skip`
+ * more that succeed fails with `result`. */
+void fake_cuda_fail_after(const char *name, int skip, int result) {
   for (int i = 0; i < MAX_FAILURES; i++) {
     if (!failures[i].name[0]) {
       snprintf(failures[i].name, sizeof failures[i].name, "%s", name);
       failures[i].result = result;
+      failures[i].skip = skip;
       return;
     }
   }
 }
+
+/* The next call of `name` on this thread fails with `result`. */
+void fake_cuda_fail(const char *name, int result) { fake_cuda_fail_after(name, 0, result); }
 
 const char *fake_cuda_log(void) { return log_length ? call_log : ""; }
 

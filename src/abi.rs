@@ -1,0 +1,466 @@
+//! Every `#[repr(C)]` type of the C API and the constants their fields take, in one place,
+//! each with its offsets asserted here and in c_tests/test_core.c.
+//!
+//! ABI evolution (see docs/robustness.md): `CaiArray` begins with a prefix that never moves,
+//! `abi_version`, `owner`, `release`, so that a consumer can always tell which layout it was
+//! handed and always release it. Fields are added only in reserved words, which producers
+//! zero: zero means "absent", and a consumer that does not know a field refuses a non-zero
+//! value rather than misread the array. `abi_version` rises only for a layout that cannot be
+//! read that way; a consumer handed a newer one may only release it.
+
+use std::ffi::c_void;
+use std::os::raw::c_char;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use cuda_driver_sys::CUcontext;
+
+use crate::status::{Error, Result, Status};
+
+/// Most dimensions an array may have (NumPy 2, PEP 3118).
+pub const CAI_MAX_NDIM: usize = 64;
+/// Bytes in a typestr buffer, the terminating NUL included.
+pub const CAI_TYPESTR_CAPACITY: usize = 32;
+/// Bytes in a descr field name buffer, the terminating NUL included.
+pub const CAI_FIELD_NAME_CAPACITY: usize = 64;
+/// Layout of `CaiArray` this header describes. Zero, so that a zero-initialized struct is
+/// this layout; a later layout that older readers cannot read takes the next number.
+pub const CAI_ABI_VERSION: u32 = 0;
+/// Deepest chain of masks accepted (a mask of a mask of ...); deeper chains are taken for cycles.
+pub const CAI_MAX_MASK_DEPTH: usize = 4;
+/// Byte order numpy writes for the host: typestrs without one, or with `=`, mean this.
+pub(crate) const NATIVE_BYTE_ORDER: u8 = if cfg!(target_endian = "little") { b'<' } else { b'>' };
+/// Number of reserved words at the end of `CaiArray`; they must be zero.
+pub const CAI_ARRAY_RESERVED_WORDS: usize = 4;
+
+/// The dict's `stream: None` (no synchronization needed).
+pub const CAI_STREAM_NONE: u64 = 0;
+/// The CUDA legacy default stream.
+pub const CAI_STREAM_LEGACY: u64 = 1;
+/// The CUDA per-thread default stream.
+pub const CAI_STREAM_PER_THREAD: u64 = 2;
+
+/// One field of a structured (`|Vn`) type, as one entry of numpy's `descr` list.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CaiField {
+    /// NUL-terminated field name; empty for padding (numpy writes `''`).
+    pub name: [c_char; CAI_FIELD_NAME_CAPACITY],
+    /// NUL-terminated typestr of the field.
+    pub typestr: [c_char; CAI_TYPESTR_CAPACITY],
+    /// Byte offset of the field in the item: the sum of the itemsizes of the fields before it.
+    pub offset: u64,
+}
+
+/// A device array as described by `__cuda_array_interface__`.
+///
+/// Zero-initialize it, fill the fields, then call `cai_validate`. Pointers in it (`mask`,
+/// `descr`) are borrowed: they stay owned by whoever filled the struct.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CaiArray {
+    /// Layout of this struct: CAI_ABI_VERSION. This and `owner` and `release` never move.
+    pub abi_version: u32,
+    /// CAI version the descriptor follows, 0 to 3.
+    pub version: i32,
+    /// Producer's private handle, passed back through `release`; libcai never reads it.
+    pub owner: *mut c_void,
+    /// NULL for a borrowed array; else called exactly once by `cai_release`.
+    pub release: Option<unsafe extern "C" fn(array: *mut CaiArray)>,
+    /// Number of dimensions, 0 to CAI_MAX_NDIM.
+    pub ndim: i32,
+    /// 1 if the data is read-only (the second item of `data`), else 0.
+    pub readonly: u32,
+    /// 1 if `strides` holds the strides; 0 for the dict's "absent or None" (C-contiguous).
+    pub strides_given: u32,
+    /// Number of entries in `descr`; 0 when `descr` is NULL.
+    pub descr_count: u32,
+    /// Device pointer of the first element; 0 only for zero-size arrays.
+    pub data: u64,
+    /// 0: no sync needed (`None`); 1: legacy default stream; 2: per-thread default stream; else a CUstream.
+    pub stream: u64,
+    /// NUL-terminated numpy typestr, e.g. "<f4".
+    pub typestr: [c_char; CAI_TYPESTR_CAPACITY],
+    /// Extent of each of the first `ndim` dimensions.
+    pub shape: [i64; CAI_MAX_NDIM],
+    /// Byte stride of each of the first `ndim` dimensions, read only when `strides_given` is 1.
+    pub strides: [i64; CAI_MAX_NDIM],
+    /// NULL, or a borrowed array of the same shape whose elements are true where `data` is valid.
+    pub mask: *const CaiArray,
+    /// NULL, or `descr_count` borrowed structured-type fields.
+    pub descr: *const CaiField,
+    /// Zero; later fields go here, zero meaning absent (see CAI_ABI_VERSION).
+    pub reserved: [u64; CAI_ARRAY_RESERVED_WORDS],
+}
+
+impl CaiArray {
+    /// An all-zero array: version 0, 0-d, no typestr. The starting point for filling one in.
+    pub const fn zeroed() -> CaiArray {
+        CaiArray {
+            abi_version: CAI_ABI_VERSION,
+            version: 0,
+            owner: std::ptr::null_mut(),
+            release: None,
+            ndim: 0,
+            readonly: 0,
+            strides_given: 0,
+            descr_count: 0,
+            data: 0,
+            stream: CAI_STREAM_NONE,
+            typestr: [0; CAI_TYPESTR_CAPACITY],
+            shape: [0; CAI_MAX_NDIM],
+            strides: [0; CAI_MAX_NDIM],
+            mask: std::ptr::null(),
+            descr: std::ptr::null(),
+            reserved: [0; CAI_ARRAY_RESERVED_WORDS],
+        }
+    }
+
+    /// The typestr bytes before the first NUL, or None when the buffer holds no NUL.
+    pub fn typestr_bytes(&self) -> Option<&[u8]> {
+        c_chars_until_nul(&self.typestr)
+    }
+
+    /// Copies `typestr` into the buffer; false (buffer untouched) when it does not fit with its NUL.
+    pub fn set_typestr(&mut self, typestr: &str) -> bool {
+        copy_into_c_chars(&mut self.typestr, typestr.as_bytes())
+    }
+}
+
+impl Default for CaiArray {
+    fn default() -> Self {
+        CaiArray::zeroed()
+    }
+}
+
+impl CaiField {
+    pub fn new(name: &str, typestr: &str, offset: u64) -> Option<CaiField> {
+        let mut field =
+            CaiField { name: [0; CAI_FIELD_NAME_CAPACITY], typestr: [0; CAI_TYPESTR_CAPACITY], offset };
+        (copy_into_c_chars(&mut field.name, name.as_bytes())
+            && copy_into_c_chars(&mut field.typestr, typestr.as_bytes()))
+        .then_some(field)
+    }
+}
+
+/// What a typestr describes, as numpy's dtype reports it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaiDtype {
+    /// Bytes per element.
+    pub itemsize: u64,
+    /// numpy kind: one of `b i u f c m M S U V`.
+    pub kind: c_char,
+    /// `<` little-endian, `>` big-endian, `|` byte order does not apply; native is resolved.
+    pub byteorder: c_char,
+}
+
+impl CaiDtype {
+    pub fn kind(&self) -> u8 {
+        self.kind as u8
+    }
+
+    pub fn byteorder(&self) -> u8 {
+        self.byteorder as u8
+    }
+
+    /// True when elements can be read without swapping bytes on this host.
+    pub fn is_native(&self) -> bool {
+        self.byteorder() == b'|' || self.byteorder() == NATIVE_BYTE_ORDER
+    }
+}
+
+/// Number of reserved words at the end of `CaiLayout`; libcai writes them zero.
+pub const CAI_LAYOUT_RESERVED_WORDS: usize = 5;
+
+/// Layout facts about a valid array, as `cai_layout` reports them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaiLayout {
+    /// Number of elements (1 for a 0-d array, 0 when any extent is 0).
+    pub element_count: u64,
+    /// element_count * itemsize.
+    pub nbytes: u64,
+    /// Offset from `data` of the lowest byte any element touches (<= 0 with negative strides).
+    pub extent_begin: i64,
+    /// Offset from `data` one past the highest byte any element touches (0 for zero-size arrays).
+    pub extent_end: i64,
+    /// 1 if the elements are laid out in C order with no gaps (size-1 dimensions ignored).
+    pub c_contiguous: u32,
+    /// 1 if the elements are laid out in Fortran order with no gaps (size-1 dimensions ignored).
+    pub f_contiguous: u32,
+    /// 1 if every stride is a multiple of the itemsize (numpy's "aligned" needs this).
+    pub strides_itemsize_aligned: u32,
+    /// Zero; later facts go here.
+    pub reserved: [u32; CAI_LAYOUT_RESERVED_WORDS],
+}
+
+/// Bytes in `CaiError.message`, the terminating NUL included.
+pub const CAI_ERROR_MESSAGE_CAPACITY: usize = 512;
+
+/// Details of a failure, filled in by any function given a non-NULL `CaiError*`.
+/// Caller-owned; written only when the function fails, so one can serve many calls.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CaiError {
+    /// The CAI_ERROR_* status the function returned.
+    pub code: i32,
+    /// Raw CUresult of the driver call that failed; 0 when no driver call failed.
+    pub cu_result: i32,
+    /// NUL-terminated message naming the field and value at fault; truncated to fit.
+    pub message: [c_char; CAI_ERROR_MESSAGE_CAPACITY],
+}
+
+impl CaiError {
+    pub fn message_str(&self) -> String {
+        let bytes = c_chars_until_nul(&self.message).unwrap_or_default();
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+}
+
+/// Number of reserved words at the end of `CaiPointerInfo`; libcai writes them zero.
+pub const CAI_POINTER_INFO_RESERVED_WORDS: usize = 2;
+
+/// What the driver reports about a data pointer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaiPointerInfo {
+    /// The pointer as usable in the calling thread's current context.
+    pub device_pointer: u64,
+    /// Start of the allocation holding the pointer.
+    pub allocation_base: u64,
+    /// Size in bytes of that allocation.
+    pub allocation_size: u64,
+    /// CUcontext the allocation belongs to (may be NULL for managed memory).
+    pub context: *mut c_void,
+    /// Ordinal of the device the allocation belongs to.
+    pub device_ordinal: i32,
+    /// CUmemorytype: 1 host (pinned and mapped), 2 device, 4 unified.
+    pub memory_type: u32,
+    /// 1 for managed (cudaMallocManaged) memory.
+    pub is_managed: u32,
+    /// 1 if the driver was asked; 0 if the check was skipped (zero-size array, no driver, or off).
+    pub checked: u32,
+    /// Zero; later facts go here.
+    pub reserved: [u64; CAI_POINTER_INFO_RESERVED_WORDS],
+}
+
+impl Default for CaiPointerInfo {
+    fn default() -> Self {
+        CaiPointerInfo {
+            device_pointer: 0,
+            allocation_base: 0,
+            allocation_size: 0,
+            context: std::ptr::null_mut(),
+            device_ordinal: -1,
+            memory_type: 0,
+            is_managed: 0,
+            checked: 0,
+            reserved: [0; CAI_POINTER_INFO_RESERVED_WORDS],
+        }
+    }
+}
+
+impl CaiPointerInfo {
+    pub(crate) fn cu_context(&self) -> CUcontext {
+        self.context.cast()
+    }
+}
+
+/// Check the pointer when a driver can be loaded; skip it quietly when none can.
+pub const CAI_POINTER_CHECK_DEFAULT: i32 = 0;
+/// Always check the pointer; fail with CAI_ERROR_NO_DRIVER when no driver can be loaded.
+pub const CAI_POINTER_CHECK_ALWAYS: i32 = 1;
+/// Never ask the driver about the pointer.
+pub const CAI_POINTER_CHECK_NEVER: i32 = 2;
+
+/// How `cai_import` accepts an array. Zero-initialized means the defaults.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CaiImportOptions {
+    /// The consumer's stream, as a CAI stream value (0: none, 1 legacy, 2 per-thread, else a CUstream).
+    pub consumer_stream: u64,
+    /// One of CAI_SYNC_*.
+    pub sync_mode: i32,
+    /// One of CAI_POINTER_CHECK_*.
+    pub pointer_check: i32,
+    /// 1: the consumer will write; a read-only array fails with CAI_ERROR_READONLY.
+    pub writable: u32,
+    /// 1: only native byte order is accepted (as CuPy and mpi4py require).
+    pub native_only: u32,
+    /// Zero; later options go here, zero meaning their default.
+    pub reserved: [u32; 6],
+}
+
+/// How `cai_export` writes a descriptor. Zero-initialized means the defaults.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CaiExportOptions {
+    /// NULL, or `work_stream_count` raw CUstreams (0 = the NULL stream) with pending work on the data.
+    pub work_streams: *const u64,
+    /// Number of entries in `work_streams`.
+    pub work_stream_count: u64,
+    /// CAI version to write: 3, or 2 (no `stream`); 0 means CAI_ARRAY_INTERFACE_EXPORT_VERSION, else 3.
+    pub version: i32,
+    /// 1: check through the driver that `data` is device memory holding the whole extent.
+    pub check_pointer: u32,
+    /// 1: the producer's NULL stream is the per-thread default stream (exported as 2, not 1).
+    pub per_thread_default_stream: u32,
+    /// Zero; later options go here, zero meaning their default.
+    pub reserved: [u32; 5],
+}
+
+impl Default for CaiExportOptions {
+    fn default() -> Self {
+        CaiExportOptions {
+            work_streams: std::ptr::null(),
+            work_stream_count: 0,
+            version: 0,
+            check_pointer: 0,
+            per_thread_default_stream: 0,
+            reserved: [0; 5],
+        }
+    }
+}
+
+/// Stream-ordered when the consumer names a stream, else blocking; off when
+/// CAI_ARRAY_INTERFACE_SYNC=0.
+pub const CAI_SYNC_DEFAULT: i32 = 0;
+/// The consumer's stream waits on an event recorded on the producer's stream; the host does
+/// not block. Without a consumer stream, blocking.
+pub const CAI_SYNC_STREAM_ORDERED: i32 = 1;
+/// The host waits for the producer's stream (cuStreamSynchronize).
+pub const CAI_SYNC_BLOCKING: i32 = 2;
+/// No synchronization: the caller takes responsibility (spec: "User ... override").
+pub const CAI_SYNC_NONE: i32 = 3;
+
+/// Runs `array`'s release callback if it is set and clears it, exactly once even when calls
+/// race on the same array: the callback is taken by an atomic swap.
+///
+/// # Safety
+/// `array` points to a valid CaiArray; nothing else reads or writes it meanwhile but other
+/// calls of this function.
+pub unsafe fn release(array: *mut CaiArray) {
+    // The field is one nullable function pointer: read and cleared through an atomic of the
+    // same size and alignment, without forming a reference another call could alias.
+    let slot = std::ptr::addr_of_mut!((*array).release).cast::<usize>();
+    let taken = AtomicUsize::from_ptr(slot).swap(0, Ordering::AcqRel);
+    if taken != 0 {
+        // SAFETY: a non-zero value of the field is the producer's callback, which it promised
+        // may be called with the array.
+        let callback: unsafe extern "C" fn(*mut CaiArray) = std::mem::transmute(taken);
+        callback(array);
+    }
+}
+
+/// The array `src` owns, to be written into `dst`, with `src`'s release cleared; refused while
+/// `dst` still owns an array (it would leak).
+pub fn take_for_move(dst: &CaiArray, src: &mut CaiArray) -> Result<CaiArray> {
+    if dst.release.is_some() {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            "dst still owns an array (its release is set): release it before moving into it",
+        ));
+    }
+    let moved = *src;
+    src.release = None;
+    Ok(moved)
+}
+
+pub(crate) fn c_chars_until_nul(buffer: &[c_char]) -> Option<&[u8]> {
+    // c_char is i8 or u8 depending on the target; both have the layout of u8.
+    let bytes = unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), buffer.len()) };
+    bytes.iter().position(|&b| b == 0).map(|end| &bytes[..end])
+}
+
+pub(crate) fn copy_into_c_chars(buffer: &mut [c_char], text: &[u8]) -> bool {
+    if text.len() >= buffer.len() || text.contains(&0) {
+        return false;
+    }
+    for (slot, &byte) in buffer.iter_mut().zip(text) {
+        *slot = byte as c_char;
+    }
+    buffer[text.len()..].fill(0);
+    true
+}
+
+// The release field is read and cleared as an atomic word (`release`).
+const _: () = assert!(
+    std::mem::size_of::<Option<unsafe extern "C" fn(*mut CaiArray)>>() == std::mem::size_of::<usize>()
+);
+
+// The C tests assert the same numbers with _Static_assert(offsetof(...)) (c_tests/test_core.c),
+// so the Rust and C views of these structs cannot drift apart unnoticed.
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    // The prefix that never moves (see CAI_ABI_VERSION).
+    assert!(offset_of!(CaiArray, abi_version) == 0);
+    assert!(offset_of!(CaiArray, version) == 4);
+    assert!(offset_of!(CaiArray, owner) == 8);
+    assert!(offset_of!(CaiArray, release) == 16);
+    assert!(offset_of!(CaiArray, ndim) == 24);
+    assert!(offset_of!(CaiArray, readonly) == 28);
+    assert!(offset_of!(CaiArray, strides_given) == 32);
+    assert!(offset_of!(CaiArray, descr_count) == 36);
+    assert!(offset_of!(CaiArray, data) == 40);
+    assert!(offset_of!(CaiArray, stream) == 48);
+    assert!(offset_of!(CaiArray, typestr) == 56);
+    assert!(offset_of!(CaiArray, shape) == 88);
+    assert!(offset_of!(CaiArray, strides) == 600);
+    assert!(offset_of!(CaiArray, mask) == 1112);
+    assert!(offset_of!(CaiArray, descr) == 1120);
+    assert!(offset_of!(CaiArray, reserved) == 1128);
+    assert!(size_of::<CaiArray>() == 1160);
+
+    assert!(offset_of!(CaiField, name) == 0);
+    assert!(offset_of!(CaiField, typestr) == 64);
+    assert!(offset_of!(CaiField, offset) == 96);
+    assert!(size_of::<CaiField>() == 104);
+
+    assert!(offset_of!(CaiDtype, itemsize) == 0);
+    assert!(offset_of!(CaiDtype, kind) == 8);
+    assert!(offset_of!(CaiDtype, byteorder) == 9);
+    assert!(size_of::<CaiDtype>() == 16);
+
+    assert!(offset_of!(CaiLayout, element_count) == 0);
+    assert!(offset_of!(CaiLayout, nbytes) == 8);
+    assert!(offset_of!(CaiLayout, extent_begin) == 16);
+    assert!(offset_of!(CaiLayout, extent_end) == 24);
+    assert!(offset_of!(CaiLayout, c_contiguous) == 32);
+    assert!(offset_of!(CaiLayout, f_contiguous) == 36);
+    assert!(offset_of!(CaiLayout, strides_itemsize_aligned) == 40);
+    assert!(offset_of!(CaiLayout, reserved) == 44);
+    assert!(size_of::<CaiLayout>() == 64);
+
+    assert!(offset_of!(CaiError, code) == 0);
+    assert!(offset_of!(CaiError, cu_result) == 4);
+    assert!(offset_of!(CaiError, message) == 8);
+    assert!(size_of::<CaiError>() == 520);
+
+    assert!(offset_of!(CaiPointerInfo, device_pointer) == 0);
+    assert!(offset_of!(CaiPointerInfo, allocation_base) == 8);
+    assert!(offset_of!(CaiPointerInfo, allocation_size) == 16);
+    assert!(offset_of!(CaiPointerInfo, context) == 24);
+    assert!(offset_of!(CaiPointerInfo, device_ordinal) == 32);
+    assert!(offset_of!(CaiPointerInfo, memory_type) == 36);
+    assert!(offset_of!(CaiPointerInfo, is_managed) == 40);
+    assert!(offset_of!(CaiPointerInfo, checked) == 44);
+    assert!(offset_of!(CaiPointerInfo, reserved) == 48);
+    assert!(size_of::<CaiPointerInfo>() == 64);
+
+    assert!(offset_of!(CaiImportOptions, consumer_stream) == 0);
+    assert!(offset_of!(CaiImportOptions, sync_mode) == 8);
+    assert!(offset_of!(CaiImportOptions, pointer_check) == 12);
+    assert!(offset_of!(CaiImportOptions, writable) == 16);
+    assert!(offset_of!(CaiImportOptions, native_only) == 20);
+    assert!(offset_of!(CaiImportOptions, reserved) == 24);
+    assert!(size_of::<CaiImportOptions>() == 48);
+
+    assert!(offset_of!(CaiExportOptions, work_streams) == 0);
+    assert!(offset_of!(CaiExportOptions, work_stream_count) == 8);
+    assert!(offset_of!(CaiExportOptions, version) == 16);
+    assert!(offset_of!(CaiExportOptions, check_pointer) == 20);
+    assert!(offset_of!(CaiExportOptions, per_thread_default_stream) == 24);
+    assert!(offset_of!(CaiExportOptions, reserved) == 28);
+    assert!(size_of::<CaiExportOptions>() == 48);
+};

@@ -1,0 +1,170 @@
+//! One typed wrapper per driver entry point libcai calls. Each is the only place its entry
+//! point is called, and its error names the call and its arguments.
+//!
+//! Stream handles are CAI stream values: 1 and 2 are CU_STREAM_LEGACY and
+//! CU_STREAM_PER_THREAD to the driver too, so only 0 ("None") never reaches a call.
+
+use std::ffi::c_void;
+use std::os::raw::c_uint;
+
+use cuda_driver_sys::CUpointer_attribute_enum as Attr;
+use cuda_driver_sys::{CUcontext, CUdeviceptr, CUevent, CUstream};
+
+use super::{Driver, CUDA_SUCCESS};
+use crate::status::Result;
+
+/// CU_EVENT_DISABLE_TIMING: cheaper events, used only for ordering.
+const EVENT_DISABLE_TIMING: c_uint = 2;
+
+/// What cuPointerGetAttributes says of a pointer, as libcai asks for it.
+pub(crate) struct PointerAttributes {
+    pub context: CUcontext,
+    pub memory_type: u32,
+    pub device_pointer: u64,
+    pub is_managed: u32,
+    pub device_ordinal: i32,
+}
+
+fn stream_handle(stream: u64) -> CUstream {
+    stream as usize as CUstream
+}
+
+impl Driver {
+    /// The calling thread's current context (NULL when none).
+    pub(crate) fn current_context(&self) -> Result<CUcontext> {
+        let mut context: CUcontext = std::ptr::null_mut();
+        // SAFETY: writes one handle.
+        let status = unsafe { (self.api.cuCtxGetCurrent)(&mut context) };
+        self.check(status, || "cuCtxGetCurrent".into())?;
+        Ok(context)
+    }
+
+    pub(crate) fn push_context(&self, context: CUcontext) -> Result<()> {
+        // SAFETY: a context handle the driver gave for a pointer or a stream.
+        let status = unsafe { (self.api.cuCtxPushCurrent)(context) };
+        self.check(status, || format!("cuCtxPushCurrent(context {context:p})"))
+    }
+
+    pub(crate) fn pop_context(&self) -> Result<()> {
+        let mut popped: CUcontext = std::ptr::null_mut();
+        // SAFETY: writes one handle; the caller pops only what it pushed.
+        let status = unsafe { (self.api.cuCtxPopCurrent)(&mut popped) };
+        self.check(status, || "cuCtxPopCurrent".into())
+    }
+
+    /// The driver's id for `context`, unique for the process's lifetime (a context created
+    /// later at the same address gets another); None when the driver predates cuCtxGetId.
+    pub(crate) fn context_id(&self, context: CUcontext) -> Result<Option<u64>> {
+        let Some(get_id) = self.api.cuCtxGetId else { return Ok(None) };
+        let mut id = 0u64;
+        // SAFETY: writes one id; NULL asks for the current context's.
+        let status = unsafe { get_id(context, &mut id) };
+        self.check(status, || format!("cuCtxGetId(context {context:p})"))?;
+        Ok(Some(id))
+    }
+
+    /// The context a stream handle belongs to.
+    pub(crate) fn stream_context(&self, stream: u64) -> Result<CUcontext> {
+        let mut context: CUcontext = std::ptr::null_mut();
+        // SAFETY: writes one handle.
+        let status = unsafe { (self.api.cuStreamGetCtx)(stream_handle(stream), &mut context) };
+        self.check(status, || format!("cuStreamGetCtx(stream {stream:#x})"))?;
+        Ok(context)
+    }
+
+    pub(crate) fn stream_synchronize(&self, stream: u64) -> Result<()> {
+        // SAFETY: a stream handle given by the producer, valid for the array's lifetime (spec).
+        let status = unsafe { (self.api.cuStreamSynchronize)(stream_handle(stream)) };
+        self.check(status, || format!("cuStreamSynchronize(stream {stream:#x})"))
+    }
+
+    pub(crate) fn stream_wait_event(&self, stream: u64, event: CUevent) -> Result<()> {
+        // SAFETY: waiting on an event from any context is allowed (cross-device waits).
+        let status = unsafe { (self.api.cuStreamWaitEvent)(stream_handle(stream), event, 0) };
+        self.check(status, || format!("cuStreamWaitEvent(stream {stream:#x})"))
+    }
+
+    /// A new event of the current context, for ordering only (no timing).
+    pub(crate) fn event_create(&self) -> Result<CUevent> {
+        let mut event: CUevent = std::ptr::null_mut();
+        // SAFETY: writes one handle.
+        let status = unsafe { (self.api.cuEventCreate)(&mut event, EVENT_DISABLE_TIMING) };
+        self.check(status, || "cuEventCreate(CU_EVENT_DISABLE_TIMING)".into())?;
+        Ok(event)
+    }
+
+    pub(crate) fn event_record(&self, event: CUevent, stream: u64) -> Result<()> {
+        // SAFETY: an event of the stream's context (the caller made it current for both).
+        let status = unsafe { (self.api.cuEventRecord)(event, stream_handle(stream)) };
+        self.check(status, || format!("cuEventRecord(stream {stream:#x})"))
+    }
+
+    pub(crate) fn event_destroy(&self, event: CUevent) -> Result<()> {
+        // SAFETY: an event libcai created and no longer uses.
+        let status = unsafe { (self.api.cuEventDestroy)(event) };
+        self.check(status, || format!("cuEventDestroy(event {event:p})"))
+    }
+
+    /// Context, memory type, device pointer, managed flag and device ordinal of `pointer`,
+    /// in one call.
+    pub(crate) fn pointer_attributes(&self, pointer: u64) -> Result<PointerAttributes> {
+        let mut found = PointerAttributes {
+            context: std::ptr::null_mut(),
+            memory_type: 0,
+            device_pointer: 0,
+            is_managed: 0,
+            device_ordinal: -1,
+        };
+        let mut attributes = [
+            Attr::CU_POINTER_ATTRIBUTE_CONTEXT as c_uint,
+            Attr::CU_POINTER_ATTRIBUTE_MEMORY_TYPE as c_uint,
+            Attr::CU_POINTER_ATTRIBUTE_DEVICE_POINTER as c_uint,
+            Attr::CU_POINTER_ATTRIBUTE_IS_MANAGED as c_uint,
+            Attr::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL as c_uint,
+        ];
+        let mut values: [*mut c_void; 5] = [
+            (&mut found.context as *mut CUcontext).cast(),
+            (&mut found.memory_type as *mut u32).cast(),
+            (&mut found.device_pointer as *mut CUdeviceptr).cast(),
+            (&mut found.is_managed as *mut u32).cast(),
+            (&mut found.device_ordinal as *mut i32).cast(),
+        ];
+        // SAFETY: each value slot has the size its attribute writes.
+        let status = unsafe {
+            (self.api.cuPointerGetAttributes)(
+                attributes.len() as c_uint,
+                attributes.as_mut_ptr(),
+                values.as_mut_ptr(),
+                pointer,
+            )
+        };
+        self.check(status, || format!("cuPointerGetAttributes(data {pointer:#x})"))?;
+        Ok(found)
+    }
+
+    /// Base and size of the allocation holding `pointer`: cuMemGetAddressRange, else the
+    /// pointer's range attributes (which some memory kinds answer instead).
+    pub(crate) fn allocation_range(&self, pointer: u64) -> Result<(u64, u64)> {
+        let (mut base, mut size): (CUdeviceptr, usize) = (0, 0);
+        // SAFETY: writes a base and a size.
+        let status = unsafe { (self.api.cuMemGetAddressRange)(&mut base, &mut size, pointer) };
+        if status == CUDA_SUCCESS {
+            return Ok((base, size as u64));
+        }
+        let mut attributes = [
+            Attr::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR as c_uint,
+            Attr::CU_POINTER_ATTRIBUTE_RANGE_SIZE as c_uint,
+        ];
+        let (mut start, mut length): (CUdeviceptr, usize) = (0, 0);
+        let mut values: [*mut c_void; 2] =
+            [(&mut start as *mut CUdeviceptr).cast(), (&mut length as *mut usize).cast()];
+        // SAFETY: each value slot has the size its attribute writes.
+        let fallback = unsafe {
+            (self.api.cuPointerGetAttributes)(2, attributes.as_mut_ptr(), values.as_mut_ptr(), pointer)
+        };
+        if fallback == CUDA_SUCCESS && length > 0 {
+            return Ok((start, length as u64));
+        }
+        Err(self.error(status, &format!("cuMemGetAddressRange(data {pointer:#x})")))
+    }
+}
