@@ -3,27 +3,22 @@
 //! double), so they measure libcai's host-side call path, not a GPU. `copy_struct` (copying one
 //! CaiArray) is the in-run baseline the others are read against.
 //!
+//! `validate vs floor` sets cai_validate beside benches/minimal_validator.c, the same
+//! plain-array rules in terse C with no messages, built with the system C compiler at -O2.
+//!
 //! cargo bench --bench exchange
 
 #[path = "../tests/common/fake_driver.rs"]
 #[allow(dead_code)]
 mod fake_driver;
+mod support;
 
 use std::hint::black_box;
 use std::ptr::null_mut;
 
 use cai::*;
 use criterion::{criterion_group, criterion_main, Criterion};
-
-fn array(shape: &[i64], typestr: &str, data: u64) -> CaiArray {
-    let mut a = CaiArray::zeroed();
-    a.version = 3;
-    a.ndim = shape.len() as i32;
-    a.shape[..shape.len()].copy_from_slice(shape);
-    a.set_typestr(typestr);
-    a.data = data;
-    a
-}
+use support::{array, floor_cases, many_fields, minimal_validator, with_descr};
 
 fn pure(c: &mut Criterion) {
     let mut g = c.benchmark_group("pure");
@@ -58,6 +53,11 @@ fn pure(c: &mut Criterion) {
     g.bench_function("validate 1-D with 2-field descr", |b| {
         b.iter(|| cai_validate(black_box(&structured), null_mut()))
     });
+    let many = many_fields(100_000);
+    let wide = with_descr(&many);
+    g.bench_function("validate 1-D with 100,000-field descr", |b| {
+        b.iter(|| cai_validate(black_box(&wide), null_mut()))
+    });
 
     let mut explicit = array(&[64, 128, 256], "f4", 0x10000);
     explicit.strides_given = 1;
@@ -77,6 +77,19 @@ fn pure(c: &mut Criterion) {
     g.bench_function("import 3-D, no pointer check, no sync", |b| {
         b.iter(|| cai_import(black_box(&a3), &no_check, null_mut(), null_mut()))
     });
+    g.finish();
+}
+
+fn validate_vs_floor(c: &mut Criterion) {
+    let floor = minimal_validator();
+    let mut g = c.benchmark_group("validate vs floor");
+    for (name, a) in floor_cases() {
+        assert_eq!(floor(&a), 0, "the floor accepts {name}");
+        g.bench_function(format!("floor {name}"), |b| b.iter(|| floor(black_box(&a))));
+        g.bench_function(format!("cai_validate {name}"), |b| {
+            b.iter(|| cai_validate(black_box(&a), null_mut()))
+        });
+    }
     g.finish();
 }
 
@@ -119,5 +132,5 @@ fn fake_driver_paths(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, pure, fake_driver_paths);
+criterion_group!(benches, validate_vs_floor, pure, fake_driver_paths);
 criterion_main!(benches);

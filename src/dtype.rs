@@ -6,7 +6,9 @@
 
 use std::os::raw::c_char;
 
-use crate::abi::{c_chars_until_nul, CaiDtype, CaiField, CAI_TYPESTR_CAPACITY, NATIVE_BYTE_ORDER};
+use crate::abi::{
+    c_chars_until_nul, CaiDtype, CaiField, CAI_FIELD_NAME_CAPACITY, CAI_TYPESTR_CAPACITY, NATIVE_BYTE_ORDER,
+};
 use crate::status::{Error, Result, Status};
 
 /// numpy's `longdouble` itemsize, which decides whether `f16`/`c32` exist on this platform.
@@ -224,6 +226,53 @@ fn parse(typestr: &[u8]) -> Result<(CaiDtype, u64, Option<&[u8]>)> {
     Ok((dtype, parts.count, parts.unit))
 }
 
+/// Parses the NUL-terminated typestr in `buffer` as numpy would; `field` names it in errors.
+/// The typestrs nearly every array has, a byte order, one of `biufc` and a one-digit size,
+/// are read straight off the buffer; every other goes through the grammar.
+#[inline(always)]
+pub fn parse_typestr_buffer(buffer: &[c_char; CAI_TYPESTR_CAPACITY], field: &str) -> Result<CaiDtype> {
+    let head = [buffer[0] as u8, buffer[1] as u8, buffer[2] as u8];
+    if buffer[3] == 0 {
+        if let Some(dtype) = common_numeric_dtype(head) {
+            return Ok(dtype);
+        }
+    }
+    parse_typestr_in_buffer(buffer, field)
+}
+
+#[inline(never)]
+fn parse_typestr_in_buffer(buffer: &[c_char; CAI_TYPESTR_CAPACITY], field: &str) -> Result<CaiDtype> {
+    parse_typestr(typestr_in_buffer(buffer, field)?)
+}
+
+/// `[<>|=][biufc][1248]` as numpy reads it, or None for anything else (which may still be
+/// valid: the grammar decides).
+#[inline(always)]
+fn common_numeric_dtype([order, kind, digit]: [u8; 3]) -> Option<CaiDtype> {
+    if !matches!(order, b'<' | b'>' | b'|' | b'=') {
+        return None;
+    }
+    let itemsize = match (kind, digit) {
+        (b'b', b'1')
+        | (b'i' | b'u', b'1' | b'2' | b'4' | b'8')
+        | (b'f', b'2' | b'4' | b'8')
+        | (b'c', b'8') => u64::from(digit - b'0'),
+        _ => return None,
+    };
+    let byteorder = match order {
+        _ if itemsize == 1 => b'|',
+        b'<' | b'>' => order,
+        _ => NATIVE_BYTE_ORDER,
+    };
+    // Built as two whole words: built byte by byte, the compiler assembles the second word on
+    // the stack, and reading it back as one word right after two 1-byte stores stalls the
+    // CPU's store forwarding (measured: cai_validate 1-D 8.4 -> 6.3 ns).
+    let second_word = u64::from_ne_bytes([kind, byteorder, 0, 0, 0, 0, 0, 0]);
+    // SAFETY: CaiDtype is repr(C) { u64, c_char, c_char } (16 bytes, asserted in abi.rs): the
+    // first word is `itemsize`, the second starts with `kind` and `byteorder`, then padding.
+    Some(unsafe { std::mem::transmute::<[u64; 2], CaiDtype>([itemsize, second_word]) })
+}
+
 /// Reads a NUL-terminated typestr buffer; `field` names it in the error.
 pub fn typestr_in_buffer<'a>(buffer: &'a [c_char], field: &str) -> Result<&'a [u8]> {
     c_chars_until_nul(buffer).ok_or_else(|| {
@@ -234,19 +283,143 @@ pub fn typestr_in_buffer<'a>(buffer: &'a [c_char], field: &str) -> Result<&'a [u
     })
 }
 
+/// Fields up to which names are compared with each other directly (a bounded, cheap scan).
+const NAMES_SCANNED: usize = 16;
+/// Fields up to which the duplicate-name table lives on the stack (no allocation).
+const NAMES_ON_STACK: usize = 256;
+
+/// The field names seen so far, to refuse a repeated one: a short list scanned for a few
+/// names; else an open-addressing table of 32-bit name hashes, at most a quarter full, on the
+/// stack up to NAMES_ON_STACK fields. Beyond, the table is one allocation too big for the
+/// cache, and the hashes are entered after the pass over the fields, not between their reads
+/// (measured: 0.53 ms instead of 0.69 for 10^5 fields). Two names with the same hash send the
+/// check to a scan of the names before, so the result is exact; with distinct hashes it is
+/// linear in the fields.
+// The Stack variant is large on purpose: boxing it would be the allocation it avoids.
+#[allow(clippy::large_enum_variant)]
+enum SeenNames<'a> {
+    Few { names: [&'a [u8]; NAMES_SCANNED], len: usize },
+    Stack { slots: [u32; 4 * NAMES_ON_STACK] },
+    Heap { slots: Vec<u32>, pending: Vec<(u64, usize)> },
+}
+
+/// A field's name (the bytes before its NUL) and a hash of it, found in one pass eight bytes at
+/// a time; None when the buffer holds no NUL. The hash is FxHash's word step: names come from
+/// the caller, who gains nothing by colliding them (a descr is validated by the process that
+/// holds it), so a fast hash fits.
+#[inline]
+fn name_and_hash(buffer: &[c_char; CAI_FIELD_NAME_CAPACITY]) -> Option<(&[u8], u64)> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // c_char is i8 or u8 depending on the target; both have the layout of u8.
+    let bytes: &[u8; CAI_FIELD_NAME_CAPACITY] = unsafe { &*buffer.as_ptr().cast() };
+    let mut hash = 0u64;
+    for (i, chunk) in bytes.chunks_exact(8).enumerate() {
+        let word = u64::from_le_bytes(chunk.try_into().expect("chunks of 8"));
+        // The lowest zero byte of `word` sets the lowest bit here (the borrow may set bits
+        // above it, never below).
+        let zeros = word.wrapping_sub(ONES) & !word & HIGHS;
+        let len = if zeros == 0 { 8 } else { zeros.trailing_zeros() as usize / 8 };
+        let kept = if len == 8 { word } else { word & ((1u64 << (8 * len)) - 1) };
+        hash = (hash.rotate_left(5) ^ kept).wrapping_mul(0x517c_c1b7_2722_0a95);
+        if len < 8 {
+            return Some((&bytes[..8 * i + len], hash));
+        }
+    }
+    None
+}
+
+impl<'a> SeenNames<'a> {
+    fn for_fields(count: usize) -> SeenNames<'a> {
+        if count <= NAMES_SCANNED {
+            SeenNames::Few { names: [&[]; NAMES_SCANNED], len: 0 }
+        } else if count <= NAMES_ON_STACK {
+            SeenNames::Stack { slots: [0; 4 * NAMES_ON_STACK] }
+        } else {
+            SeenNames::Heap { slots: vec![0; table_len(count)], pending: Vec::with_capacity(count) }
+        }
+    }
+
+    /// False when the name of `fields[index]` (`name`, hashed to `hash`) was seen already.
+    fn insert(&mut self, fields: &[CaiField], index: usize, name: &'a [u8], hash: u64) -> bool {
+        match self {
+            SeenNames::Few { names, len } => {
+                if names[..*len].contains(&name) {
+                    return false;
+                }
+                names[*len] = name;
+                *len += 1;
+                true
+            }
+            SeenNames::Stack { slots } => insert_hash(slots, hash) || is_new_name(fields, index, name),
+            SeenNames::Heap { pending, .. } => {
+                pending.push((hash, index));
+                true
+            }
+        }
+    }
+
+    /// The index of the first field whose name repeats one before it, among the names whose
+    /// check `insert` deferred.
+    fn first_deferred_repeat(&mut self, fields: &[CaiField]) -> Option<usize> {
+        let SeenNames::Heap { slots, pending } = self else { return None };
+        pending.iter().find_map(|&(hash, index)| {
+            let name = || name_and_hash(&fields[index].name).map(|(name, _)| name).unwrap_or_default();
+            (!insert_hash(slots, hash) && !is_new_name(fields, index, name())).then_some(index)
+        })
+    }
+}
+
+/// Slots for `count` hashes: a power of two, at most a quarter full, so that a probe rarely
+/// meets an occupied slot (measured: fuller tables are slower on a 10^5-field descr).
+fn table_len(count: usize) -> usize {
+    (4 * count).next_power_of_two()
+}
+
+/// The first slot a hash probes in a table `len` long (a power of two). A multiplicative hash
+/// mixes upwards: the slot takes the high half too.
+#[inline(always)]
+fn slot_of(hash: u64, len: usize) -> usize {
+    (hash ^ (hash >> 32)) as usize & (len - 1)
+}
+
+/// Adds a name's hash to `slots` (a power of two long; 0 is empty); false when the hash was
+/// there already. The table's hash is the high half of `hash` with its top bit set (never 0).
+fn insert_hash(slots: &mut [u32], hash: u64) -> bool {
+    let tag = (hash >> 32) as u32 | 0x8000_0000;
+    let mask = slots.len() - 1;
+    let mut slot = slot_of(hash, slots.len());
+    loop {
+        match slots[slot] {
+            0 => {
+                slots[slot] = tag;
+                return true;
+            }
+            seen if seen == tag => return false,
+            _ => slot = (slot + 1) & mask,
+        }
+    }
+}
+
+/// The slow, exact answer when two hashes agree: whether `name` differs from every name
+/// before `fields[index]`.
+#[cold]
+fn is_new_name(fields: &[CaiField], index: usize, name: &[u8]) -> bool {
+    fields[..index].iter().all(|field| name_and_hash(&field.name).map(|(seen, _)| seen) != Some(name))
+}
+
 /// Checks structured fields against the item they describe: each field a valid typestr, named
 /// uniquely (empty names are padding), laid one after another from offset 0, their itemsizes
-/// adding up to `itemsize`. Linear in the number of fields.
+/// adding up to `itemsize`. Linear in the number of fields; allocates nothing on success up to
+/// NAMES_ON_STACK fields.
 pub fn validate_descr(fields: &[CaiField], itemsize: u64) -> Result<()> {
     let descr_error = |message: String| Error::new(Status::InvalidDescr, message);
-    let mut names = std::collections::HashSet::new();
+    let mut names = SeenNames::for_fields(fields.len());
     let mut offset: u64 = 0;
     for (i, field) in fields.iter().enumerate() {
-        let name = c_chars_until_nul(&field.name)
+        let (name, hash) = name_and_hash(&field.name)
             .ok_or_else(|| descr_error(format!("descr[{i}].name has no terminating NUL")))?;
-        let typestr = c_chars_until_nul(&field.typestr)
-            .ok_or_else(|| descr_error(format!("descr[{i}].typestr has no terminating NUL")))?;
-        let dtype = parse_typestr(typestr)
+        let dtype = parse_typestr_buffer(&field.typestr, "typestr")
             .map_err(|e| descr_error(format!("descr[{i}] ({}): {}", quote(name), e.message)))?;
         if field.offset != offset {
             return Err(descr_error(format!(
@@ -256,12 +429,16 @@ pub fn validate_descr(fields: &[CaiField], itemsize: u64) -> Result<()> {
             )));
         }
         // numpy's default descr has one unnamed field: no set is made for it.
-        if !name.is_empty() && fields.len() > 1 && !names.insert(name) {
+        if !name.is_empty() && fields.len() > 1 && !names.insert(fields, i, name, hash) {
             return Err(descr_error(format!("descr[{i}] repeats the field name {}", quote(name))));
         }
         offset = offset
             .checked_add(dtype.itemsize)
             .ok_or_else(|| Error::new(Status::Overflow, "descr itemsizes overflow 64 bits"))?;
+    }
+    if let Some(i) = names.first_deferred_repeat(fields) {
+        let name = name_and_hash(&fields[i].name).map(|(name, _)| name).unwrap_or_default();
+        return Err(descr_error(format!("descr[{i}] repeats the field name {}", quote(name))));
     }
     if offset != itemsize {
         return Err(descr_error(format!(
@@ -296,6 +473,21 @@ mod tests {
         assert_eq!(parsed("=f8"), (8, 'f', NATIVE_BYTE_ORDER as char));
         assert_eq!(parsed("|i4"), (4, 'i', NATIVE_BYTE_ORDER as char));
         assert_eq!(parsed("i04"), (4, 'i', NATIVE_BYTE_ORDER as char));
+    }
+
+    #[test]
+    fn the_common_numeric_shortcut_agrees_with_the_grammar_on_every_three_bytes_it_takes() {
+        let mut taken = 0;
+        for order in 0..=255u8 {
+            for kind in 0..=255u8 {
+                for digit in b'0'..=b'9' {
+                    let Some(fast) = common_numeric_dtype([order, kind, digit]) else { continue };
+                    taken += 1;
+                    assert_eq!(Ok(fast), parse_typestr(&[order, kind, digit]), "{:?}", [order, kind, digit]);
+                }
+            }
+        }
+        assert_eq!(taken, 4 * (1 + 4 + 4 + 3 + 1), "every byte order of b1, i1-8, u1-8, f2-8, c8");
     }
 
     #[test]
@@ -390,6 +582,38 @@ mod tests {
         assert!(validate_descr(&[field("", "<f4", 0)], 4).is_ok(), "numpy's default descr");
         let padded = [field("a", "|u1", 0), field("", "|V3", 1), field("b", "<f4", 4)];
         assert!(validate_descr(&padded, 8).is_ok());
+    }
+
+    #[test]
+    fn names_are_read_up_to_their_nul_wherever_it_is() {
+        for len in 0..CAI_FIELD_NAME_CAPACITY {
+            let name = "n".repeat(len);
+            let field = CaiField::new(&name, "<f4", 0).unwrap();
+            let (read, _) = name_and_hash(&field.name).expect("a NUL within the buffer");
+            assert_eq!(read, name.as_bytes());
+            assert_eq!(Some(read), c_chars_until_nul(&field.name));
+        }
+        let full = [b'n' as c_char; CAI_FIELD_NAME_CAPACITY];
+        assert_eq!(name_and_hash(&full), None);
+        // Bytes after the NUL do not change the name or its hash.
+        let mut a = CaiField::new("same", "<f4", 0).unwrap();
+        let b = a;
+        a.name[6] = b'x' as c_char;
+        assert_eq!(name_and_hash(&a.name), name_and_hash(&b.name));
+    }
+
+    #[test]
+    fn repeated_names_are_found_however_many_fields_there_are() {
+        // Below, at and above each of the scan's and the stack table's limits.
+        for count in [2, NAMES_SCANNED, NAMES_SCANNED + 1, NAMES_ON_STACK, NAMES_ON_STACK + 1, 5000] {
+            let mut fields: Vec<CaiField> =
+                (0..count).map(|i| CaiField::new(&format!("f{i}"), "|u1", i as u64).unwrap()).collect();
+            assert_eq!(validate_descr(&fields, count as u64), Ok(()), "{count} distinct names");
+            let last = fields.len() - 1;
+            fields[last] = CaiField::new("f0", "|u1", last as u64).unwrap();
+            let error = validate_descr(&fields, count as u64).unwrap_err();
+            assert!(error.message.contains(&format!("descr[{last}] repeats")), "{count}: {}", error.message);
+        }
     }
 
     #[test]

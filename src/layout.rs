@@ -1,7 +1,7 @@
 //! Array layout: element count, byte size, contiguity and byte extent, every product
 //! overflow-checked. Shapes are already known non-negative when these run.
 
-use crate::status::{Error, Result, Status};
+use crate::status::{fail, Error, Result, Status};
 
 fn overflow(what: String) -> Error {
     Error::new(Status::Overflow, what)
@@ -10,6 +10,7 @@ fn overflow(what: String) -> Error {
 /// Number of elements. Like numpy ("array is too big"), itemsize times the product of the
 /// non-zero extents must fit in i64 even when another extent is 0: then no consumer
 /// multiplying extents in another order can wrap, and C strides always exist.
+#[inline]
 pub fn element_count(shape: &[i64], itemsize: u64) -> Result<u64> {
     let mut span: u64 = itemsize;
     let mut count: u64 = 1;
@@ -19,11 +20,14 @@ pub fn element_count(shape: &[i64], itemsize: u64) -> Result<u64> {
             has_zero = true;
             continue;
         }
-        span = span.checked_mul(extent as u64).filter(|&c| c <= i64::MAX as u64).ok_or_else(|| {
-            overflow(format!(
-                "shape: {itemsize}-byte items times the extents up to shape[{i}] = {extent} overflow 64 bits"
-            ))
-        })?;
+        span = match span.checked_mul(extent as u64) {
+            Some(product) if product <= i64::MAX as u64 => product,
+            _ => {
+                return fail(Status::Overflow, move || {
+                    format!("shape: {itemsize}-byte items times the extents up to shape[{i}] = {extent} overflow 64 bits")
+                })
+            }
+        };
         // No overflow while itemsize >= 1 (count <= span); a second product, not span /
         // itemsize, because a 64-bit division costs more than this whole loop.
         count = count.wrapping_mul(extent as u64);
@@ -32,11 +36,14 @@ pub fn element_count(shape: &[i64], itemsize: u64) -> Result<u64> {
 }
 
 /// Byte size of `count` elements.
+#[inline]
 pub fn nbytes(count: u64, itemsize: u64) -> Result<u64> {
-    count
-        .checked_mul(itemsize)
-        .filter(|&n| n <= i64::MAX as u64)
-        .ok_or_else(|| overflow(format!("nbytes: {count} elements of {itemsize} bytes overflow 64 bits")))
+    match count.checked_mul(itemsize) {
+        Some(n) if n <= i64::MAX as u64 => Ok(n),
+        _ => fail(Status::Overflow, move || {
+            format!("nbytes: {count} elements of {itemsize} bytes overflow 64 bits")
+        }),
+    }
 }
 
 /// The strides of a C-contiguous array of this shape.

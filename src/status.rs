@@ -148,6 +148,14 @@ impl Error {
 
 pub(crate) type Result<T> = std::result::Result<T, Error>;
 
+/// The error of a broken rule, built out of line: a rule's passing path stays a few
+/// instructions that inline into its caller, and the message is formatted only on failure.
+#[cold]
+#[inline(never)]
+pub(crate) fn fail<T>(status: Status, message: impl FnOnce() -> String) -> Result<T> {
+    Err(Error::new(status, message()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

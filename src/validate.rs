@@ -8,11 +8,11 @@ use crate::abi::{
     CaiArray, CaiDtype, CaiLayout, CAI_ABI_VERSION, CAI_LAYOUT_RESERVED_WORDS, CAI_MAX_MASK_DEPTH,
     CAI_MAX_NDIM, CAI_STREAM_NONE,
 };
-use crate::dtype::{parse_typestr, typestr_in_buffer, validate_descr};
+use crate::dtype::{parse_typestr_buffer, validate_descr};
 use crate::layout::{
     byte_extent, c_strides, element_count, is_c_contiguous, is_f_contiguous, nbytes, strides_itemsize_aligned,
 };
-use crate::status::{Error, Result, Status};
+use crate::status::{fail, Error, Result, Status};
 
 /// What validation learned about an array, reused by layout, export and import.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,10 +25,12 @@ pub struct Validated {
 }
 
 /// Checks every rule of the spec that needs no driver.
+#[inline]
 pub fn validate(array: &CaiArray) -> Result<Validated> {
     validate_nested(array, 0)
 }
 
+#[inline]
 fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
     abi_version_is_known(array.abi_version)?;
     version_is_known(array.version)?;
@@ -80,38 +82,38 @@ pub fn layout_of(array: &CaiArray) -> Result<CaiLayout> {
 
 /// The struct is laid out as this libcai knows: a later layout may only be released
 /// (its `owner` and `release` are where they always are), never read.
+#[inline]
 pub fn abi_version_is_known(abi_version: u32) -> Result<()> {
     if abi_version == CAI_ABI_VERSION {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Status::AbiVersion,
-            format!(
-                "abi_version {abi_version} is not this libcai's CaiArray layout ({CAI_ABI_VERSION}); only cai_release may be used on it"
-            ),
-        ))
+        return Ok(());
     }
+    fail(Status::AbiVersion, move || {
+        format!(
+            "abi_version {abi_version} is not this libcai's CaiArray layout ({CAI_ABI_VERSION}); only cai_release may be used on it"
+        )
+    })
 }
 
 /// `version` is required and is one of the published versions 0 to 3.
+#[inline]
 pub fn version_is_known(version: i32) -> Result<()> {
     if (0..=3).contains(&version) {
-        Ok(())
-    } else {
-        Err(Error::new(Status::InvalidVersion, format!("version {version} is not a CAI version (0 to 3)")))
+        return Ok(());
     }
+    fail(Status::InvalidVersion, move || format!("version {version} is not a CAI version (0 to 3)"))
 }
 
 /// Reserved words are zero, so that later versions can give them meaning; `what` names them
 /// ("reserved", "CaiImportOptions.reserved").
+#[inline]
 pub fn reserved_are_zero<T: Copy + Into<u64>>(what: &str, reserved: &[T]) -> Result<()> {
-    match reserved.iter().position(|&w| w.into() != 0) {
-        None => Ok(()),
-        Some(i) => Err(Error::new(
-            Status::InvalidArgument,
-            format!("{what}[{i}] is {:#x}; reserved words must be zero", reserved[i].into()),
-        )),
+    if reserved.iter().fold(0u64, |any, &w| any | w.into()) == 0 {
+        return Ok(());
     }
+    fail(Status::InvalidArgument, move || {
+        let i = reserved.iter().position(|&w| w.into() != 0).unwrap_or_default();
+        format!("{what}[{i}] is {:#x}; reserved words must be zero", reserved[i].into())
+    })
 }
 
 /// An on/off option is 0 or 1, so that garbage is not read as either.
@@ -119,55 +121,68 @@ pub fn option_is_a_flag(name: &str, value: u32) -> Result<bool> {
     match value {
         0 => Ok(false),
         1 => Ok(true),
-        other => Err(Error::new(Status::InvalidArgument, format!("{name} is {other}; it must be 0 or 1"))),
+        other => fail(Status::InvalidArgument, move || format!("{name} is {other}; it must be 0 or 1")),
     }
 }
 
 /// The second item of `data` is a bool.
+#[inline]
 pub fn readonly_is_a_flag(readonly: u32) -> Result<()> {
     if readonly <= 1 {
-        Ok(())
-    } else {
-        Err(Error::new(Status::InvalidData, format!("readonly is {readonly}; it must be 0 or 1")))
+        return Ok(());
     }
+    fail(Status::InvalidData, move || format!("readonly is {readonly}; it must be 0 or 1"))
 }
 
 /// `strides` is either given or absent/None; nothing else.
+#[inline]
 pub fn strides_given_is_a_flag(strides_given: u32) -> Result<()> {
     if strides_given <= 1 {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Status::InvalidStrides,
-            format!("strides_given is {strides_given}; it must be 0 or 1"),
-        ))
+        return Ok(());
     }
+    fail(Status::InvalidStrides, move || format!("strides_given is {strides_given}; it must be 0 or 1"))
 }
 
 /// `shape` has at most CAI_MAX_NDIM entries (NumPy's limit).
+#[inline]
 pub fn ndim_is_within_limit(ndim: i32) -> Result<usize> {
-    usize::try_from(ndim).ok().filter(|&n| n <= CAI_MAX_NDIM).ok_or_else(|| {
-        Error::new(Status::InvalidShape, format!("ndim {ndim} is outside 0 to {CAI_MAX_NDIM} (CAI_MAX_NDIM)"))
-    })
-}
-
-/// Every extent in `shape` is a non-negative integer.
-pub fn extents_are_non_negative(shape: &[i64]) -> Result<()> {
-    match shape.iter().position(|&e| e < 0) {
-        None => Ok(()),
-        Some(i) => {
-            Err(Error::new(Status::InvalidShape, format!("shape[{i}] is {}; extents must be >= 0", shape[i])))
-        }
+    match usize::try_from(ndim) {
+        Ok(n) if n <= CAI_MAX_NDIM => Ok(n),
+        _ => fail(Status::InvalidShape, move || {
+            format!("ndim {ndim} is outside 0 to {CAI_MAX_NDIM} (CAI_MAX_NDIM)")
+        }),
     }
 }
 
+/// Every extent in `shape` is a non-negative integer.
+#[inline]
+pub fn extents_are_non_negative(shape: &[i64]) -> Result<()> {
+    if shape.iter().fold(0i64, |any, &e| any | e) >= 0 {
+        return Ok(());
+    }
+    fail(Status::InvalidShape, move || {
+        let i = shape.iter().position(|&e| e < 0).unwrap_or_default();
+        format!("shape[{i}] is {}; extents must be >= 0", shape[i])
+    })
+}
+
 /// `typestr` is a numpy type string whose items a device array can hold.
+#[inline]
 pub fn typestr_is_a_device_type(array: &CaiArray) -> Result<CaiDtype> {
-    parse_typestr(typestr_in_buffer(&array.typestr, "typestr")?)
+    parse_typestr_buffer(&array.typestr, "typestr")
 }
 
 /// `descr`, where given, describes fields that exactly fill one item of `typestr`.
+#[inline]
 pub fn descr_matches_itemsize(array: &CaiArray, itemsize: u64) -> Result<()> {
+    if array.descr.is_null() && array.descr_count == 0 {
+        return Ok(());
+    }
+    descr_fields_match_itemsize(array, itemsize)
+}
+
+#[inline(never)]
+fn descr_fields_match_itemsize(array: &CaiArray, itemsize: u64) -> Result<()> {
     let descr_error = |message: String| Err(Error::new(Status::InvalidDescr, message));
     match (array.descr.is_null(), array.descr_count) {
         (true, 0) => Ok(()),
@@ -187,38 +202,42 @@ pub fn descr_matches_itemsize(array: &CaiArray, itemsize: u64) -> Result<()> {
 }
 
 /// The data pointer is 0 only for zero-size arrays (spec v2: "For zero-size arrays, use 0").
+#[inline]
 pub fn data_is_null_only_when_empty(data: u64, element_count: u64) -> Result<()> {
-    if data == 0 && element_count > 0 {
-        Err(Error::new(
-            Status::InvalidData,
-            format!("data is 0 (NULL) but the array has {element_count} elements"),
-        ))
-    } else {
-        Ok(())
+    if data != 0 || element_count == 0 {
+        return Ok(());
     }
+    fail(Status::InvalidData, move || format!("data is 0 (NULL) but the array has {element_count} elements"))
 }
 
 /// The bytes the elements touch lie between address 0 and 2^64.
+#[inline]
 pub fn extent_stays_in_address_space(data: u64, (begin, end): (i64, i64)) -> Result<()> {
-    let low = i128::from(data) + i128::from(begin);
-    let high = i128::from(data) + i128::from(end);
-    if begin == end || (low >= 0 && high <= i128::from(u64::MAX) + 1) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Status::Overflow,
-            format!("data {data:#x} with byte extent [{begin}, {end}) wraps around the address space"),
-        ))
+    debug_assert!(begin <= 0 && end >= 0);
+    // begin <= 0 <= end: the lowest byte is data - |begin|, one past the highest data + end.
+    let low_fits = data >= begin.unsigned_abs();
+    let high_fits = data.checked_add(end as u64).is_some() || data.wrapping_add(end as u64) == 0;
+    if begin == end || (low_fits && high_fits) {
+        return Ok(());
     }
+    fail(Status::Overflow, move || {
+        format!("data {data:#x} with byte extent [{begin}, {end}) wraps around the address space")
+    })
 }
 
 /// `mask` came in version 1, is a valid array of the same shape, and is not the array itself
 /// nor a chain deeper than CAI_MAX_MASK_DEPTH (how a cycle shows).
+#[inline]
 pub fn mask_matches_array(array: &CaiArray, depth: usize) -> Result<()> {
-    let mask_error = |message: String| Err(Error::new(Status::InvalidMask, message));
     if array.mask.is_null() {
         return Ok(());
     }
+    mask_is_valid_with_the_same_shape(array, depth)
+}
+
+#[inline(never)]
+fn mask_is_valid_with_the_same_shape(array: &CaiArray, depth: usize) -> Result<()> {
+    let mask_error = |message: String| Err(Error::new(Status::InvalidMask, message));
     if array.version == 0 {
         return mask_error("mask is set but CAI version 0 has no mask (it came in version 1)".into());
     }

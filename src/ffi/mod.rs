@@ -15,7 +15,7 @@ use std::os::raw::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::abi::{CaiError, CAI_ERROR_MESSAGE_CAPACITY};
-use crate::status::{Error, Result, Status, CAI_OK};
+use crate::status::{fail, Error, Result, Status, CAI_OK};
 
 fn write_error(out: *mut CaiError, error: &Error) {
     // SAFETY: the caller passes NULL or a writable CaiError.
@@ -53,9 +53,13 @@ pub(crate) fn guard(error: *mut CaiError, body: impl FnOnce() -> Result<()>) -> 
 }
 
 /// Borrows a required pointer argument, or fails naming it.
-pub(crate) fn required<'a, T>(ptr: *const T, name: &str) -> Result<&'a T> {
+#[inline]
+pub(crate) fn required<'a, T>(ptr: *const T, name: &'static str) -> Result<&'a T> {
     // SAFETY: the caller passes NULL or a valid pointer, as every function's docs require.
-    unsafe { ptr.as_ref() }.ok_or_else(|| Error::new(Status::NullArgument, format!("{name} is NULL")))
+    match unsafe { ptr.as_ref() } {
+        Some(borrowed) => Ok(borrowed),
+        None => fail(Status::NullArgument, move || format!("{name} is NULL")),
+    }
 }
 
 /// Borrows an optional pointer argument: NULL is None.
@@ -71,16 +75,20 @@ pub(crate) fn optional_mut<'a, T>(ptr: *mut T) -> Option<&'a mut T> {
 }
 
 /// Borrows a required NUL-terminated string argument, or fails naming it.
-pub(crate) fn required_c_str<'a>(ptr: *const c_char, name: &str) -> Result<&'a [u8]> {
+pub(crate) fn required_c_str<'a>(ptr: *const c_char, name: &'static str) -> Result<&'a [u8]> {
     required(ptr, name)?;
     // SAFETY: checked non-NULL; the caller promises NUL termination, as the docs require.
     Ok(unsafe { std::ffi::CStr::from_ptr(ptr) }.to_bytes())
 }
 
 /// Borrows a required pointer argument mutably, or fails naming it.
-pub(crate) fn required_mut<'a, T>(ptr: *mut T, name: &str) -> Result<&'a mut T> {
+#[inline]
+pub(crate) fn required_mut<'a, T>(ptr: *mut T, name: &'static str) -> Result<&'a mut T> {
     // SAFETY: as for `required`, and the caller does not alias it during the call.
-    unsafe { ptr.as_mut() }.ok_or_else(|| Error::new(Status::NullArgument, format!("{name} is NULL")))
+    match unsafe { ptr.as_mut() } {
+        Some(borrowed) => Ok(borrowed),
+        None => fail(Status::NullArgument, move || format!("{name} is NULL")),
+    }
 }
 
 #[cfg(test)]
