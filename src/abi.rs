@@ -352,18 +352,24 @@ pub unsafe fn release(array: *mut CaiArray) {
     }
 }
 
-/// The array `src` owns, to be written into `dst`, with `src`'s release cleared; refused while
-/// `dst` still owns an array (it would leak).
-pub fn take_for_move(dst: &CaiArray, src: &mut CaiArray) -> Result<CaiArray> {
-    if dst.release.is_some() {
+/// Moves what `src` owns into `dst`: a bitwise copy, then `src`'s release cleared. Refused
+/// when the two are the same array, or while `dst` still owns one (it would leak).
+///
+/// # Safety
+/// `dst` and `src` point to valid CaiArrays that nothing else touches meanwhile.
+pub unsafe fn move_array(dst: *mut CaiArray, src: *mut CaiArray) -> Result<()> {
+    if std::ptr::eq(dst, src) {
+        return Err(Error::new(Status::InvalidArgument, "dst and src are the same array"));
+    }
+    if (*dst).release.is_some() {
         return Err(Error::new(
             Status::InvalidArgument,
             "dst still owns an array (its release is set): release it before moving into it",
         ));
     }
-    let moved = *src;
-    src.release = None;
-    Ok(moved)
+    *dst = *src;
+    (*src).release = None;
+    Ok(())
 }
 
 pub(crate) fn c_chars_until_nul(buffer: &[c_char]) -> Option<&[u8]> {

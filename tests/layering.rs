@@ -1,0 +1,69 @@
+//! The module tree keeps the layers of the design (pure; reads src/): every `crate::` path in a
+//! module names a module of a lower layer, so data flows down and no two modules lean on each
+//! other. A module added to src/ must be given a layer here.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Layers, lowest first.
+const LAYERS: [(&str, u32); 13] = [
+    ("status", 0),
+    ("abi", 1),
+    ("driver", 2),
+    ("dtype", 2),
+    ("layout", 2),
+    ("device", 3),
+    ("validate", 3),
+    ("dict", 4),
+    ("normalize", 4),
+    ("import", 5),
+    ("export", 5),
+    ("ffi", 6),
+    ("headers", 6),
+];
+
+fn module_of(path: &Path, src: &Path) -> String {
+    let relative = path.strip_prefix(src).unwrap();
+    let first = relative.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+    first.trim_end_matches(".rs").to_string()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_module_uses_only_modules_of_lower_layers() {
+    let layers: BTreeMap<&str, u32> = LAYERS.into_iter().collect();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut broken = Vec::new();
+    for file in files {
+        let module = module_of(&file, &src);
+        if module == "lib" {
+            continue;
+        }
+        let layer =
+            *layers.get(module.as_str()).unwrap_or_else(|| panic!("src/{module} has no layer in LAYERS"));
+        let text = std::fs::read_to_string(&file).unwrap();
+        for used in text.split("crate::").skip(1) {
+            let name: String = used.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if name == module {
+                continue;
+            }
+            match layers.get(name.as_str()) {
+                Some(&used_layer) if used_layer < layer => {}
+                _ => broken.push(format!("{} uses crate::{name}", file.display())),
+            }
+        }
+    }
+    assert!(broken.is_empty(), "uses that go up or sideways:\n{}", broken.join("\n"));
+}
