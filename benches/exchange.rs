@@ -59,6 +59,34 @@ fn pure(c: &mut Criterion) {
         b.iter(|| cai_validate(black_box(&wide), null_mut()))
     });
 
+    // DLPack: a 3-D tensor taken as a CaiArray and released (its deleter a no-op), next to
+    // validating the same array (which the taking includes).
+    unsafe extern "C" fn keep(_: *mut CaiDLManagedTensorVersioned) {}
+    let mut shape = [64i64, 128, 256];
+    let mut tensor = CaiDLManagedTensorVersioned {
+        version: CaiDLPackVersion { major: 1, minor: 1 },
+        manager_ctx: null_mut(),
+        deleter: Some(keep),
+        flags: 0,
+        dl_tensor: CaiDLTensor {
+            data: 0x10000 as *mut _,
+            device: CaiDLDevice { device_type: CAI_DL_CUDA, device_id: 0 },
+            ndim: 3,
+            dtype: CaiDLDataType { code: 2, bits: 32, lanes: 1 },
+            shape: shape.as_mut_ptr(),
+            strides: null_mut(),
+            byte_offset: 0,
+        },
+    };
+    let mut taken = CaiArray::zeroed();
+    g.bench_function("cai_from_dlpack 3-D + cai_release", |b| {
+        b.iter(|| {
+            let status = cai_from_dlpack(black_box(&mut tensor), std::ptr::null(), &mut taken, null_mut());
+            cai_release(&mut taken, null_mut());
+            status
+        })
+    });
+
     let mut explicit = array(&[64, 128, 256], "f4", 0x10000);
     explicit.strides_given = 1;
     explicit.strides[..3].copy_from_slice(&[131072, 1024, 4]);

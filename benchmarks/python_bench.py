@@ -1,6 +1,8 @@
 """cai.from_object next to numpy.asarray doing the same job on the CPU (reading an interface
 dict, validating it and wrapping the memory), on the dicts CuPy, PyTorch, Numba and JAX really
-export (benchmarks/framework_dicts.py); cai.validate on the same dicts; and the ctypes call of a
+export (benchmarks/framework_dicts.py); cai.validate on the same dicts; cai.from_object of a
+DLPack producer (numpy) next to numpy.from_dlpack, and numpy.from_dlpack of a cai.Array next to
+that of a numpy array; and the ctypes call of a
 C function with a cai.Array argument next to the same call with a ctypes struct. Prints ns per
 call and the ratio to the peer, every row measured in one interleaved run.
 
@@ -34,6 +36,13 @@ def rows():
             yield (f"{name}: numpy.asarray of data and mask", None,
                    lambda h=host, m=mask: (np.asarray(h), np.asarray(m)))
             yield (f"{name}: cai.from_object", 0, lambda c=cuda: cai.from_object(c, sync=False))
+    # DLPack: numpy as the producer (host memory, so allow_host), numpy.from_dlpack as the peer.
+    host = np.arange(64 * 128 * 256, dtype=np.float32).reshape(64, 128, 256)[:, ::2]
+    yield ("DLPack producer (numpy): numpy.from_dlpack", None, lambda: np.from_dlpack(host))
+    yield ("DLPack producer (numpy): cai.from_object", 0, lambda: cai.from_object(host, allow_host=True))
+    taken = cai.from_object(host, allow_host=True)
+    yield ("DLPack consumer numpy.from_dlpack: of a numpy array", None, lambda: np.from_dlpack(host))
+    yield ("DLPack consumer numpy.from_dlpack: of a cai.Array", 0, lambda: np.from_dlpack(taken))
     array = cai.from_object(PRODUCERS["Numba"][0], sync=False)
     struct = cai.CaiArray.from_address(array.ptr)
     yield ("ctypes cai_validate(byref(ctypes struct))", None, lambda: cai.lib.cai_validate(ctypes.byref(struct), None))

@@ -79,6 +79,27 @@
 // No synchronization: the caller takes responsibility (spec: "User ... override").
 #define CAI_SYNC_NONE 3
 
+// DLPack major version libcai reads and writes.
+#define CAI_DLPACK_MAJOR_VERSION 1
+
+// DLPack minor version libcai writes (the struct is the same across 1.x).
+#define CAI_DLPACK_MINOR_VERSION 1
+
+// DLPACK_FLAG_BITMASK_READ_ONLY: the tensor's data must not be written.
+#define CAI_DLPACK_FLAG_READ_ONLY 1
+
+// kDLCPU: host memory.
+#define CAI_DL_CPU 1
+
+// kDLCUDA: memory of a CUDA device.
+#define CAI_DL_CUDA 2
+
+// kDLCUDAHost: pinned host memory (cudaMallocHost).
+#define CAI_DL_CUDA_HOST 3
+
+// kDLCUDAManaged: CUDA managed memory (cudaMallocManaged).
+#define CAI_DL_CUDA_MANAGED 13
+
 // Idle events kept for reuse; more are destroyed when returned.
 #define EVENT_POOL_CAPACITY 64
 
@@ -276,6 +297,85 @@ typedef struct CaiPointerInfo {
   uint64_t reserved[CAI_POINTER_INFO_RESERVED_WORDS];
 } CaiPointerInfo;
 
+// dlpack.h's DLPackVersion.
+typedef struct CaiDLPackVersion {
+  // Changes when the layout does: a reader refuses a major it does not know.
+  uint32_t major;
+  // Additions within a major.
+  uint32_t minor;
+} CaiDLPackVersion;
+
+// dlpack.h's DLDevice: a DLDeviceType (kDLCUDA = 2, ...) and the device's ordinal.
+typedef struct CaiDLDevice {
+  // A DLDeviceType: CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, ...
+  int32_t device_type;
+  // The device's ordinal (0 for host memory).
+  int32_t device_id;
+} CaiDLDevice;
+
+// dlpack.h's DLDataType: a DLDataTypeCode, the bits of one lane, the lanes.
+typedef struct CaiDLDataType {
+  // A DLDataTypeCode: 0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool, ...
+  uint8_t code;
+  // Bits of one lane.
+  uint8_t bits;
+  // Lanes of a vector type; 1 for scalars.
+  uint16_t lanes;
+} CaiDLDataType;
+
+// dlpack.h's DLTensor. Strides count elements; NULL strides (before DLPack 1.2) mean
+// C-contiguous.
+typedef struct CaiDLTensor {
+  // Start of the allocation (or the data; see `byte_offset`).
+  void *data;
+  // Where the memory is.
+  struct CaiDLDevice device;
+  // Number of dimensions.
+  int32_t ndim;
+  // Type of the elements.
+  struct CaiDLDataType dtype;
+  // `ndim` extents.
+  int64_t *shape;
+  // `ndim` strides in elements, or NULL for C-contiguous.
+  int64_t *strides;
+  // Bytes from `data` to the first element.
+  uint64_t byte_offset;
+} CaiDLTensor;
+
+// dlpack.h's DLManagedTensorVersioned, field for field: cast a `DLManagedTensorVersioned *`
+// to it. `version`, `manager_ctx` and `deleter` come first in every DLPack version.
+typedef struct CaiDLManagedTensorVersioned {
+  // The DLPack version the producer follows.
+  struct CaiDLPackVersion version;
+  // The producer's private state.
+  void *manager_ctx;
+  // Frees the tensor; called once by its consumer. May be NULL.
+  void (*deleter)(struct CaiDLManagedTensorVersioned *tensor);
+  // CAI_DLPACK_FLAG_READ_ONLY and DLPack's other flag bits.
+  uint64_t flags;
+  // The tensor.
+  struct CaiDLTensor dl_tensor;
+} CaiDLManagedTensorVersioned;
+
+// How `cai_from_dlpack` takes a tensor. Zero-initialized means the defaults.
+typedef struct CaiDlpackOptions {
+  // 1: a tensor in host memory (kDLCPU) is taken too; else it is refused.
+  uint32_t allow_host;
+  // Zero; later options go here, zero meaning their default.
+  uint32_t reserved[7];
+} CaiDlpackOptions;
+
+// dlpack.h's DLManagedTensor (the legacy, unversioned struct), field for field: cast a
+// `DLManagedTensor *` to it.
+typedef struct CaiDLManagedTensor {
+  // The tensor.
+  struct CaiDLTensor dl_tensor;
+  // The producer's private state.
+  void *manager_ctx;
+  // Frees the tensor; called once by its consumer. May be NULL.
+  void (*deleter)(struct CaiDLManagedTensor *tensor);
+} CaiDLManagedTensor;
+
 // What a typestr describes, as numpy's dtype reports it.
 typedef struct CaiDtype {
   // Bytes per element.
@@ -359,6 +459,50 @@ int32_t cai_pointer_info(uint64_t pointer, struct CaiPointerInfo *info, struct C
 // CAI_ERROR_NO_DRIVER with the loader's message. `*version` (may be NULL) receives
 // cuDriverGetVersion's value on success, e.g. 12040.
 int32_t cai_driver_status(int32_t *version, struct CaiError *error);
+
+// Takes a DLPack tensor (cast a `DLManagedTensorVersioned *` to this type) as a CaiArray
+// that owns it: `*out`'s release runs the tensor's deleter exactly once. Accepts kDLCUDA,
+// kDLCUDAHost and kDLCUDAManaged memory, and kDLCPU when `options->allow_host` is 1; strides
+// become bytes, `byte_offset` is folded into `data`, the read-only flag carries over, NULL
+// strides mean C-contiguous. `options` may be NULL for the defaults.
+//
+// A non-NULL `tensor` is always taken: on failure its deleter has run, and of a tensor whose
+// major version libcai does not know (CAI_ERROR_ABI_VERSION) nothing but the version and the
+// deleter is read. `*out` is written only on success (overwritten: release what it owned
+// first). The array has no stream: the DLPack exchange orders the data before handing it over.
+int32_t cai_from_dlpack(struct CaiDLManagedTensorVersioned *tensor,
+                        const struct CaiDlpackOptions *options,
+                        struct CaiArray *out,
+                        struct CaiError *error);
+
+// As `cai_from_dlpack`, for the legacy struct (cast a `DLManagedTensor *`), which has no
+// version and no read-only flag: the array is writable.
+int32_t cai_from_dlpack_legacy(struct CaiDLManagedTensor *tensor,
+                               const struct CaiDlpackOptions *options,
+                               struct CaiArray *out,
+                               struct CaiError *error);
+
+// Moves `array` into a new DLPack tensor (a `DLManagedTensorVersioned *` once cast), whose
+// deleter runs the array's release exactly once and frees the tensor. `device` says where the
+// data is; NULL asks the driver (device memory is kDLCUDA, pinned host memory kDLCUDAHost,
+// managed memory kDLCUDAManaged). Strides become element counts (a byte stride that is not a
+// whole number of items is CAI_ERROR_INVALID_STRIDES), always given; a read-only array sets
+// the read-only flag. Refused: a typestr with no DLPack dtype or in a foreign byte order, a
+// mask. No sync is done: import the array on the consumer's stream first.
+//
+// On success `*out` is the tensor and `array` owns nothing (its release is cleared); on
+// failure both are unchanged.
+int32_t cai_to_dlpack(struct CaiArray *array,
+                      const struct CaiDLDevice *device,
+                      struct CaiDLManagedTensorVersioned **out,
+                      struct CaiError *error);
+
+// As `cai_to_dlpack`, as the legacy struct (a `DLManagedTensor *` once cast), which cannot
+// say read-only: a read-only array is CAI_ERROR_READONLY.
+int32_t cai_to_dlpack_legacy(struct CaiArray *array,
+                             const struct CaiDLDevice *device,
+                             struct CaiDLManagedTensor **out,
+                             struct CaiError *error);
 
 // Parses a NUL-terminated numpy typestr (e.g. "<f4", "|V12", "<M8[ns]") as numpy would.
 //

@@ -40,6 +40,20 @@
 
 #define CAI_SYNC_NONE 3
 
+#define CAI_DLPACK_MAJOR_VERSION 1
+
+#define CAI_DLPACK_MINOR_VERSION 1
+
+#define CAI_DLPACK_FLAG_READ_ONLY 1
+
+#define CAI_DL_CPU 1
+
+#define CAI_DL_CUDA 2
+
+#define CAI_DL_CUDA_HOST 3
+
+#define CAI_DL_CUDA_MANAGED 13
+
 #define EVENT_POOL_CAPACITY 64
 
 #define CAI_EXPORT_VERSION_DEFAULT 3
@@ -154,6 +168,51 @@ typedef struct CaiPointerInfo {
   uint64_t reserved[CAI_POINTER_INFO_RESERVED_WORDS];
 } CaiPointerInfo;
 
+typedef struct CaiDLPackVersion {
+  uint32_t major;
+  uint32_t minor;
+} CaiDLPackVersion;
+
+typedef struct CaiDLDevice {
+  int32_t device_type;
+  int32_t device_id;
+} CaiDLDevice;
+
+typedef struct CaiDLDataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} CaiDLDataType;
+
+typedef struct CaiDLTensor {
+  void *data;
+  struct CaiDLDevice device;
+  int32_t ndim;
+  struct CaiDLDataType dtype;
+  int64_t *shape;
+  int64_t *strides;
+  uint64_t byte_offset;
+} CaiDLTensor;
+
+typedef struct CaiDLManagedTensorVersioned {
+  struct CaiDLPackVersion version;
+  void *manager_ctx;
+  void (*deleter)(struct CaiDLManagedTensorVersioned *tensor);
+  uint64_t flags;
+  struct CaiDLTensor dl_tensor;
+} CaiDLManagedTensorVersioned;
+
+typedef struct CaiDlpackOptions {
+  uint32_t allow_host;
+  uint32_t reserved[7];
+} CaiDlpackOptions;
+
+typedef struct CaiDLManagedTensor {
+  struct CaiDLTensor dl_tensor;
+  void *manager_ctx;
+  void (*deleter)(struct CaiDLManagedTensor *tensor);
+} CaiDLManagedTensor;
+
 typedef struct CaiDtype {
   uint64_t itemsize;
   char kind;
@@ -187,6 +246,26 @@ int32_t cai_sync(const struct CaiArray *array,
 int32_t cai_pointer_info(uint64_t pointer, struct CaiPointerInfo *info, struct CaiError *error);
 
 int32_t cai_driver_status(int32_t *version, struct CaiError *error);
+
+int32_t cai_from_dlpack(struct CaiDLManagedTensorVersioned *tensor,
+                        const struct CaiDlpackOptions *options,
+                        struct CaiArray *out,
+                        struct CaiError *error);
+
+int32_t cai_from_dlpack_legacy(struct CaiDLManagedTensor *tensor,
+                               const struct CaiDlpackOptions *options,
+                               struct CaiArray *out,
+                               struct CaiError *error);
+
+int32_t cai_to_dlpack(struct CaiArray *array,
+                      const struct CaiDLDevice *device,
+                      struct CaiDLManagedTensorVersioned **out,
+                      struct CaiError *error);
+
+int32_t cai_to_dlpack_legacy(struct CaiArray *array,
+                             const struct CaiDLDevice *device,
+                             struct CaiDLManagedTensor **out,
+                             struct CaiError *error);
 
 int32_t cai_typestr_parse(const char *typestr, struct CaiDtype *dtype, struct CaiError *error);
 

@@ -333,6 +333,115 @@ pub const CAI_SYNC_BLOCKING: i32 = 2;
 /// No synchronization: the caller takes responsibility (spec: "User ... override").
 pub const CAI_SYNC_NONE: i32 = 3;
 
+/// DLPack major version libcai reads and writes.
+pub const CAI_DLPACK_MAJOR_VERSION: u32 = 1;
+/// DLPack minor version libcai writes (the struct is the same across 1.x).
+pub const CAI_DLPACK_MINOR_VERSION: u32 = 1;
+/// DLPACK_FLAG_BITMASK_READ_ONLY: the tensor's data must not be written.
+pub const CAI_DLPACK_FLAG_READ_ONLY: u64 = 1;
+
+/// kDLCPU: host memory.
+pub const CAI_DL_CPU: i32 = 1;
+/// kDLCUDA: memory of a CUDA device.
+pub const CAI_DL_CUDA: i32 = 2;
+/// kDLCUDAHost: pinned host memory (cudaMallocHost).
+pub const CAI_DL_CUDA_HOST: i32 = 3;
+/// kDLCUDAManaged: CUDA managed memory (cudaMallocManaged).
+pub const CAI_DL_CUDA_MANAGED: i32 = 13;
+
+/// dlpack.h's DLPackVersion.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaiDLPackVersion {
+    /// Changes when the layout does: a reader refuses a major it does not know.
+    pub major: u32,
+    /// Additions within a major.
+    pub minor: u32,
+}
+
+/// dlpack.h's DLDevice: a DLDeviceType (kDLCUDA = 2, ...) and the device's ordinal.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaiDLDevice {
+    /// A DLDeviceType: CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, ...
+    pub device_type: i32,
+    /// The device's ordinal (0 for host memory).
+    pub device_id: i32,
+}
+
+/// dlpack.h's DLDataType: a DLDataTypeCode, the bits of one lane, the lanes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaiDLDataType {
+    /// A DLDataTypeCode: 0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool, ...
+    pub code: u8,
+    /// Bits of one lane.
+    pub bits: u8,
+    /// Lanes of a vector type; 1 for scalars.
+    pub lanes: u16,
+}
+
+/// dlpack.h's DLTensor. Strides count elements; NULL strides (before DLPack 1.2) mean
+/// C-contiguous.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CaiDLTensor {
+    /// Start of the allocation (or the data; see `byte_offset`).
+    pub data: *mut c_void,
+    /// Where the memory is.
+    pub device: CaiDLDevice,
+    /// Number of dimensions.
+    pub ndim: i32,
+    /// Type of the elements.
+    pub dtype: CaiDLDataType,
+    /// `ndim` extents.
+    pub shape: *mut i64,
+    /// `ndim` strides in elements, or NULL for C-contiguous.
+    pub strides: *mut i64,
+    /// Bytes from `data` to the first element.
+    pub byte_offset: u64,
+}
+
+/// dlpack.h's DLManagedTensor (the legacy, unversioned struct), field for field: cast a
+/// `DLManagedTensor *` to it.
+#[repr(C)]
+#[derive(Debug)]
+pub struct CaiDLManagedTensor {
+    /// The tensor.
+    pub dl_tensor: CaiDLTensor,
+    /// The producer's private state.
+    pub manager_ctx: *mut c_void,
+    /// Frees the tensor; called once by its consumer. May be NULL.
+    pub deleter: Option<unsafe extern "C" fn(tensor: *mut CaiDLManagedTensor)>,
+}
+
+/// dlpack.h's DLManagedTensorVersioned, field for field: cast a `DLManagedTensorVersioned *`
+/// to it. `version`, `manager_ctx` and `deleter` come first in every DLPack version.
+#[repr(C)]
+#[derive(Debug)]
+pub struct CaiDLManagedTensorVersioned {
+    /// The DLPack version the producer follows.
+    pub version: CaiDLPackVersion,
+    /// The producer's private state.
+    pub manager_ctx: *mut c_void,
+    /// Frees the tensor; called once by its consumer. May be NULL.
+    pub deleter: Option<unsafe extern "C" fn(tensor: *mut CaiDLManagedTensorVersioned)>,
+    /// CAI_DLPACK_FLAG_READ_ONLY and DLPack's other flag bits.
+    pub flags: u64,
+    /// The tensor.
+    pub dl_tensor: CaiDLTensor,
+}
+
+/// How `cai_from_dlpack` takes a tensor. Zero-initialized means the defaults.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CaiDlpackOptions {
+    /// 1: a tensor in host memory (kDLCPU) is taken too; else it is refused.
+    pub allow_host: u32,
+    /// Zero; later options go here, zero meaning their default.
+    pub reserved: [u32; 7],
+}
+
 /// Runs `array`'s release callback if it is set and clears it, exactly once even when calls
 /// race on the same array: the callback is taken by an atomic swap.
 ///
@@ -469,4 +578,31 @@ const _: () = {
     assert!(offset_of!(CaiExportOptions, per_thread_default_stream) == 24);
     assert!(offset_of!(CaiExportOptions, reserved) == 28);
     assert!(size_of::<CaiExportOptions>() == 48);
+
+    // dlpack.h's layout (c_tests/test_dlpack.c compares with a real dlpack.h where installed).
+    assert!(size_of::<CaiDLPackVersion>() == 8);
+    assert!(offset_of!(CaiDLDevice, device_id) == 4);
+    assert!(size_of::<CaiDLDevice>() == 8);
+    assert!(offset_of!(CaiDLDataType, bits) == 1);
+    assert!(offset_of!(CaiDLDataType, lanes) == 2);
+    assert!(size_of::<CaiDLDataType>() == 4);
+    assert!(offset_of!(CaiDLTensor, data) == 0);
+    assert!(offset_of!(CaiDLTensor, device) == 8);
+    assert!(offset_of!(CaiDLTensor, ndim) == 16);
+    assert!(offset_of!(CaiDLTensor, dtype) == 20);
+    assert!(offset_of!(CaiDLTensor, shape) == 24);
+    assert!(offset_of!(CaiDLTensor, strides) == 32);
+    assert!(offset_of!(CaiDLTensor, byte_offset) == 40);
+    assert!(size_of::<CaiDLTensor>() == 48);
+    assert!(offset_of!(CaiDLManagedTensor, manager_ctx) == 48);
+    assert!(offset_of!(CaiDLManagedTensor, deleter) == 56);
+    assert!(size_of::<CaiDLManagedTensor>() == 64);
+    assert!(offset_of!(CaiDLManagedTensorVersioned, version) == 0);
+    assert!(offset_of!(CaiDLManagedTensorVersioned, manager_ctx) == 8);
+    assert!(offset_of!(CaiDLManagedTensorVersioned, deleter) == 16);
+    assert!(offset_of!(CaiDLManagedTensorVersioned, flags) == 24);
+    assert!(offset_of!(CaiDLManagedTensorVersioned, dl_tensor) == 32);
+    assert!(size_of::<CaiDLManagedTensorVersioned>() == 80);
+    assert!(offset_of!(CaiDlpackOptions, reserved) == 4);
+    assert!(size_of::<CaiDlpackOptions>() == 32);
 };

@@ -31,7 +31,7 @@ pub(crate) fn pointer_info(pointer: u64) -> Result<CaiPointerInfo> {
 
 /// Synchronizes with `array`'s stream from `consumer_stream` in `sync_mode`, without the
 /// pointer check: the default-stream handles 1 and 2 then mean the current context's.
-pub(crate) fn sync(array: &CaiArray, consumer_stream: u64, sync_mode: i32) -> Result<()> {
+pub fn sync(array: &CaiArray, consumer_stream: u64, sync_mode: i32) -> Result<()> {
     sync_mode_is_known(sync_mode)?;
     validate(array)?;
     sync_if_needed(stream_for_version(array), consumer_stream, sync_mode, std::ptr::null_mut())

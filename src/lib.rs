@@ -4,7 +4,8 @@
 //!
 //! - `ffi`: the `extern "C"` surface cbindgen turns into `include/cai.h`; NULL checks, the
 //!   panic boundary and status codes only.
-//! - `import`, `export`: the consumer's and the producer's sequence of steps.
+//! - `import`, `export`: the consumer's and the producer's sequence of steps; `dlpack`: the
+//!   same struct to and from DLPack tensors.
 //! - core, pure: `validate` (one function per spec rule) over `layout` and `dtype`;
 //!   `normalize` (the export form); `dict` (the dict's rules, for bindings that read one).
 //! - `device`: pointer checks, stream sync and the event pool, through `driver`'s typed calls.
@@ -17,6 +18,7 @@
 mod abi;
 mod device;
 mod dict;
+mod dlpack;
 mod driver;
 mod dtype;
 mod export;
@@ -35,14 +37,20 @@ pub use status::*;
 /// The core's Rust functions, for libcai's Python extension, benches and tests only.
 #[doc(hidden)]
 pub mod internal {
+    pub use crate::abi::release as release_array;
     pub use crate::device::events::EVENT_POOL_CAPACITY;
     pub use crate::device::sync::{planned_action, SyncAction};
     pub use crate::dict::{
         array_from_dict, consumer_stream_is_a_handle, stream_object_handle_is_a_handle, DictValues, Limits,
         Repr, Value, KEYS,
     };
+    pub use crate::dlpack::{
+        device_is_cuda_or_allowed_host, device_of, from_dlpack, from_dlpack_legacy, to_dlpack,
+        to_dlpack_legacy,
+    };
     pub use crate::driver::driver_load_attempted;
     pub use crate::import::import;
+    pub use crate::import::sync;
     pub use crate::layout::c_strides;
     pub use crate::normalize::{export_version, normalize_for_export};
     pub use crate::validate::{

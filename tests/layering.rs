@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Layers, lowest first.
-const LAYERS: [(&str, u32); 13] = [
+const LAYERS: [(&str, u32); 14] = [
     ("status", 0),
     ("abi", 1),
     ("driver", 2),
@@ -18,6 +18,7 @@ const LAYERS: [(&str, u32); 13] = [
     ("normalize", 4),
     ("import", 5),
     ("export", 5),
+    ("dlpack", 5),
     ("ffi", 6),
     ("headers", 6),
 ];

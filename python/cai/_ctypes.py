@@ -98,6 +98,58 @@ class CaiPointerInfo(Structure):
     ]
 
 
+class CaiDLPackVersion(Structure):
+    _fields_ = [("major", c_uint32), ("minor", c_uint32)]
+
+
+class CaiDLDevice(Structure):
+    _fields_ = [("device_type", c_int32), ("device_id", c_int32)]
+
+
+class CaiDLDataType(Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class CaiDLTensor(Structure):
+    _fields_ = [
+        ("data", c_void_p),
+        ("device", CaiDLDevice),
+        ("ndim", c_int32),
+        ("dtype", CaiDLDataType),
+        ("shape", POINTER(c_int64)),
+        ("strides", POINTER(c_int64)),
+        ("byte_offset", c_uint64),
+    ]
+
+
+class CaiDLManagedTensorVersioned(Structure):
+    pass
+
+
+CaiDLManagedTensorVersioned._fields_ = [
+    ("version", CaiDLPackVersion),
+    ("manager_ctx", c_void_p),
+    ("deleter", CFUNCTYPE(None, POINTER(CaiDLManagedTensorVersioned))),
+    ("flags", c_uint64),
+    ("dl_tensor", CaiDLTensor),
+]
+
+
+class CaiDLManagedTensor(Structure):
+    pass
+
+
+CaiDLManagedTensor._fields_ = [
+    ("dl_tensor", CaiDLTensor),
+    ("manager_ctx", c_void_p),
+    ("deleter", CFUNCTYPE(None, POINTER(CaiDLManagedTensor))),
+]
+
+
+class CaiDlpackOptions(Structure):
+    _fields_ = [("allow_host", c_uint32), ("reserved", c_uint32 * 7)]
+
+
 # name: (restype, argtypes), in header order.
 FUNCTIONS = {
     "cai_validate": (c_int32, [POINTER(CaiArray), POINTER(CaiError)]),
@@ -110,6 +162,14 @@ FUNCTIONS = {
     "cai_pointer_info": (c_int32, [c_uint64, POINTER(CaiPointerInfo), POINTER(CaiError)]),
     "cai_driver_status": (c_int32, [POINTER(c_int32), POINTER(CaiError)]),
     "cai_typestr_parse": (c_int32, [c_char_p, POINTER(CaiDtype), POINTER(CaiError)]),
+    "cai_from_dlpack": (c_int32, [POINTER(CaiDLManagedTensorVersioned), POINTER(CaiDlpackOptions), POINTER(CaiArray),
+                                  POINTER(CaiError)]),
+    "cai_from_dlpack_legacy": (c_int32, [POINTER(CaiDLManagedTensor), POINTER(CaiDlpackOptions), POINTER(CaiArray),
+                                         POINTER(CaiError)]),
+    "cai_to_dlpack": (c_int32, [POINTER(CaiArray), POINTER(CaiDLDevice), POINTER(POINTER(CaiDLManagedTensorVersioned)),
+                                POINTER(CaiError)]),
+    "cai_to_dlpack_legacy": (c_int32, [POINTER(CaiArray), POINTER(CaiDLDevice), POINTER(POINTER(CaiDLManagedTensor)),
+                                       POINTER(CaiError)]),
     "cai_status_string": (c_char_p, [c_int32]),
     "cai_library_version": (c_char_p, []),
 }

@@ -55,6 +55,15 @@ class Array:
     def mask(self) -> Array | None: ...
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any: ...
 
 def from_object(
     obj: Any,
@@ -62,5 +71,6 @@ def from_object(
     sync: bool | int | None = None,
     writable: bool = False,
     pointer_check: int | None = None,
+    allow_host: bool = False,
 ) -> Array: ...
 def validate(obj: Any) -> None: ...

@@ -9,8 +9,9 @@ use cai::internal::{
     stream_object_handle_is_a_handle, validate, Repr, SyncAction,
 };
 use cai::{
-    CaiArray, CaiField, CaiImportOptions, CaiLayout, CaiPointerInfo, Error, Status, CAI_MAX_NDIM,
-    CAI_POINTER_CHECK_DEFAULT, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
+    CaiArray, CaiDLDevice, CaiField, CaiImportOptions, CaiLayout, CaiPointerInfo, Error, Status, CAI_DL_CPU,
+    CAI_MAX_NDIM, CAI_POINTER_CHECK_DEFAULT, CAI_POINTER_CHECK_NEVER, CAI_STREAM_LEGACY, CAI_SYNC_DEFAULT,
+    CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
 };
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::gc::{PyTraverseError, PyVisit};
@@ -32,6 +33,8 @@ struct Described {
     fields: Box<[CaiField]>,
     /// What the driver said about the pointer at import (`checked` 0: not asked).
     info: CaiPointerInfo,
+    /// The DLPack device, for an array taken from a DLPack producer.
+    device: Option<CaiDLDevice>,
 }
 
 // SAFETY: read-only after construction; see the type's comment for what the pointers refer to.
@@ -102,7 +105,8 @@ impl Array {
         // valid while this Array lives, which the view keeps alive.
         let mut view = Pooled::copy_of(unsafe { &*this.array().mask });
         view.release = None; // borrowed: never released from here
-        let described = Described { array: view, fields: Box::new([]), info: CaiPointerInfo::default() };
+        let described =
+            Described { array: view, fields: Box::new([]), info: CaiPointerInfo::default(), device: None };
         let owner = match &this.mask {
             Some(mask) => mask.owner.as_ref().map(|o| o.clone_ref(py)),
             None => Some(slf.clone().into_any().unbind()),
@@ -135,7 +139,7 @@ impl Array {
         unsafe { (*source).release = None };
         // Owned from here on: if validation fails, dropping it releases it.
         let taken = Array::new(
-            Described { array, fields: Box::new([]), info: CaiPointerInfo::default() },
+            Described { array, fields: Box::new([]), info: CaiPointerInfo::default(), device: None },
             None,
             None,
         );
@@ -307,6 +311,50 @@ impl Array {
         Ok(dict)
     }
 
+    /// DLPack's `(device_type, device_id)` of the memory: the DLPack producer's, else asked of
+    /// the driver (device memory kDLCUDA, pinned host memory kDLCUDAHost, managed kDLCUDAManaged).
+    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
+        let device = crate::dlpack::device_of_array(self.array(), self.described.device)?;
+        Ok((device.device_type, device.device_id))
+    }
+
+    /// A DLPack capsule viewing this array's memory (the array stays alive while the tensor
+    /// does). The consumer's `stream` (None: the legacy default stream; -1: no sync) is made to
+    /// wait for the array's stream, stream-ordered. `max_version` (1, n) or above gives the
+    /// versioned struct (with the read-only flag), else the legacy one. Never copies:
+    /// `copy=True`, or a `dl_device` other than the array's, raise BufferError.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        slf: &Bound<'_, Array>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let this = slf.get();
+        let device = crate::dlpack::device_of_array(this.array(), this.described.device)?;
+        crate::dlpack::export_arguments_allowed(device, dl_device, copy)?;
+        let wants_sync = match stream {
+            Some(s) if s.extract::<i64>().ok() == Some(-1) => None,
+            None if device.device_type == CAI_DL_CPU => None,
+            None => Some(CAI_STREAM_LEGACY),
+            Some(s) if device.device_type == CAI_DL_CPU => {
+                return Err(pyo3::exceptions::PyBufferError::new_err(format!(
+                    "stream must be None for host memory, not {}",
+                    Repr(&scalar(s.as_borrowed()))
+                )))
+            }
+            Some(s) => Some(consumer_stream(Some(s))?),
+        };
+        if let Some(consumer) = wants_sync {
+            cai::internal::sync(this.array(), consumer, CAI_SYNC_DEFAULT).map_err(Failure::Cai)?;
+        }
+        let versioned = max_version.is_some_and(|(major, _)| major >= 1);
+        let keep = slf.clone().into_any().unbind();
+        Ok(crate::dlpack::capsule_of(py, *this.array(), keep, device, versioned)?)
+    }
+
     fn __repr__(&self) -> String {
         let array = self.array();
         let extents: Vec<String> = self.shape_slice().iter().map(i64::to_string).collect();
@@ -379,12 +427,15 @@ fn interface_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, P
 fn convert(object: &Bound<'_, PyAny>) -> CaiResult<Array> {
     match interface_of(object)? {
         Some(dict) => convert_dict(object, &dict, 0),
-        None => Err(PyAttributeError::new_err(format!(
-            "'{}' object has no attribute '__cuda_array_interface__'",
-            TypeOf::new(object)
-        ))
-        .into()),
+        None => Err(not_an_array(object).into()),
     }
+}
+
+fn not_an_array(object: &Bound<'_, PyAny>) -> PyErr {
+    PyAttributeError::new_err(format!(
+        "'{}' object has no attribute '__cuda_array_interface__' (nor '__dlpack__', which cai.from_object also takes)",
+        TypeOf::new(object)
+    ))
 }
 
 /// Converts `dict`, the interface of `object` (whose mask is `depth` levels down), into an Array.
@@ -409,7 +460,7 @@ fn convert_dict(object: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>, depth: usiz
         }
     };
     Ok(Array::new(
-        Described { array, fields, info: CaiPointerInfo::default() },
+        Described { array, fields, info: CaiPointerInfo::default(), device: None },
         Some(object.clone().unbind()),
         mask,
     ))
@@ -491,24 +542,55 @@ impl<T> Unshared<T> {
 /// blocking; `sync=False` skips it), keeps `obj` alive, and returns a cai.Array. Raises
 /// cai.CaiError (a ValueError) naming the rule broken. The GIL is released while the import
 /// may wait.
+///
+/// An object without `__cuda_array_interface__` but with `__dlpack__` is taken by DLPack: its
+/// producer is passed the consumer's `stream` (-1 when `sync=False`) and orders its work
+/// before it; CUDA memory is taken, host memory only with `allow_host=True`.
 #[pyfunction]
-#[pyo3(signature = (obj, stream=None, sync=None, writable=false, pointer_check=None))]
+#[pyo3(signature = (obj, stream=None, sync=None, writable=false, pointer_check=None, allow_host=false))]
 pub fn from_object(
     obj: &Bound<'_, PyAny>,
     stream: Option<&Bound<'_, PyAny>>,
     sync: Option<&Bound<'_, PyAny>>,
     writable: bool,
     pointer_check: Option<i32>,
+    allow_host: bool,
 ) -> PyResult<Py<Array>> {
     let py = obj.py();
-    let options = CaiImportOptions {
+    let mut options = CaiImportOptions {
         consumer_stream: consumer_stream(stream)?,
         sync_mode: sync_mode(sync)?,
         pointer_check: pointer_check.unwrap_or(CAI_POINTER_CHECK_DEFAULT),
         writable: u32::from(writable),
         ..CaiImportOptions::default()
     };
-    let mut converted = convert(obj)?;
+    let mut converted = match interface_of(obj)? {
+        Some(dict) => convert_dict(obj, &dict, 0)?,
+        None if obj.hasattr(intern!(py, "__dlpack__"))? => {
+            let no_sync =
+                planned_action(1, options.consumer_stream, options.sync_mode) == SyncAction::Nothing;
+            let mut array = Pooled::zeroed();
+            let device = crate::dlpack::take_from_producer(
+                obj,
+                options.consumer_stream,
+                no_sync,
+                allow_host,
+                &mut array,
+            )?;
+            if device.device_type == CAI_DL_CPU {
+                // Host memory, asked for: no CUDA pointer to check.
+                options.pointer_check = CAI_POINTER_CHECK_NEVER;
+            }
+            let described = Described {
+                array,
+                fields: Box::new([]),
+                info: CaiPointerInfo::default(),
+                device: Some(device),
+            };
+            Array::new(described, Some(obj.clone().unbind()), None)
+        }
+        None => return Err(not_an_array(obj)),
+    };
     let array = converted.array();
     // The host may wait for a sync the core plans, or for the first load of the driver.
     let planned = planned_action(stream_for_version(array), options.consumer_stream, options.sync_mode);

@@ -6,6 +6,7 @@
 //! extension and their calls share one copy of the driver state (driver table, event pool).
 
 mod array;
+mod dlpack;
 mod errors;
 mod pool;
 mod read;

@@ -11,7 +11,8 @@ from conftest import ROOT
 
 HEADER = (ROOT / "include" / "cai_cffi.h").read_text()
 STRUCTS = ["CaiArray", "CaiField", "CaiError", "CaiLayout", "CaiDtype", "CaiExportOptions", "CaiImportOptions",
-           "CaiPointerInfo"]
+           "CaiPointerInfo", "CaiDLPackVersion", "CaiDLDevice", "CaiDLDataType", "CaiDLTensor",
+           "CaiDLManagedTensorVersioned", "CaiDLManagedTensor", "CaiDlpackOptions"]
 
 
 def header_ffi():

@@ -1,0 +1,188 @@
+"""DLPack both ways: cai.from_object of a DLPack producer and cai.Array.__dlpack__. numpy is the
+real producer and consumer here (host memory, so refused unless asked for); device memory comes
+from the fake CUDA driver (a test double) and goes through capsules libcai made itself."""
+
+import ctypes
+import gc
+import weakref
+
+import numpy
+import pytest
+
+import cai
+
+PyCapsule_GetName = ctypes.pythonapi.PyCapsule_GetName
+PyCapsule_GetName.restype = ctypes.c_char_p
+PyCapsule_GetName.argtypes = [ctypes.py_object]
+
+
+def capsule_name(capsule):
+    return PyCapsule_GetName(capsule).decode()
+
+
+class Producer:
+    """A DLPack producer that hands out another object's capsules, recording what it was asked."""
+
+    def __init__(self, source, legacy_only=False):
+        self.source, self.legacy_only, self.calls = source, legacy_only, []
+
+    def __dlpack_device__(self):
+        return self.source.__dlpack_device__()
+
+    def __dlpack__(self, stream=None, **kwargs):
+        if self.legacy_only and kwargs:
+            raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+        self.calls.append(dict(stream=stream, **kwargs))
+        return self.source.__dlpack__(stream=stream, **kwargs)
+
+
+def device_array(fake, stream=None, **extra):
+    interface = {"shape": (4, 8), "typestr": "<f4", "data": (fake.alloc(256), False), "version": 3}
+    if stream is not None:
+        interface["stream"] = stream
+    interface.update(extra)
+    return cai.from_object(interface, sync=False)
+
+
+def test_numpy_host_memory_is_refused_naming_the_device_real_numpy():
+    with pytest.raises(cai.CaiError, match=r"kDLCPU \(1\).*allow_host") as refused:
+        cai.from_object(numpy.arange(4.0))
+    assert refused.value.status == "CAI_ERROR_NOT_DEVICE_POINTER"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: numpy.arange(24, dtype=numpy.float32).reshape(4, 6),
+        lambda: numpy.arange(24, dtype=numpy.int16).reshape(4, 6)[:, ::2],
+        lambda: numpy.arange(24, dtype=numpy.float64).reshape(4, 6)[::-1],
+        lambda: numpy.asfortranarray(numpy.arange(24, dtype=numpy.complex64).reshape(4, 6)),
+        lambda: numpy.arange(10, dtype=numpy.uint8)[3:7],
+        lambda: numpy.array([True, False, True]),
+        lambda: numpy.zeros((0, 3), dtype=numpy.float32),
+    ],
+)
+def test_numpy_arrays_taken_with_allow_host_match_numpy_both_ways_real_numpy(make):
+    x = make()
+    a = cai.from_object(x, allow_host=True)
+    assert a.shape == x.shape and a.strides == x.strides and a.dtype == x.dtype.str
+    assert a.__dlpack_device__() == (1, 0)
+    if x.size:
+        assert a.data_ptr == x.ctypes.data, "byte_offset folded in: the first element's address"
+    y = numpy.from_dlpack(a)
+    assert y.shape == x.shape and y.dtype == x.dtype and numpy.array_equal(y, x)
+    if x.size:
+        assert y.ctypes.data == x.ctypes.data, "a view, not a copy"
+
+
+def test_read_only_flag_carries_both_ways_real_numpy():
+    x = numpy.arange(4.0)
+    x.flags.writeable = False
+    a = cai.from_object(x, allow_host=True)
+    assert a.readonly
+    with pytest.raises(cai.CaiError, match="read-only"):
+        cai.from_object(x, allow_host=True, writable=True)
+    y = numpy.from_dlpack(a)
+    assert not y.flags.writeable
+    with pytest.raises(cai.CaiError, match="legacy DLPack tensor cannot say so"):
+        a.__dlpack__()  # no max_version: the legacy struct cannot say read-only
+
+
+def test_capsules_follow_the_protocol_names_and_are_marked_used(fake):
+    a = device_array(fake)
+    assert capsule_name(a.__dlpack__()) == "dltensor"
+    versioned = a.__dlpack__(max_version=(1, 0))
+    assert capsule_name(versioned) == "dltensor_versioned"
+
+    class Capsule:
+        def __init__(self, capsule):
+            self.capsule = capsule
+
+        def __dlpack_device__(self):
+            return a.__dlpack_device__()
+
+        def __dlpack__(self, **kwargs):
+            return self.capsule
+
+    b = cai.from_object(Capsule(versioned))
+    assert capsule_name(versioned) == "used_dltensor_versioned"
+    assert b.data_ptr == a.data_ptr and b.shape == a.shape and b.typestr == a.typestr
+    with pytest.raises(TypeError, match="no unused"):
+        cai.from_object(Capsule(versioned))
+
+
+def test_device_memory_round_trips_through_libcais_own_capsules_fake_driver(fake):
+    a = device_array(fake)
+    assert a.__dlpack_device__() == (2, 0), "kDLCUDA, device 0, as the driver says"
+    producer = Producer(a)
+    b = cai.from_object(producer)
+    assert producer.calls[0]["max_version"] == (1, 1)
+    assert b.data_ptr == a.data_ptr and b.shape == (4, 8) and b.strides == (32, 4)
+    assert b.__dlpack_device__() == (2, 0)
+    legacy = cai.from_object(Producer(a, legacy_only=True))
+    assert legacy.data_ptr == a.data_ptr, "a producer from before max_version gives the legacy struct"
+
+
+def test_the_consumer_stream_is_passed_and_ordered_after_the_producers_fake_driver(fake):
+    producer_stream, consumer_stream = fake.stream(), fake.stream()
+    a = device_array(fake, stream=producer_stream)
+    producer = Producer(a)
+    fake.begin(0)
+    cai.from_object(producer, stream=consumer_stream)
+    assert producer.calls[-1]["stream"] == consumer_stream
+    assert "cuStreamWaitEvent %s" % fake.stream_name(consumer_stream) in fake.log()
+    cai.from_object(producer, sync=False)
+    assert producer.calls[-1]["stream"] == -1, "no sync asked: DLPack's -1"
+    cai.from_object(producer)
+    assert producer.calls[-1]["stream"] is None, "no consumer stream: DLPack's None (legacy default)"
+
+
+def test_the_capsule_keeps_the_array_alive_until_its_tensor_is_deleted_fake_driver(fake):
+    a = device_array(fake)
+    alive = weakref.ref(a)
+    capsule = a.__dlpack__(max_version=(1, 0))
+    del a
+    gc.collect()
+    assert alive() is not None, "the unconsumed capsule holds the array"
+    del capsule
+    gc.collect()
+    assert alive() is None, "collecting the capsule ran the tensor's deleter"
+
+    a = device_array(fake)
+    alive = weakref.ref(a)
+    b = cai.from_object(Producer(a))
+    del a
+    gc.collect()
+    assert alive() is not None, "the consumer's array holds the tensor, which holds the array"
+    del b
+    gc.collect()
+    assert alive() is None
+
+
+def test_no_copies_and_no_other_device_fake_driver(fake):
+    a = device_array(fake)
+    with pytest.raises(BufferError, match="never copies"):
+        a.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match=r"\(2, 0\).*\(1, 0\)"):
+        a.__dlpack__(dl_device=(1, 0))
+    assert capsule_name(a.__dlpack__(dl_device=(2, 0), copy=False)) == "dltensor"
+
+
+def test_what_dlpack_cannot_carry_is_refused_naming_it_fake_driver(fake):
+    masked = cai.from_object(
+        {
+            "shape": (4,),
+            "typestr": "<f4",
+            "data": (fake.alloc(64), False),
+            "version": 3,
+            "mask": {"shape": (4,), "typestr": "|b1", "data": (fake.alloc(64), False), "version": 3},
+        }
+    )
+    with pytest.raises(cai.CaiError, match="mask"):
+        masked.__dlpack__()
+    dates = device_array(fake, typestr="<M8[ns]")
+    with pytest.raises(cai.CaiError, match="no DLPack dtype"):
+        dates.__dlpack__()
+    swapped = device_array(fake, typestr=">f4")
+    with pytest.raises(cai.CaiError, match="byte order"):
+        swapped.__dlpack__()

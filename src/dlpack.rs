@@ -1,0 +1,574 @@
+//! DLPack, the other protocol device arrays travel by, onto and off the same `CaiArray`: one
+//! function per rule of the mapping, named for it.
+//!
+//! Ownership both ways: `from_dlpack` always takes the tensor (its deleter runs exactly once,
+//! from the array's release on success, at once on failure); `to_dlpack` moves the array into
+//! the tensor (the array's release runs exactly once, from the tensor's deleter).
+
+use std::ffi::c_void;
+
+use crate::abi::{
+    c_chars_until_nul, CaiArray, CaiDLDataType, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned,
+    CaiDLPackVersion, CaiDLTensor, CaiDlpackOptions, CaiPointerInfo, CAI_DLPACK_FLAG_READ_ONLY,
+    CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST,
+    CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
+};
+use crate::device::pointer::checked_pointer;
+use crate::dtype::parse_typestr_buffer;
+use crate::layout::c_strides;
+use crate::status::{Error, Result, Status};
+use crate::validate::{option_is_a_flag, reserved_are_zero, validate};
+
+const DL_INT: u8 = 0;
+const DL_UINT: u8 = 1;
+const DL_FLOAT: u8 = 2;
+const DL_OPAQUE_HANDLE: u8 = 3;
+const DL_BFLOAT: u8 = 4;
+const DL_COMPLEX: u8 = 5;
+const DL_BOOL: u8 = 6;
+
+/// CUmemorytype values in CaiPointerInfo.memory_type.
+const MEMORY_TYPE_HOST: u32 = 1;
+
+fn device_name(device_type: i32) -> String {
+    let name = match device_type {
+        1 => "kDLCPU",
+        2 => "kDLCUDA",
+        3 => "kDLCUDAHost",
+        4 => "kDLOpenCL",
+        7 => "kDLVulkan",
+        8 => "kDLMetal",
+        9 => "kDLVPI",
+        10 => "kDLROCM",
+        11 => "kDLROCMHost",
+        12 => "kDLExtDev",
+        13 => "kDLCUDAManaged",
+        14 => "kDLOneAPI",
+        15 => "kDLWebGPU",
+        16 => "kDLHexagon",
+        17 => "kDLMAIA",
+        _ => return format!("device type {device_type}"),
+    };
+    format!("{name} ({device_type})")
+}
+
+/// A tensor libcai can read: its major version is the one libcai knows (a later major may lay
+/// the tensor out differently; only its deleter may be touched).
+pub fn major_version_is_known(major: u32, minor: u32) -> Result<()> {
+    if major == CAI_DLPACK_MAJOR_VERSION {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Status::AbiVersion,
+            format!(
+                "DLPack version {major}.{minor}: this libcai reads major version {CAI_DLPACK_MAJOR_VERSION} only"
+            ),
+        ))
+    }
+}
+
+/// CUDA memory is accepted; host memory (kDLCPU) only when the caller asks for it; every
+/// other device is refused, named.
+pub fn device_is_cuda_or_allowed_host(device: CaiDLDevice, allow_host: bool) -> Result<()> {
+    match device.device_type {
+        CAI_DL_CUDA | CAI_DL_CUDA_HOST | CAI_DL_CUDA_MANAGED => Ok(()),
+        CAI_DL_CPU if allow_host => Ok(()),
+        CAI_DL_CPU => Err(Error::new(
+            Status::NotDevicePointer,
+            format!(
+                "the tensor is on {} device {}, host memory; ask for host memory to take it (allow_host)",
+                device_name(CAI_DL_CPU),
+                device.device_id
+            ),
+        )),
+        other => Err(Error::new(
+            Status::NotDevicePointer,
+            format!("the tensor is on {} device {}, not CUDA memory", device_name(other), device.device_id),
+        )),
+    }
+}
+
+/// A typestr made from a DLPack dtype: at most "<c16".
+#[derive(Debug, PartialEq, Eq)]
+pub struct DlTypestr {
+    bytes: [u8; 4],
+    len: usize,
+}
+
+impl DlTypestr {
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).expect("ASCII")
+    }
+}
+
+/// The typestr of a DLPack dtype: bool, int, uint, float and complex of whole bytes, one
+/// lane, in this host's byte order. Vector lanes, sub-byte types, bfloat16, the float8/6/4
+/// families and opaque handles have no numpy typestr and are refused, named.
+pub fn typestr_of_dtype(dtype: CaiDLDataType) -> Result<DlTypestr> {
+    let refuse = |why: &str| {
+        Err(Error::new(
+            Status::InvalidTypestr,
+            format!("DLPack dtype (code {}, bits {}, lanes {}) {why}", dtype.code, dtype.bits, dtype.lanes),
+        ))
+    };
+    if dtype.lanes != 1 {
+        return refuse("has vector lanes, which no typestr describes");
+    }
+    if !dtype.bits.is_multiple_of(8) || dtype.bits == 0 {
+        return refuse("is a sub-byte type, which no typestr describes");
+    }
+    let bytes = dtype.bits / 8;
+    let order = if bytes == 1 { b'|' } else { NATIVE_BYTE_ORDER };
+    let kind = match (dtype.code, bytes) {
+        (DL_BOOL, 1) => b'b',
+        (DL_INT, 1 | 2 | 4 | 8) => b'i',
+        (DL_UINT, 1 | 2 | 4 | 8) => b'u',
+        (DL_FLOAT, 2 | 4 | 8) => b'f',
+        (DL_COMPLEX, 8 | 16) => b'c',
+        (DL_BFLOAT, _) => return refuse("is bfloat16, which has no numpy typestr"),
+        (DL_OPAQUE_HANDLE, _) => return refuse("is an opaque handle"),
+        (DL_BOOL | DL_INT | DL_UINT | DL_FLOAT | DL_COMPLEX, _) => {
+            return refuse("has a width numpy does not define for its kind")
+        }
+        _ => return refuse("has a type code (float8, float6, float4 or newer) with no numpy typestr"),
+    };
+    Ok(if bytes < 10 {
+        DlTypestr { bytes: [order, kind, b'0' + bytes, 0], len: 3 }
+    } else {
+        DlTypestr { bytes: [order, kind, b'0' + bytes / 10, b'0' + bytes % 10], len: 4 }
+    })
+}
+
+/// The DLPack dtype of a typestr: its kind must have a DLPack code (b, i, u, f, c) and its
+/// byte order be this host's (DLPack is native-only).
+pub fn dtype_of_typestr(array: &CaiArray) -> Result<CaiDLDataType> {
+    let parsed = parse_typestr_buffer(&array.typestr, "typestr")?;
+    let typestr = String::from_utf8_lossy(c_chars_until_nul(&array.typestr).unwrap_or_default()).into_owned();
+    if !parsed.is_native() {
+        return Err(Error::new(
+            Status::InvalidTypestr,
+            format!("typestr {typestr:?} is not in this host's byte order; DLPack holds native data only"),
+        ));
+    }
+    let code = match parsed.kind() {
+        b'b' => DL_BOOL,
+        b'i' => DL_INT,
+        b'u' => DL_UINT,
+        b'f' => DL_FLOAT,
+        b'c' => DL_COMPLEX,
+        _ => {
+            return Err(Error::new(
+                Status::InvalidTypestr,
+                format!(
+                    "typestr {typestr:?} has no DLPack dtype (DLPack has bool, int, uint, float, complex)"
+                ),
+            ))
+        }
+    };
+    Ok(CaiDLDataType { code, bits: (parsed.itemsize * 8) as u8, lanes: 1 })
+}
+
+/// DLPack strides count elements, CAI's count bytes; written into `out`.
+pub fn strides_in_bytes(strides: &[i64], itemsize: u64, out: &mut [i64]) -> Result<()> {
+    for (i, (&s, slot)) in strides.iter().zip(out).enumerate() {
+        *slot = s.checked_mul(itemsize as i64).ok_or_else(|| {
+            Error::new(
+                Status::Overflow,
+                format!("strides[{i}] = {s} elements of {itemsize} bytes overflow 64 bits"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// A byte stride goes to DLPack only as a whole number of elements; written into `out`.
+pub fn strides_in_elements(strides: &[i64], itemsize: u64, out: &mut [i64]) -> Result<()> {
+    for (i, (&s, slot)) in strides.iter().zip(out).enumerate() {
+        if s % itemsize as i64 != 0 {
+            return Err(Error::new(
+                Status::InvalidStrides,
+                format!("strides[{i}] = {s} bytes is not a whole number of {itemsize}-byte items; DLPack strides count items"),
+            ));
+        }
+        *slot = s / itemsize as i64;
+    }
+    Ok(())
+}
+
+/// `byte_offset` is folded into the data pointer: CAI's pointer is the first element's.
+pub fn data_with_byte_offset(data: *mut c_void, byte_offset: u64) -> Result<u64> {
+    (data as u64).checked_add(byte_offset).ok_or_else(|| {
+        Error::new(
+            Status::Overflow,
+            format!("data {data:p} plus byte_offset {byte_offset} overflows 64 bits"),
+        )
+    })
+}
+
+/// Reads a DLTensor into `array`, a zeroed struct (not yet owning anything). NULL strides mean
+/// C-contiguous (DLPack before 1.2 allowed them).
+fn array_of_tensor(
+    tensor: &CaiDLTensor,
+    readonly: bool,
+    allow_host: bool,
+    array: &mut CaiArray,
+) -> Result<()> {
+    device_is_cuda_or_allowed_host(tensor.device, allow_host)?;
+    let ndim = usize::try_from(tensor.ndim).ok().filter(|&n| n <= CAI_MAX_NDIM).ok_or_else(|| {
+        Error::new(
+            Status::InvalidShape,
+            format!("DLPack ndim {} is outside 0 to {CAI_MAX_NDIM}", tensor.ndim),
+        )
+    })?;
+    if ndim > 0 && tensor.shape.is_null() {
+        return Err(Error::new(Status::InvalidShape, format!("DLPack shape is NULL with ndim {ndim}")));
+    }
+    let typestr = typestr_of_dtype(tensor.dtype)?;
+    array.version = 3;
+    array.ndim = ndim as i32;
+    array.readonly = readonly.into();
+    array.set_typestr(typestr.as_str());
+    array.stream = CAI_STREAM_NONE; // the DLPack exchange did its sync before handing the tensor over
+    if ndim > 0 {
+        // SAFETY: DLPack promises `ndim` extents (and strides, when not NULL).
+        let shape = unsafe { std::slice::from_raw_parts(tensor.shape, ndim) };
+        array.shape[..ndim].copy_from_slice(shape);
+        if !tensor.strides.is_null() {
+            let strides = unsafe { std::slice::from_raw_parts(tensor.strides, ndim) };
+            strides_in_bytes(strides, u64::from(tensor.dtype.bits / 8), &mut array.strides[..ndim])?;
+            array.strides_given = 1;
+        }
+    }
+    array.data = data_with_byte_offset(tensor.data, tensor.byte_offset)?;
+    let validated = validate(array)?;
+    if validated.element_count == 0 {
+        array.data = 0; // CAI: "For zero-size arrays, use 0"
+    }
+    Ok(())
+}
+
+/// Runs the deleter of a versioned tensor that is refused before it is read.
+///
+/// # Safety
+/// `tensor` is a valid DLManagedTensorVersioned the caller hands over.
+pub unsafe fn discard(tensor: *mut CaiDLManagedTensorVersioned) {
+    if let Some(deleter) = (*tensor).deleter {
+        deleter(tensor);
+    }
+}
+
+/// Runs the deleter of a legacy tensor that is refused before it is read.
+///
+/// # Safety
+/// `tensor` is a valid DLManagedTensor the caller hands over.
+pub unsafe fn discard_legacy(tensor: *mut CaiDLManagedTensor) {
+    if let Some(deleter) = (*tensor).deleter {
+        deleter(tensor);
+    }
+}
+
+/// Releases a CaiArray made by `from_dlpack*` from a versioned tensor: runs its deleter.
+unsafe extern "C" fn release_versioned(array: *mut CaiArray) {
+    discard((*array).owner.cast());
+}
+
+/// Releases a CaiArray made from a legacy tensor: runs its deleter.
+unsafe extern "C" fn release_legacy(array: *mut CaiArray) {
+    discard_legacy((*array).owner.cast());
+}
+
+fn options_of(options: &CaiDlpackOptions) -> Result<bool> {
+    reserved_are_zero("CaiDlpackOptions.reserved", &options.reserved)?;
+    option_is_a_flag("CaiDlpackOptions.allow_host", options.allow_host)
+}
+
+/// Takes a versioned DLPack tensor into `array`, a zeroed struct: on success the array owns
+/// it (its release runs the tensor's deleter once); on failure the deleter has run already and
+/// `array` holds nothing to release. A tensor of an unknown major version has nothing read but
+/// its version and deleter.
+///
+/// # Safety
+/// `tensor` is a valid DLManagedTensorVersioned that the caller hands over.
+pub unsafe fn from_dlpack(
+    tensor: *mut CaiDLManagedTensorVersioned,
+    options: &CaiDlpackOptions,
+    array: &mut CaiArray,
+) -> Result<()> {
+    let taken = (|| {
+        let allow_host = options_of(options)?;
+        let version = (*tensor).version;
+        major_version_is_known(version.major, version.minor)?;
+        let readonly = (*tensor).flags & CAI_DLPACK_FLAG_READ_ONLY != 0;
+        array_of_tensor(&(*tensor).dl_tensor, readonly, allow_host, array)
+    })();
+    if let Err(e) = taken {
+        discard(tensor);
+        return Err(e);
+    }
+    array.owner = tensor.cast();
+    array.release = Some(release_versioned);
+    Ok(())
+}
+
+/// Takes a legacy (unversioned) DLPack tensor, as `from_dlpack` does; legacy tensors have no
+/// read-only flag, so the array is writable.
+///
+/// # Safety
+/// `tensor` is a valid DLManagedTensor that the caller hands over.
+pub unsafe fn from_dlpack_legacy(
+    tensor: *mut CaiDLManagedTensor,
+    options: &CaiDlpackOptions,
+    array: &mut CaiArray,
+) -> Result<()> {
+    let taken = options_of(options)
+        .and_then(|allow_host| array_of_tensor(&(*tensor).dl_tensor, false, allow_host, array));
+    if let Err(e) = taken {
+        discard_legacy(tensor);
+        return Err(e);
+    }
+    array.owner = tensor.cast();
+    array.release = Some(release_legacy);
+    Ok(())
+}
+
+/// What a tensor made by `to_dlpack` holds besides itself: the array it took over, and the
+/// shape and strides its DLTensor points to.
+#[repr(C)]
+struct Exported<T> {
+    tensor: T,
+    array: CaiArray,
+    shape: [i64; CAI_MAX_NDIM],
+    strides: [i64; CAI_MAX_NDIM],
+}
+
+/// Frees an exported tensor: runs the array's release (once), then frees the allocation.
+unsafe extern "C" fn delete_exported_versioned(tensor: *mut CaiDLManagedTensorVersioned) {
+    let mut exported = Box::from_raw((*tensor).manager_ctx.cast::<Exported<CaiDLManagedTensorVersioned>>());
+    crate::abi::release(&mut exported.array);
+}
+
+unsafe extern "C" fn delete_exported_legacy(tensor: *mut CaiDLManagedTensor) {
+    let mut exported = Box::from_raw((*tensor).manager_ctx.cast::<Exported<CaiDLManagedTensor>>());
+    crate::abi::release(&mut exported.array);
+}
+
+/// The DLPack device of an array's memory: given by the caller, else asked of the driver
+/// (device memory is kDLCUDA, pinned host memory kDLCUDAHost, managed memory kDLCUDAManaged).
+pub fn device_of(array: &CaiArray, given: Option<CaiDLDevice>) -> Result<CaiDLDevice> {
+    if let Some(device) = given {
+        device_is_cuda_or_allowed_host(device, true)?;
+        return Ok(device);
+    }
+    let validated = validate(array)?;
+    let info: CaiPointerInfo = checked_pointer(
+        array.data,
+        validated.extent,
+        validated.element_count.max(1),
+        crate::abi::CAI_POINTER_CHECK_ALWAYS,
+    )?;
+    let device_type = if info.is_managed == 1 {
+        CAI_DL_CUDA_MANAGED
+    } else if info.memory_type == MEMORY_TYPE_HOST {
+        CAI_DL_CUDA_HOST
+    } else {
+        CAI_DL_CUDA
+    };
+    let device_id = if device_type == CAI_DL_CUDA_HOST { 0 } else { info.device_ordinal };
+    Ok(CaiDLDevice { device_type, device_id })
+}
+
+/// The two DLPack structs a tensor is exported as.
+trait Managed {
+    /// The DLTensor and the manager context inside the struct.
+    fn parts(&mut self) -> (&mut CaiDLTensor, &mut *mut c_void);
+}
+
+impl Managed for CaiDLManagedTensorVersioned {
+    fn parts(&mut self) -> (&mut CaiDLTensor, &mut *mut c_void) {
+        (&mut self.dl_tensor, &mut self.manager_ctx)
+    }
+}
+
+impl Managed for CaiDLManagedTensor {
+    fn parts(&mut self) -> (&mut CaiDLTensor, &mut *mut c_void) {
+        (&mut self.dl_tensor, &mut self.manager_ctx)
+    }
+}
+
+/// Moves `array` into a new tensor made by `make` (given the DLTensor and the read-only flag),
+/// whose shape and strides (in elements, always given) live beside it; the manager context is
+/// the allocation holding all of it. On failure `array` is unchanged.
+fn export_as<T: Managed>(
+    array: &mut CaiArray,
+    device: Option<CaiDLDevice>,
+    make: impl FnOnce(CaiDLTensor, bool) -> T,
+) -> Result<*mut T> {
+    let device = device_of(array, device)?;
+    let validated = validate(array)?;
+    if !array.mask.is_null() {
+        return Err(Error::new(Status::InvalidMask, "the array has a mask, which DLPack cannot carry"));
+    }
+    let dtype = dtype_of_typestr(array)?;
+    let ndim = array.ndim as usize;
+    let mut shape = [0i64; CAI_MAX_NDIM];
+    let mut strides = [0i64; CAI_MAX_NDIM];
+    shape[..ndim].copy_from_slice(&array.shape[..ndim]);
+    if array.strides_given == 1 {
+        strides_in_elements(&array.strides[..ndim], validated.dtype.itemsize, &mut strides[..ndim])?;
+    } else {
+        c_strides(&array.shape[..ndim], 1, &mut strides[..ndim])?;
+    }
+    let dl_tensor = CaiDLTensor {
+        data: array.data as usize as *mut c_void,
+        device,
+        ndim: array.ndim,
+        dtype,
+        shape: std::ptr::null_mut(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    };
+    let tensor = make(dl_tensor, array.readonly == 1);
+    let raw = Box::into_raw(Box::new(Exported { tensor, array: *array, shape, strides }));
+    // SAFETY: just allocated; the pointers stored are into the same allocation, which lives
+    // until the tensor's deleter frees it.
+    unsafe {
+        let (dl_tensor, manager_ctx) = (*raw).tensor.parts();
+        dl_tensor.shape = (*raw).shape.as_mut_ptr();
+        dl_tensor.strides = (*raw).strides.as_mut_ptr();
+        *manager_ctx = raw.cast();
+    }
+    array.release = None;
+    // The tensor is the Exported's first field (repr(C)).
+    Ok(raw.cast())
+}
+
+/// Moves `array` into a new versioned DLPack tensor on `device` (None: asked of the driver).
+/// On success `array` no longer owns anything (its release is cleared) and the tensor's
+/// deleter runs the array's release once; on failure `array` is unchanged.
+pub fn to_dlpack(
+    array: &mut CaiArray,
+    device: Option<CaiDLDevice>,
+) -> Result<*mut CaiDLManagedTensorVersioned> {
+    export_as(array, device, |dl_tensor, readonly| CaiDLManagedTensorVersioned {
+        version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
+        manager_ctx: std::ptr::null_mut(),
+        deleter: Some(delete_exported_versioned),
+        flags: if readonly { CAI_DLPACK_FLAG_READ_ONLY } else { 0 },
+        dl_tensor,
+    })
+}
+
+/// As `to_dlpack`, for consumers of the legacy (unversioned) struct, which has no read-only
+/// flag: a read-only array is refused.
+pub fn to_dlpack_legacy(
+    array: &mut CaiArray,
+    device: Option<CaiDLDevice>,
+) -> Result<*mut CaiDLManagedTensor> {
+    if array.readonly == 1 {
+        return Err(Error::new(
+            Status::Readonly,
+            "the array is read-only and a legacy DLPack tensor cannot say so; use the versioned one",
+        ));
+    }
+    export_as(array, device, |dl_tensor, _| CaiDLManagedTensor {
+        dl_tensor,
+        manager_ctx: std::ptr::null_mut(),
+        deleter: Some(delete_exported_legacy),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dt(code: u8, bits: u8, lanes: u16) -> CaiDLDataType {
+        CaiDLDataType { code, bits, lanes }
+    }
+
+    #[test]
+    fn dtypes_map_to_typestrs_and_back() {
+        let native = NATIVE_BYTE_ORDER as char;
+        for (dtype, typestr) in [
+            (dt(DL_BOOL, 8, 1), "|b1".to_string()),
+            (dt(DL_INT, 8, 1), "|i1".into()),
+            (dt(DL_UINT, 8, 1), "|u1".into()),
+            (dt(DL_INT, 32, 1), format!("{native}i4")),
+            (dt(DL_UINT, 64, 1), format!("{native}u8")),
+            (dt(DL_FLOAT, 16, 1), format!("{native}f2")),
+            (dt(DL_FLOAT, 64, 1), format!("{native}f8")),
+            (dt(DL_COMPLEX, 64, 1), format!("{native}c8")),
+            (dt(DL_COMPLEX, 128, 1), format!("{native}c16")),
+        ] {
+            assert_eq!(typestr_of_dtype(dtype).unwrap().as_str(), typestr);
+            let mut a = CaiArray::zeroed();
+            a.set_typestr(&typestr);
+            let back = dtype_of_typestr(&a).unwrap();
+            assert_eq!(
+                (back.code, back.bits, back.lanes),
+                (dtype.code, dtype.bits, dtype.lanes),
+                "{typestr}"
+            );
+        }
+    }
+
+    #[test]
+    fn dtypes_without_a_typestr_are_refused_by_name() {
+        for (dtype, why) in [
+            (dt(DL_FLOAT, 32, 4), "lanes"),
+            (dt(DL_INT, 4, 1), "sub-byte"),
+            (dt(DL_BFLOAT, 16, 1), "bfloat16"),
+            (dt(10, 8, 1), "float8"),
+            (dt(DL_OPAQUE_HANDLE, 64, 1), "opaque"),
+            (dt(DL_FLOAT, 128, 1), "width"),
+            (dt(DL_BOOL, 16, 1), "width"),
+        ] {
+            let e = typestr_of_dtype(dtype).unwrap_err();
+            assert_eq!(e.status, Status::InvalidTypestr);
+            assert!(e.message.contains(why), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn typestrs_without_a_dlpack_dtype_or_in_foreign_byte_order_are_refused() {
+        let foreign = if NATIVE_BYTE_ORDER == b'<' { ">f4" } else { "<f4" };
+        for (typestr, why) in
+            [(foreign, "byte order"), ("<M8[ns]", "no DLPack dtype"), ("|V8", "no DLPack dtype")]
+        {
+            let mut a = CaiArray::zeroed();
+            a.set_typestr(typestr);
+            let e = dtype_of_typestr(&a).unwrap_err();
+            assert!(e.message.contains(why), "{typestr}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn strides_convert_between_elements_and_bytes() {
+        let mut out = [0i64; 2];
+        strides_in_bytes(&[3, -1], 4, &mut out).unwrap();
+        assert_eq!(out, [12, -4]);
+        strides_in_elements(&[12, -4], 4, &mut out).unwrap();
+        assert_eq!(out, [3, -1]);
+        let e = strides_in_elements(&[6], 4, &mut out).unwrap_err();
+        assert_eq!(e.status, Status::InvalidStrides);
+        assert!(e.message.contains("strides[0] = 6 bytes"), "{}", e.message);
+        assert_eq!(strides_in_bytes(&[i64::MAX], 2, &mut out).unwrap_err().status, Status::Overflow);
+    }
+
+    #[test]
+    fn devices_other_than_cuda_are_refused_by_name_and_host_only_when_asked() {
+        let device = |device_type| CaiDLDevice { device_type, device_id: 0 };
+        assert!(device_is_cuda_or_allowed_host(device(CAI_DL_CUDA), false).is_ok());
+        assert!(device_is_cuda_or_allowed_host(device(CAI_DL_CUDA_MANAGED), false).is_ok());
+        let e = device_is_cuda_or_allowed_host(device(CAI_DL_CPU), false).unwrap_err();
+        assert!(e.message.contains("kDLCPU (1)") && e.message.contains("allow_host"), "{}", e.message);
+        assert!(device_is_cuda_or_allowed_host(device(CAI_DL_CPU), true).is_ok());
+        let e = device_is_cuda_or_allowed_host(device(10), true).unwrap_err();
+        assert!(e.message.contains("kDLROCM (10)"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_byte_offset_is_folded_into_the_pointer() {
+        assert_eq!(data_with_byte_offset(0x1000 as *mut c_void, 24).unwrap(), 0x1018);
+        assert_eq!(data_with_byte_offset(usize::MAX as *mut c_void, 1).unwrap_err().status, Status::Overflow);
+    }
+}

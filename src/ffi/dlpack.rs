@@ -1,0 +1,119 @@
+//! DLPack tensors to and from CaiArrays.
+
+use super::{guard, optional, required_mut};
+use crate::abi::{
+    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDlpackOptions, CaiError,
+};
+use crate::status::{Error, Status};
+
+fn null_tensor() -> Error {
+    Error::new(Status::NullArgument, "tensor is NULL")
+}
+
+/// Takes a DLPack tensor (cast a `DLManagedTensorVersioned *` to this type) as a CaiArray
+/// that owns it: `*out`'s release runs the tensor's deleter exactly once. Accepts kDLCUDA,
+/// kDLCUDAHost and kDLCUDAManaged memory, and kDLCPU when `options->allow_host` is 1; strides
+/// become bytes, `byte_offset` is folded into `data`, the read-only flag carries over, NULL
+/// strides mean C-contiguous. `options` may be NULL for the defaults.
+///
+/// A non-NULL `tensor` is always taken: on failure its deleter has run, and of a tensor whose
+/// major version libcai does not know (CAI_ERROR_ABI_VERSION) nothing but the version and the
+/// deleter is read. `*out` is written only on success (overwritten: release what it owned
+/// first). The array has no stream: the DLPack exchange orders the data before handing it over.
+#[no_mangle]
+// A C entry point: `tensor` is the caller's promise, checked non-NULL.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub extern "C" fn cai_from_dlpack(
+    tensor: *mut CaiDLManagedTensorVersioned,
+    options: *const CaiDlpackOptions,
+    out: *mut CaiArray,
+    error: *mut CaiError,
+) -> i32 {
+    guard(error, || {
+        if tensor.is_null() {
+            return Err(null_tensor());
+        }
+        let options = optional(options).copied().unwrap_or_default();
+        let Some(out) = super::optional_mut(out) else {
+            // SAFETY: the caller hands the tensor over; refused, it is released.
+            unsafe { crate::dlpack::discard(tensor) };
+            return Err(Error::new(Status::NullArgument, "out is NULL"));
+        };
+        let mut taken = CaiArray::zeroed();
+        // SAFETY: a non-NULL tensor the caller hands over.
+        unsafe { crate::dlpack::from_dlpack(tensor, &options, &mut taken) }?;
+        *out = taken;
+        Ok(())
+    })
+}
+
+/// As `cai_from_dlpack`, for the legacy struct (cast a `DLManagedTensor *`), which has no
+/// version and no read-only flag: the array is writable.
+#[no_mangle]
+// A C entry point: `tensor` is the caller's promise, checked non-NULL.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub extern "C" fn cai_from_dlpack_legacy(
+    tensor: *mut CaiDLManagedTensor,
+    options: *const CaiDlpackOptions,
+    out: *mut CaiArray,
+    error: *mut CaiError,
+) -> i32 {
+    guard(error, || {
+        if tensor.is_null() {
+            return Err(null_tensor());
+        }
+        let options = optional(options).copied().unwrap_or_default();
+        let Some(out) = super::optional_mut(out) else {
+            // SAFETY: the caller hands the tensor over; refused, it is released.
+            unsafe { crate::dlpack::discard_legacy(tensor) };
+            return Err(Error::new(Status::NullArgument, "out is NULL"));
+        };
+        let mut taken = CaiArray::zeroed();
+        // SAFETY: a non-NULL tensor the caller hands over.
+        unsafe { crate::dlpack::from_dlpack_legacy(tensor, &options, &mut taken) }?;
+        *out = taken;
+        Ok(())
+    })
+}
+
+/// Moves `array` into a new DLPack tensor (a `DLManagedTensorVersioned *` once cast), whose
+/// deleter runs the array's release exactly once and frees the tensor. `device` says where the
+/// data is; NULL asks the driver (device memory is kDLCUDA, pinned host memory kDLCUDAHost,
+/// managed memory kDLCUDAManaged). Strides become element counts (a byte stride that is not a
+/// whole number of items is CAI_ERROR_INVALID_STRIDES), always given; a read-only array sets
+/// the read-only flag. Refused: a typestr with no DLPack dtype or in a foreign byte order, a
+/// mask. No sync is done: import the array on the consumer's stream first.
+///
+/// On success `*out` is the tensor and `array` owns nothing (its release is cleared); on
+/// failure both are unchanged.
+#[no_mangle]
+pub extern "C" fn cai_to_dlpack(
+    array: *mut CaiArray,
+    device: *const CaiDLDevice,
+    out: *mut *mut CaiDLManagedTensorVersioned,
+    error: *mut CaiError,
+) -> i32 {
+    guard(error, || {
+        let array = required_mut(array, "array")?;
+        let out = required_mut(out, "out")?;
+        *out = crate::dlpack::to_dlpack(array, optional(device).copied())?;
+        Ok(())
+    })
+}
+
+/// As `cai_to_dlpack`, as the legacy struct (a `DLManagedTensor *` once cast), which cannot
+/// say read-only: a read-only array is CAI_ERROR_READONLY.
+#[no_mangle]
+pub extern "C" fn cai_to_dlpack_legacy(
+    array: *mut CaiArray,
+    device: *const CaiDLDevice,
+    out: *mut *mut CaiDLManagedTensor,
+    error: *mut CaiError,
+) -> i32 {
+    guard(error, || {
+        let array = required_mut(array, "array")?;
+        let out = required_mut(out, "out")?;
+        *out = crate::dlpack::to_dlpack_legacy(array, optional(device).copied())?;
+        Ok(())
+    })
+}
