@@ -26,5 +26,14 @@ done
   -L"$out" -lfake_cuda -Wl,-rpath,"$out"
 CAI_CUDA_DRIVER="$out/libfake_cuda.so" "$out/test_gpu"
 
+# The OpenCL half of the Buffer Interface on a real OpenCL driver (PoCL in CI: .ci/run installs
+# pocl-opencl-icd and the OpenCL headers).
+if [ ! -f /usr/include/CL/cl.h ]; then
+  echo "c_tests/opencl: the OpenCL headers are missing (apt-get install ocl-icd-opencl-dev opencl-headers pocl-opencl-icd)" >&2
+  exit 1
+fi
+"$CC" "${cflags[@]}" c_tests/opencl/test_opencl.c -o "$out/test_opencl" "${link[@]}" -lOpenCL
+"$out/test_opencl"
+
 "$CXX" -std=c++17 -Wall -Wextra -Werror -pedantic -Iinclude c_tests/header_cpp.cpp -o "$out/header_cpp" "${link[@]}"
 "$out/header_cpp"

@@ -25,7 +25,10 @@ _Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, shape) == 88, "CaiArray
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, strides) == 600, "CaiArray.strides");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, mask) == 1112, "CaiArray.mask");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, descr) == 1120, "CaiArray.descr");
-_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, reserved) == 1128, "CaiArray.reserved");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, memory) == 1128, "CaiArray.memory");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, stream_kind) == 1132, "CaiArray.stream_kind");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, byte_offset) == 1136, "CaiArray.byte_offset");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, reserved) == 1144, "CaiArray.reserved");
 _Static_assert(sizeof(void *) != 8 || sizeof(CaiArray) == 1160, "sizeof(CaiArray)");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiField, name) == 0, "CaiField.name");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiField, typestr) == 64, "CaiField.typestr");

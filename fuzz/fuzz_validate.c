@@ -1,7 +1,7 @@
 /* libFuzzer target: arbitrary bytes as CaiArrays, checked by cai_validate, cai_layout,
  * cai_export and cai_import (no driver). Input: [CaiArray main][CaiArray mask][CaiField x 8]
  * [control byte]; pointers are set only as the API allows (NULL or valid), the rest is raw;
- * abi_version is this header's unless control bit 16 keeps the raw one.
+ * abi_version is this header's and memory a known kind unless control bit 16 keeps them raw.
  * Any crash, sanitizer report, CAI_ERROR_PANIC (libcai is built with overflow checks, so an
  * unchecked overflow panics) or broken invariant is a finding. */
 #include <stdint.h>
@@ -36,7 +36,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     arrays[i].mask = NULL;
     arrays[i].descr = NULL;
     arrays[i].release = NULL;
-    if (!(control & 16)) arrays[i].abi_version = CAI_ABI_VERSION;
+    if (!(control & 16)) {
+      arrays[i].abi_version = CAI_ABI_VERSION;
+      arrays[i].memory &= 1; /* CUDA or OpenCL */
+    }
   }
   if (control & 1) arrays[0].mask = &arrays[1];
   if (control & 2) arrays[1].mask = (control & 4) ? &arrays[0] : &arrays[2]; /* a cycle, or a chain */

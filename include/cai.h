@@ -36,7 +36,21 @@
 #define CAI_MAX_MASK_DEPTH 4
 
 // Number of reserved words at the end of `CaiArray`; they must be zero.
-#define CAI_ARRAY_RESERVED_WORDS 4
+#define CAI_ARRAY_RESERVED_WORDS 2
+
+// `data` is a CUDA device pointer: the CUDA Array Interface's own kind (and the CUDA half of
+// the OpenCL/CUDA Buffer Interface, whose offset is always 0).
+#define CAI_MEMORY_CUDA 0
+
+// `data` is an OpenCL `cl_mem` and the first element is `byte_offset` bytes into it (the
+// OpenCL half of the Buffer Interface).
+#define CAI_MEMORY_OPENCL 1
+
+// For OpenCL memory: `stream` is the producer's `cl_command_queue`.
+#define CAI_OPENCL_STREAM_QUEUE 0
+
+// For OpenCL memory: `stream` is a `cl_event` that completes when the data is ready.
+#define CAI_OPENCL_STREAM_EVENT 1
 
 // The dict's `stream: None` (no synchronization needed).
 #define CAI_STREAM_NONE 0
@@ -208,6 +222,12 @@ typedef struct CaiArray {
   const struct CaiArray *mask;
   // NULL, or `descr_count` borrowed structured-type fields.
   const struct CaiField *descr;
+  // What `data` is: CAI_MEMORY_CUDA (0) or CAI_MEMORY_OPENCL.
+  uint32_t memory;
+  // For OpenCL memory, what `stream` is: CAI_OPENCL_STREAM_QUEUE (0) or _EVENT; 0 for CUDA.
+  uint32_t stream_kind;
+  // For OpenCL memory, bytes from the start of the `cl_mem` to the first element; 0 for CUDA.
+  uint64_t byte_offset;
   // Zero; later fields go here, zero meaning absent (see CAI_ABI_VERSION).
   uint64_t reserved[CAI_ARRAY_RESERVED_WORDS];
 } CaiArray;

@@ -12,7 +12,15 @@
 
 #define CAI_MAX_MASK_DEPTH 4
 
-#define CAI_ARRAY_RESERVED_WORDS 4
+#define CAI_ARRAY_RESERVED_WORDS 2
+
+#define CAI_MEMORY_CUDA 0
+
+#define CAI_MEMORY_OPENCL 1
+
+#define CAI_OPENCL_STREAM_QUEUE 0
+
+#define CAI_OPENCL_STREAM_EVENT 1
 
 #define CAI_STREAM_NONE 0
 
@@ -118,6 +126,9 @@ typedef struct CaiArray {
   int64_t strides[CAI_MAX_NDIM];
   const struct CaiArray *mask;
   const struct CaiField *descr;
+  uint32_t memory;
+  uint32_t stream_kind;
+  uint64_t byte_offset;
   uint64_t reserved[CAI_ARRAY_RESERVED_WORDS];
 } CaiArray;
 

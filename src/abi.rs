@@ -30,7 +30,18 @@ pub const CAI_MAX_MASK_DEPTH: usize = 4;
 /// Byte order numpy writes for the host: typestrs without one, or with `=`, mean this.
 pub(crate) const NATIVE_BYTE_ORDER: u8 = if cfg!(target_endian = "little") { b'<' } else { b'>' };
 /// Number of reserved words at the end of `CaiArray`; they must be zero.
-pub const CAI_ARRAY_RESERVED_WORDS: usize = 4;
+pub const CAI_ARRAY_RESERVED_WORDS: usize = 2;
+
+/// `data` is a CUDA device pointer: the CUDA Array Interface's own kind (and the CUDA half of
+/// the OpenCL/CUDA Buffer Interface, whose offset is always 0).
+pub const CAI_MEMORY_CUDA: u32 = 0;
+/// `data` is an OpenCL `cl_mem` and the first element is `byte_offset` bytes into it (the
+/// OpenCL half of the Buffer Interface).
+pub const CAI_MEMORY_OPENCL: u32 = 1;
+/// For OpenCL memory: `stream` is the producer's `cl_command_queue`.
+pub const CAI_OPENCL_STREAM_QUEUE: u32 = 0;
+/// For OpenCL memory: `stream` is a `cl_event` that completes when the data is ready.
+pub const CAI_OPENCL_STREAM_EVENT: u32 = 1;
 
 /// The dict's `stream: None` (no synchronization needed).
 pub const CAI_STREAM_NONE: u64 = 0;
@@ -88,6 +99,12 @@ pub struct CaiArray {
     pub mask: *const CaiArray,
     /// NULL, or `descr_count` borrowed structured-type fields.
     pub descr: *const CaiField,
+    /// What `data` is: CAI_MEMORY_CUDA (0) or CAI_MEMORY_OPENCL.
+    pub memory: u32,
+    /// For OpenCL memory, what `stream` is: CAI_OPENCL_STREAM_QUEUE (0) or _EVENT; 0 for CUDA.
+    pub stream_kind: u32,
+    /// For OpenCL memory, bytes from the start of the `cl_mem` to the first element; 0 for CUDA.
+    pub byte_offset: u64,
     /// Zero; later fields go here, zero meaning absent (see CAI_ABI_VERSION).
     pub reserved: [u64; CAI_ARRAY_RESERVED_WORDS],
 }
@@ -111,6 +128,9 @@ impl CaiArray {
             strides: [0; CAI_MAX_NDIM],
             mask: std::ptr::null(),
             descr: std::ptr::null(),
+            memory: CAI_MEMORY_CUDA,
+            stream_kind: 0,
+            byte_offset: 0,
             reserved: [0; CAI_ARRAY_RESERVED_WORDS],
         }
     }
@@ -524,7 +544,10 @@ const _: () = {
     assert!(offset_of!(CaiArray, strides) == 600);
     assert!(offset_of!(CaiArray, mask) == 1112);
     assert!(offset_of!(CaiArray, descr) == 1120);
-    assert!(offset_of!(CaiArray, reserved) == 1128);
+    assert!(offset_of!(CaiArray, memory) == 1128);
+    assert!(offset_of!(CaiArray, stream_kind) == 1132);
+    assert!(offset_of!(CaiArray, byte_offset) == 1136);
+    assert!(offset_of!(CaiArray, reserved) == 1144);
     assert!(size_of::<CaiArray>() == 1160);
 
     assert!(offset_of!(CaiField, name) == 0);

@@ -11,7 +11,7 @@ use crate::abi::{
     c_chars_until_nul, CaiArray, CaiDLDataType, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned,
     CaiDLPackVersion, CaiDLTensor, CaiDlpackOptions, CaiPointerInfo, CAI_DLPACK_FLAG_READ_ONLY,
     CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST,
-    CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
+    CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
 };
 use crate::device::pointer::checked_pointer;
 use crate::dtype::parse_typestr_buffer;
@@ -403,6 +403,12 @@ fn export_as<T: Managed>(
     device: Option<CaiDLDevice>,
     make: impl FnOnce(CaiDLTensor, bool) -> T,
 ) -> Result<*mut T> {
+    if array.memory != CAI_MEMORY_CUDA {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            "the array is OpenCL memory; libcai exchanges CUDA and host memory through DLPack",
+        ));
+    }
     let device = device_of(array, device)?;
     let validated = validate(array)?;
     if !array.mask.is_null() {

@@ -1,9 +1,10 @@
 //! Producer side: turn a producer's array into the descriptor consumers receive.
 
 use crate::abi::{
-    CaiArray, CaiExportOptions, CaiPointerInfo, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_NEVER,
-    CAI_STREAM_NONE, CAI_SYNC_BLOCKING,
+    CaiArray, CaiExportOptions, CaiPointerInfo, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_ALWAYS,
+    CAI_POINTER_CHECK_NEVER, CAI_STREAM_NONE, CAI_SYNC_BLOCKING,
 };
+use crate::device::opencl::checked_buffer;
 use crate::device::pointer::checked_pointer;
 use crate::device::sync::{consumer_sync, exported_stream_value, join_streams};
 use crate::driver::driver;
@@ -30,6 +31,18 @@ pub fn export(array: &mut CaiArray, options: &CaiExportOptions) -> Result<CaiPoi
 
     let mut exported = *array;
     let validated = normalize_for_export(&mut exported, version)?;
+    if exported.memory == CAI_MEMORY_OPENCL {
+        if !work_streams.is_empty() {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                "work_streams are CUDA streams; OpenCL memory is ordered by its own queue or event (stream)",
+            ));
+        }
+        let (data, offset) = (exported.data, exported.byte_offset);
+        let info = checked_buffer(data, offset, validated.extent, validated.element_count, 0, check_pointer)?;
+        *array = exported;
+        return Ok(info);
+    }
     let info = checked_pointer(exported.data, validated.extent, validated.element_count, check_pointer)?;
     if exported.stream == CAI_STREAM_NONE && version >= 3 {
         exported.stream = work_streams.first().copied().unwrap_or(CAI_STREAM_NONE);

@@ -1,7 +1,8 @@
 //! Consumer side: accept a descriptor for use: validate it, check its pointer with the driver,
 //! and synchronize with the producer's stream.
 
-use crate::abi::{CaiArray, CaiImportOptions, CaiPointerInfo};
+use crate::abi::{CaiArray, CaiImportOptions, CaiPointerInfo, CAI_MEMORY_OPENCL};
+use crate::device::opencl::{checked_buffer, opencl_sync};
 use crate::device::pointer::checked_pointer;
 use crate::device::sync::{sync_if_needed, sync_mode_is_known};
 use crate::status::{Error, Result, Status};
@@ -19,6 +20,23 @@ pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<CaiPointer
     if native_only {
         byte_order_is_native(array, &validated)?;
     }
+    if array.memory == CAI_MEMORY_OPENCL {
+        let info = checked_buffer(
+            array.data,
+            array.byte_offset,
+            validated.extent,
+            validated.element_count,
+            options.consumer_stream,
+            options.pointer_check,
+        )?;
+        opencl_sync(
+            stream_for_version(array),
+            array.stream_kind,
+            options.consumer_stream,
+            options.sync_mode,
+        )?;
+        return Ok(info);
+    }
     let info = checked_pointer(array.data, validated.extent, validated.element_count, options.pointer_check)?;
     sync_if_needed(stream_for_version(array), options.consumer_stream, options.sync_mode, info.cu_context())?;
     Ok(info)
@@ -34,6 +52,9 @@ pub(crate) fn pointer_info(pointer: u64) -> Result<CaiPointerInfo> {
 pub fn sync(array: &CaiArray, consumer_stream: u64, sync_mode: i32) -> Result<()> {
     sync_mode_is_known(sync_mode)?;
     validate(array)?;
+    if array.memory == CAI_MEMORY_OPENCL {
+        return opencl_sync(stream_for_version(array), array.stream_kind, consumer_stream, sync_mode);
+    }
     sync_if_needed(stream_for_version(array), consumer_stream, sync_mode, std::ptr::null_mut())
 }
 

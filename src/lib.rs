@@ -9,7 +9,8 @@
 //! - core, pure: `validate` (one function per spec rule) over `layout` and `dtype`;
 //!   `normalize` (the export form); `dict` (the dict's rules, for bindings that read one).
 //! - `device`: pointer checks, stream sync and the event pool, through `driver`'s typed calls.
-//! - `driver`: libcuda opened at run time, every entry point wrapped once.
+//! - `driver`: libcuda opened at run time, every entry point wrapped once; `opencl`: the same
+//!   for libOpenCL (the Buffer Interface's OpenCL half).
 //! - `abi` and `status`: the C types and codes every layer shares.
 //!
 //! The crate root is the C API as Rust sees it. `internal` holds what libcai's own Python
@@ -27,6 +28,7 @@ mod headers;
 mod import;
 mod layout;
 mod normalize;
+mod opencl;
 mod status;
 mod validate;
 

@@ -37,7 +37,10 @@ CaiArray._fields_ = [
     ("strides", c_int64 * MAX_NDIM),
     ("mask", POINTER(CaiArray)),
     ("descr", POINTER(CaiField)),
-    ("reserved", c_uint64 * 4),
+    ("memory", c_uint32),
+    ("stream_kind", c_uint32),
+    ("byte_offset", c_uint64),
+    ("reserved", c_uint64 * 2),
 ]
 
 

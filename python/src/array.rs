@@ -10,8 +10,8 @@ use cai::internal::{
 };
 use cai::{
     CaiArray, CaiDLDevice, CaiField, CaiImportOptions, CaiLayout, CaiPointerInfo, Error, Status, CAI_DL_CPU,
-    CAI_MAX_NDIM, CAI_POINTER_CHECK_DEFAULT, CAI_POINTER_CHECK_NEVER, CAI_STREAM_LEGACY, CAI_SYNC_DEFAULT,
-    CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
+    CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_POINTER_CHECK_DEFAULT, CAI_POINTER_CHECK_NEVER, CAI_STREAM_LEGACY,
+    CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
 };
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::gc::{PyTraverseError, PyVisit};
@@ -278,6 +278,12 @@ impl Array {
     fn __cuda_array_interface__<'py>(slf: &Bound<'py, Array>) -> PyResult<Bound<'py, PyDict>> {
         let py = slf.py();
         let this = slf.get();
+        if this.array().memory != CAI_MEMORY_CUDA {
+            // Absent, not failing: hasattr() tells CUDA consumers this is not for them.
+            return Err(PyAttributeError::new_err(
+                "the array is OpenCL memory, which __cuda_array_interface__ cannot describe",
+            ));
+        }
         let mut exported = Pooled::copy_of(this.array());
         let version = export_version(0).map_err(Failure::Cai)?;
         normalize_for_export(&mut exported, version).map_err(Failure::Cai)?;

@@ -3,5 +3,6 @@
 
 pub(crate) mod context;
 pub(crate) mod events;
+pub(crate) mod opencl;
 pub(crate) mod pointer;
 pub(crate) mod sync;

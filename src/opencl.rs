@@ -1,0 +1,192 @@
+//! The OpenCL library, opened at run time with dlopen like the CUDA driver (never linked; path
+//! override by `CAI_OPENCL_LIBRARY`), for the OpenCL half of the Buffer Interface. No library
+//! is a status (CAI_ERROR_NO_DRIVER), never a panic. One typed wrapper per entry point; its
+//! error names the call and keeps the raw `cl_int` in `CaiError.cu_result`.
+
+use std::ffi::{c_void, CStr, CString};
+use std::sync::OnceLock;
+
+use crate::status::{Error, Result, Status};
+
+/// Environment variable naming the OpenCL library to open instead of libOpenCL.so.1.
+pub(crate) const OPENCL_PATH_ENV: &str = "CAI_OPENCL_LIBRARY";
+const DEFAULT_LIBRARY: &str = "libOpenCL.so.1";
+
+const CL_SUCCESS: i32 = 0;
+const CL_MEM_SIZE: u32 = 0x1102;
+const CL_MEM_CONTEXT: u32 = 0x1106;
+const CL_QUEUE_CONTEXT: u32 = 0x1090;
+const CL_EVENT_CONTEXT: u32 = 0x11D4;
+
+type Handle = *mut c_void;
+type GetInfo = unsafe extern "C" fn(Handle, u32, usize, *mut c_void, *mut usize) -> i32;
+type Enqueue = unsafe extern "C" fn(Handle, u32, *const Handle, *mut Handle) -> i32;
+
+#[allow(non_snake_case)]
+struct Api {
+    clGetMemObjectInfo: GetInfo,
+    clGetCommandQueueInfo: GetInfo,
+    clGetEventInfo: GetInfo,
+    clEnqueueMarkerWithWaitList: Enqueue,
+    clEnqueueBarrierWithWaitList: Enqueue,
+    clFinish: unsafe extern "C" fn(Handle) -> i32,
+    clWaitForEvents: unsafe extern "C" fn(u32, *const Handle) -> i32,
+    clReleaseEvent: unsafe extern "C" fn(Handle) -> i32,
+}
+
+/// A loaded OpenCL library.
+pub(crate) struct OpenCl {
+    api: Api,
+}
+
+// SAFETY: plain function pointers into a library that is never unloaded.
+unsafe impl Send for OpenCl {}
+unsafe impl Sync for OpenCl {}
+
+/// The process's OpenCL library, loaded on first use.
+pub(crate) fn opencl() -> Result<&'static OpenCl> {
+    static OPENCL: OnceLock<std::result::Result<OpenCl, Error>> = OnceLock::new();
+    OPENCL.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+fn load() -> std::result::Result<OpenCl, Error> {
+    let path = std::env::var(OPENCL_PATH_ENV).ok().filter(|p| !p.is_empty());
+    let path = path.as_deref().unwrap_or(DEFAULT_LIBRARY);
+    let missing =
+        |why: String| Error::new(Status::NoDriver, format!("cannot load the OpenCL library {path:?}: {why}"));
+    let c_path = CString::new(path).map_err(|_| missing("the path contains a NUL byte".into()))?;
+    // SAFETY: dlopen with a valid C string; the handle is kept for the process's lifetime.
+    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        // SAFETY: dlerror returns NULL or a NUL-terminated string owned by libc.
+        let why = unsafe { libc::dlerror() };
+        let why = if why.is_null() {
+            "unknown dlopen error".into()
+        } else {
+            unsafe { CStr::from_ptr(why) }.to_string_lossy().into_owned()
+        };
+        return Err(missing(why));
+    }
+    let symbol = |name: &str| -> std::result::Result<*mut c_void, Error> {
+        let c_name = CString::new(name).expect("entry point names have no NUL");
+        // SAFETY: a handle from dlopen and a valid C string.
+        let pointer = unsafe { libc::dlsym(handle, c_name.as_ptr()) };
+        if pointer.is_null() {
+            Err(missing(format!("the library has no entry point {name} (OpenCL 1.2 is needed)")))
+        } else {
+            Ok(pointer)
+        }
+    };
+    macro_rules! entry {
+        ($name:literal, $type:ty) => {
+            // SAFETY: the library's entry point of that name, whose C signature `$type` spells
+            // out (OpenCL 1.2).
+            unsafe { std::mem::transmute::<*mut c_void, $type>(symbol($name)?) }
+        };
+    }
+    Ok(OpenCl {
+        api: Api {
+            clGetMemObjectInfo: entry!("clGetMemObjectInfo", GetInfo),
+            clGetCommandQueueInfo: entry!("clGetCommandQueueInfo", GetInfo),
+            clGetEventInfo: entry!("clGetEventInfo", GetInfo),
+            clEnqueueMarkerWithWaitList: entry!("clEnqueueMarkerWithWaitList", Enqueue),
+            clEnqueueBarrierWithWaitList: entry!("clEnqueueBarrierWithWaitList", Enqueue),
+            clFinish: entry!("clFinish", unsafe extern "C" fn(Handle) -> i32),
+            clWaitForEvents: entry!("clWaitForEvents", unsafe extern "C" fn(u32, *const Handle) -> i32),
+            clReleaseEvent: entry!("clReleaseEvent", unsafe extern "C" fn(Handle) -> i32),
+        },
+    })
+}
+
+fn handle(value: u64) -> Handle {
+    value as usize as Handle
+}
+
+impl OpenCl {
+    fn check(&self, result: i32, call: impl FnOnce() -> String) -> Result<()> {
+        if result == CL_SUCCESS {
+            Ok(())
+        } else {
+            Err(Error::driver(result, format!("{} failed: OpenCL error {result}", call())))
+        }
+    }
+
+    fn info<T: Default>(&self, get: GetInfo, object: u64, name: u32, call: &str) -> Result<T> {
+        let mut value = T::default();
+        // SAFETY: asks for one value of the size of T, which the caller names for `name`.
+        let result = unsafe {
+            get(
+                handle(object),
+                name,
+                std::mem::size_of::<T>(),
+                (&mut value as *mut T).cast(),
+                std::ptr::null_mut(),
+            )
+        };
+        self.check(result, || format!("{call}({object:#x}, {name:#x})"))?;
+        Ok(value)
+    }
+
+    /// CL_MEM_SIZE of a buffer (of a sub-buffer: its own size).
+    pub(crate) fn mem_size(&self, mem: u64) -> Result<u64> {
+        self.info::<usize>(self.api.clGetMemObjectInfo, mem, CL_MEM_SIZE, "clGetMemObjectInfo")
+            .map(|s| s as u64)
+    }
+
+    /// The cl_context a buffer belongs to.
+    pub(crate) fn mem_context(&self, mem: u64) -> Result<u64> {
+        self.info::<usize>(self.api.clGetMemObjectInfo, mem, CL_MEM_CONTEXT, "clGetMemObjectInfo")
+            .map(|c| c as u64)
+    }
+
+    /// The cl_context a command queue belongs to.
+    pub(crate) fn queue_context(&self, queue: u64) -> Result<u64> {
+        self.info::<usize>(self.api.clGetCommandQueueInfo, queue, CL_QUEUE_CONTEXT, "clGetCommandQueueInfo")
+            .map(|c| c as u64)
+    }
+
+    /// The cl_context an event belongs to.
+    pub(crate) fn event_context(&self, event: u64) -> Result<u64> {
+        self.info::<usize>(self.api.clGetEventInfo, event, CL_EVENT_CONTEXT, "clGetEventInfo")
+            .map(|c| c as u64)
+    }
+
+    /// A marker on `queue` after all its work; the event is the caller's to release.
+    pub(crate) fn enqueue_marker(&self, queue: u64) -> Result<u64> {
+        let mut event: Handle = std::ptr::null_mut();
+        // SAFETY: a queue handle from the producer; writes one event.
+        let result =
+            unsafe { (self.api.clEnqueueMarkerWithWaitList)(handle(queue), 0, std::ptr::null(), &mut event) };
+        self.check(result, || format!("clEnqueueMarkerWithWaitList(queue {queue:#x})"))?;
+        Ok(event as u64)
+    }
+
+    /// Makes later work on `queue` wait for `event`.
+    pub(crate) fn enqueue_barrier(&self, queue: u64, event: u64) -> Result<()> {
+        let events = [handle(event)];
+        // SAFETY: a queue handle from the consumer and one valid event.
+        let result = unsafe {
+            (self.api.clEnqueueBarrierWithWaitList)(handle(queue), 1, events.as_ptr(), std::ptr::null_mut())
+        };
+        self.check(result, || format!("clEnqueueBarrierWithWaitList(queue {queue:#x})"))
+    }
+
+    pub(crate) fn finish(&self, queue: u64) -> Result<()> {
+        // SAFETY: a queue handle from the producer.
+        let result = unsafe { (self.api.clFinish)(handle(queue)) };
+        self.check(result, || format!("clFinish(queue {queue:#x})"))
+    }
+
+    pub(crate) fn wait_for_event(&self, event: u64) -> Result<()> {
+        let events = [handle(event)];
+        // SAFETY: one valid event.
+        let result = unsafe { (self.api.clWaitForEvents)(1, events.as_ptr()) };
+        self.check(result, || format!("clWaitForEvents(event {event:#x})"))
+    }
+
+    pub(crate) fn release_event(&self, event: u64) -> Result<()> {
+        // SAFETY: an event this library made (a marker) and no longer uses.
+        let result = unsafe { (self.api.clReleaseEvent)(handle(event)) };
+        self.check(result, || format!("clReleaseEvent(event {event:#x})"))
+    }
+}
