@@ -17,6 +17,8 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=("python3 venv")
 clang_major=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n 1)
 [ -n "$(find /usr/lib/llvm-"${clang_major:-none}"/lib/clang -name 'libclang_rt.fuzzer-*.a' 2>/dev/null)" ] ||
   missing+=("libFuzzer for clang ${clang_major:-?} (libclang-rt-${clang_major:-N}-dev)")
+[ -f /usr/include/CL/cl.h ] || missing+=("the OpenCL headers (opencl-headers, ocl-icd-opencl-dev)")
+ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || missing+=("an OpenCL driver (pocl-opencl-icd)")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "missing: ${missing[*]}; on Debian, bash .ci/run installs them (it runs this script afterwards)" >&2
   exit 1
@@ -34,9 +36,9 @@ echo "== C and C++"
 c_tests/run.sh target/release
 suites=$((suites + 1))
 
-echo "== libcai.so links no libcuda and carries no CPython code"
-if readelf -d target/release/libcai.so | grep -i 'NEEDED.*libcuda'; then
-  echo "libcai.so links libcuda: the driver must be opened at run time" >&2
+echo "== libcai.so links no libcuda or libOpenCL and carries no CPython code"
+if readelf -d target/release/libcai.so | grep -i 'NEEDED.*\(libcuda\|libOpenCL\)'; then
+  echo "libcai.so links libcuda or libOpenCL: both must be opened at run time" >&2
   exit 1
 fi
 if nm -D --defined-only target/release/libcai.so | awk '{print $NF}' | grep -v '^cai_'; then

@@ -16,14 +16,14 @@ except ImportError as error:  # PyPy, an interpreter older than 3.10, a build fo
 from ._errors import CaiError
 from ._native import (
     POINTER_CHECK_ALWAYS, POINTER_CHECK_DEFAULT, POINTER_CHECK_NEVER, SYNC_BLOCKING, SYNC_DEFAULT, SYNC_NONE,
-    SYNC_STREAM_ORDERED, Array, from_object, validate,
+    SYNC_STREAM_ORDERED, Array, from_buffer_interface, from_object, validate,
 )
 from ._ctypes import CaiArray, lib, library_path
 
 __version__ = _native.__version__
 
 __all__ = [
-    "Array", "CaiArray", "CaiError", "from_object", "validate", "library_path", "lib",
+    "Array", "CaiArray", "CaiError", "from_buffer_interface", "from_object", "validate", "library_path", "lib",
     "SYNC_DEFAULT", "SYNC_STREAM_ORDERED", "SYNC_BLOCKING", "SYNC_NONE",
     "POINTER_CHECK_DEFAULT", "POINTER_CHECK_ALWAYS", "POINTER_CHECK_NEVER",
 ]

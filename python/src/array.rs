@@ -10,13 +10,15 @@ use cai::internal::{
 };
 use cai::{
     CaiArray, CaiDLDevice, CaiField, CaiImportOptions, CaiLayout, CaiPointerInfo, Error, Status, CAI_DL_CPU,
-    CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_POINTER_CHECK_DEFAULT, CAI_POINTER_CHECK_NEVER, CAI_STREAM_LEGACY,
-    CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
+    CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_DEFAULT, CAI_POINTER_CHECK_NEVER,
+    CAI_STREAM_LEGACY, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
 };
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::gc::{PyTraverseError, PyVisit};
 use pyo3::intern;
 use pyo3::prelude::*;
+use std::sync::Mutex;
+
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyList, PyTuple};
 
@@ -47,7 +49,10 @@ unsafe impl Sync for Described {}
 #[pyclass(module = "cai", name = "Array", frozen, weakref)]
 pub struct Array {
     described: Described,
-    owner: Option<Py<PyAny>>,
+    /// What keeps the memory alive, until `release()` or collection lets go of it.
+    held: Mutex<Held>,
+    /// The Buffer Interface's `buffer` object (a cl_mem holder), for arrays made from one.
+    buffer: Option<Py<PyAny>>,
     /// The mask read at import, owned here: `array.mask` points to its struct.
     mask: Option<Box<Array>>,
     /// The Array whose memory this one's pointers refer to, when this one is a view of its mask.
@@ -55,19 +60,68 @@ pub struct Array {
     as_parameter: PyOnceLock<Py<PyAny>>,
 }
 
+/// The producer object kept alive, and the release callback of an array taken over from C or
+/// DLPack; both let go of once, by `release()` or by collection.
+struct Held {
+    owner: Option<Py<PyAny>>,
+    release: Option<unsafe extern "C" fn(*mut CaiArray)>,
+    released: bool,
+}
+
+impl Held {
+    /// Empties the hold (marking it released) and returns what was in it, to be let go of
+    /// outside the lock: dropping an object or running a callback may run Python code.
+    fn take(&mut self) -> (Option<Py<PyAny>>, Option<unsafe extern "C" fn(*mut CaiArray)>) {
+        self.released = true;
+        (self.owner.take(), self.release.take())
+    }
+}
+
+/// Runs an array's release callback once, with a copy of its struct (the producer knows it by
+/// its `owner`), so that the callback may write to what it is given.
+fn run_release(release: Option<unsafe extern "C" fn(*mut CaiArray)>, array: &CaiArray) {
+    if let Some(release) = release {
+        let mut given = *array;
+        given.release = Some(release);
+        // SAFETY: the producer that set `release` promised it may be called with the array;
+        // `given` is the array, field for field.
+        unsafe { release(&mut given) };
+    }
+}
+
 impl Drop for Array {
     fn drop(&mut self) {
-        // Only arrays taken over from C have a release callback (from_c); it runs once, here.
-        if let Some(release) = self.described.array.release.take() {
-            // SAFETY: the producer that set `release` promised it may be called with the array.
-            unsafe { release(&mut *self.described.array) };
-        }
+        let held = self.held.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (_, release) = held.take();
+        run_release(release, &self.described.array);
     }
 }
 
 impl Array {
-    fn new(described: Described, owner: Option<Py<PyAny>>, mask: Option<Box<Array>>) -> Array {
-        Array { described, owner, mask, keep: None, as_parameter: PyOnceLock::new() }
+    fn new(mut described: Described, owner: Option<Py<PyAny>>, mask: Option<Box<Array>>) -> Array {
+        // The struct handed to C (`ptr`) is a borrowed view: its release is held here instead.
+        let release = described.array.release.take();
+        let held = Mutex::new(Held { owner, release, released: false });
+        Array { described, held, buffer: None, mask, keep: None, as_parameter: PyOnceLock::new() }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn owner_ref(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.held().owner.as_ref().map(|o| o.clone_ref(py))
+    }
+
+    /// Refuses what reaches the memory once `release()` let go of it.
+    fn live(&self) -> PyResult<()> {
+        if self.held().released {
+            Err(pyo3::exceptions::PyValueError::new_err(
+                "the cai.Array was released (release()): its memory may be gone",
+            ))
+        } else {
+            Ok(())
+        }
     }
 
     fn array(&self) -> &CaiArray {
@@ -108,7 +162,7 @@ impl Array {
         let described =
             Described { array: view, fields: Box::new([]), info: CaiPointerInfo::default(), device: None };
         let owner = match &this.mask {
-            Some(mask) => mask.owner.as_ref().map(|o| o.clone_ref(py)),
+            Some(mask) => mask.owner_ref(py),
             None => Some(slf.clone().into_any().unbind()),
         };
         let mut array = Array::new(described, owner, None);
@@ -149,8 +203,37 @@ impl Array {
 
     /// Address of the CaiArray, valid while this Array lives.
     #[getter]
-    fn ptr(&self) -> usize {
-        self.array() as *const CaiArray as usize
+    fn ptr(&self) -> PyResult<usize> {
+        self.live()?;
+        Ok(self.array() as *const CaiArray as usize)
+    }
+
+    /// The Buffer Interface's `buffer`: the object holding the `cl_mem` (its `int_ptr`) for
+    /// OpenCL memory, the device pointer as an int for CUDA memory.
+    #[getter]
+    fn buffer(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.live()?;
+        match &self.buffer {
+            Some(buffer) => Ok(buffer.clone_ref(py)),
+            None => Ok(self.array().data.into_pyobject(py)?.into_any().unbind()),
+        }
+    }
+
+    /// The Buffer Interface's `offset`: bytes from the start of `buffer` to the first element
+    /// (always 0 for CUDA memory).
+    #[getter]
+    fn offset(&self) -> u64 {
+        self.array().byte_offset
+    }
+
+    /// Lets go of the memory now: the producer object is no longer kept alive, and the release
+    /// callback of an array taken over from C or DLPack runs (once). Safe to call twice; garbage
+    /// collection does the same. Afterwards what reaches the memory (`ptr`, `buffer`, the
+    /// interfaces) raises ValueError; the metadata stays readable.
+    fn release(&self) {
+        let (owner, release) = self.held().take();
+        run_release(release, self.array());
+        drop(owner);
     }
 
     /// What ctypes passes for this Array: a `CaiArray*` (made on first use).
@@ -158,8 +241,9 @@ impl Array {
     fn _as_parameter_(slf: &Bound<'_, Array>) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let this = slf.get();
+        this.live()?;
         this.as_parameter
-            .get_or_try_init(py, || Ok(helper(py, "as_parameter")?.call1((this.ptr(),))?.unbind()))
+            .get_or_try_init(py, || Ok(helper(py, "as_parameter")?.call1((this.ptr()?,))?.unbind()))
             .map(|p| p.clone_ref(py))
     }
 
@@ -262,7 +346,7 @@ impl Array {
     /// The object this Array keeps alive (the producer), or None.
     #[getter]
     fn owner(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.owner.as_ref().map(|o| o.clone_ref(py))
+        self.owner_ref(py)
     }
 
     /// The mask as a cai.Array, or None.
@@ -278,6 +362,7 @@ impl Array {
     fn __cuda_array_interface__<'py>(slf: &Bound<'py, Array>) -> PyResult<Bound<'py, PyDict>> {
         let py = slf.py();
         let this = slf.get();
+        this.live()?;
         if this.array().memory != CAI_MEMORY_CUDA {
             // Absent, not failing: hasattr() tells CUDA consumers this is not for them.
             return Err(PyAttributeError::new_err(
@@ -339,6 +424,7 @@ impl Array {
     ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let this = slf.get();
+        this.live()?;
         let device = crate::dlpack::device_of_array(this.array(), this.described.device)?;
         crate::dlpack::export_arguments_allowed(device, dl_device, copy)?;
         let wants_sync = match stream {
@@ -379,8 +465,15 @@ impl Array {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         let mut array = Some(self);
         while let Some(this) = array {
-            if let Some(owner) = &this.owner {
-                visit.call(owner)?;
+            // try_lock: the collector may run while release() lets go of the owner (which is
+            // then out of the hold already).
+            if let Ok(held) = this.held.try_lock() {
+                if let Some(owner) = &held.owner {
+                    visit.call(owner)?;
+                }
+            }
+            if let Some(buffer) = &this.buffer {
+                visit.call(buffer)?;
             }
             if let Some(keep) = &this.keep {
                 visit.call(keep)?;
@@ -485,7 +578,7 @@ fn convert_mask(mask: &Bound<'_, PyAny>, depth: usize) -> CaiResult<Array> {
 
 /// A consumer stream as the import takes it: None, 1, 2, a CUstream int, or a stream object
 /// (cuda.core's `__cuda_stream__`, PyTorch's `.cuda_stream`, CuPy's `.ptr`).
-fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> CaiResult<u64> {
+pub(crate) fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> CaiResult<u64> {
     let Some(stream) = stream else { return Ok(0) };
     let py = stream.py();
     let value = scalar(stream.as_borrowed());
@@ -514,7 +607,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> CaiResult<u64> {
     Ok(stream_object_handle_is_a_handle(&scalar(handle.as_borrowed()))?)
 }
 
-fn sync_mode(sync: Option<&Bound<'_, PyAny>>) -> PyResult<i32> {
+pub(crate) fn sync_mode(sync: Option<&Bound<'_, PyAny>>) -> PyResult<i32> {
     match sync {
         None => Ok(CAI_SYNC_DEFAULT),
         Some(flag) if flag.is_instance_of::<PyBool>() => {
@@ -570,7 +663,7 @@ pub fn from_object(
         writable: u32::from(writable),
         ..CaiImportOptions::default()
     };
-    let mut converted = match interface_of(obj)? {
+    let converted = match interface_of(obj)? {
         Some(dict) => convert_dict(obj, &dict, 0)?,
         None if obj.hasattr(intern!(py, "__dlpack__"))? => {
             let no_sync =
@@ -597,12 +690,17 @@ pub fn from_object(
         }
         None => return Err(not_an_array(obj)),
     };
+    finish_import(py, converted, &options)
+}
+
+/// Imports an Array made from a producer's description, with the GIL released where the host
+/// may wait (a sync the core plans, or the first load of the driver).
+fn finish_import(py: Python<'_>, mut converted: Array, options: &CaiImportOptions) -> PyResult<Py<Array>> {
     let array = converted.array();
-    // The host may wait for a sync the core plans, or for the first load of the driver.
     let planned = planned_action(stream_for_version(array), options.consumer_stream, options.sync_mode);
     let may_wait = planned != SyncAction::Nothing || !driver_load_attempted();
     let outcome = if may_wait {
-        let job = Unshared((array as *const CaiArray, &options));
+        let job = Unshared((array as *const CaiArray, options));
         py.detach(move || {
             let (array, options) = job.into_inner();
             // SAFETY: `array` points into `converted`, alive and unchanged until this returns.
@@ -610,10 +708,120 @@ pub fn from_object(
         })
         .into_inner()
     } else {
-        import(array, &options)
+        import(array, options)
     };
     converted.described.info = outcome.map_err(Failure::Cai)?;
     Py::new(py, converted)
+}
+
+/// Reads one integer attribute of a Buffer Interface object, naming it when it is not one.
+fn int_attribute(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<i64> {
+    obj.getattr(name)?
+        .extract::<i64>()
+        .map_err(|_| PyTypeError::new_err(format!("{}.{name} must be an int", TypeOf::new(obj))))
+}
+
+/// A Buffer Interface object (spec/buffer-interface.txt, or a pyopencl.array.Array as it is)
+/// as a CaiArray: `buffer` with an `int_ptr` is an OpenCL `cl_mem`, else an int CUDA pointer;
+/// `offset`, `dtype`, `shape`, `strides`; a pyopencl array's `queue` is what to order against.
+fn convert_buffer_interface(obj: &Bound<'_, PyAny>) -> CaiResult<(Pooled, Py<PyAny>)> {
+    let py = obj.py();
+    let buffer = match obj.getattr(intern!(py, "base_data")) {
+        Ok(buffer) if !buffer.is_none() => buffer,
+        _ => obj.getattr(intern!(py, "buffer"))?,
+    };
+    let mut array = Pooled::zeroed();
+    array.version = 3;
+    if let Ok(int_ptr) = buffer.getattr(intern!(py, "int_ptr")) {
+        array.memory = CAI_MEMORY_OPENCL;
+        array.data =
+            int_ptr.extract::<u64>().map_err(|_| PyTypeError::new_err("buffer.int_ptr must be an int"))?;
+        let offset = int_attribute(obj, "offset")?;
+        array.byte_offset = u64::try_from(offset).map_err(|_| {
+            Failure::Cai(Error::new(Status::OutOfBounds, format!("offset is {offset}; it must be >= 0")))
+        })?;
+        if let Ok(queue) = obj.getattr(intern!(py, "queue")) {
+            if !queue.is_none() {
+                array.stream = queue.getattr(intern!(py, "int_ptr"))?.extract()?;
+            }
+        }
+    } else {
+        array.data = buffer.call_method0(intern!(py, "__int__"))?.extract::<u64>().map_err(|_| {
+            PyTypeError::new_err("buffer must be an int CUDA pointer or an object with int_ptr (a cl_mem)")
+        })?;
+        // The spec's CUDA offset is always zero; the core refuses any other.
+        array.byte_offset = u64::try_from(int_attribute(obj, "offset")?).unwrap_or(u64::MAX);
+    }
+    let dtype = obj.getattr(intern!(py, "dtype"))?;
+    let typestr: String = match dtype.getattr(intern!(py, "str")) {
+        Ok(text) => text.extract()?,
+        Err(_) => dtype.extract()?,
+    };
+    if !array.set_typestr(&typestr) {
+        return Err(Failure::Cai(Error::new(
+            Status::InvalidTypestr,
+            format!("typestr {typestr:?} does not fit"),
+        )));
+    }
+    let shape: Vec<i64> = obj.getattr(intern!(py, "shape"))?.extract()?;
+    if shape.len() > CAI_MAX_NDIM {
+        return Err(Failure::Cai(Error::new(
+            Status::InvalidShape,
+            format!("shape has {} dimensions; at most {CAI_MAX_NDIM}", shape.len()),
+        )));
+    }
+    array.ndim = shape.len() as i32;
+    array.shape[..shape.len()].copy_from_slice(&shape);
+    let strides = obj.getattr(intern!(py, "strides"))?;
+    if !strides.is_none() {
+        let strides: Vec<i64> = strides.extract()?;
+        if strides.len() != shape.len() {
+            return Err(Failure::Cai(Error::new(
+                Status::InvalidStrides,
+                format!("strides has {} entries for {} dimensions", strides.len(), shape.len()),
+            )));
+        }
+        array.strides[..strides.len()].copy_from_slice(&strides);
+        array.strides_given = 1;
+    }
+    Ok((array, buffer.unbind()))
+}
+
+/// Imports an object of the OpenCL/CUDA Buffer Interface (or a pyopencl.array.Array): checks
+/// it by the same rules as a CAI array, and for OpenCL memory that it lies inside its buffer
+/// and, given a consumer `queue` (a pyopencl CommandQueue or its int_ptr), in the queue's
+/// context; orders the consumer queue after the producer's (a pyopencl array's `queue`):
+/// stream-ordered, blocking, or not at all as `sync` says. Keeps `obj` alive.
+#[pyfunction]
+#[pyo3(signature = (obj, queue=None, sync=None, writable=false))]
+pub fn from_buffer_interface(
+    obj: &Bound<'_, PyAny>,
+    queue: Option<&Bound<'_, PyAny>>,
+    sync: Option<&Bound<'_, PyAny>>,
+    writable: bool,
+) -> PyResult<Py<Array>> {
+    let py = obj.py();
+    let (array, buffer) = convert_buffer_interface(obj)?;
+    let consumer = match queue {
+        None => 0,
+        Some(queue) => match queue.getattr(intern!(py, "int_ptr")) {
+            Ok(handle) => handle.extract::<u64>()?,
+            Err(_) => consumer_stream(Some(queue))?,
+        },
+    };
+    let options = CaiImportOptions {
+        consumer_stream: consumer,
+        sync_mode: sync_mode(sync)?,
+        pointer_check: CAI_POINTER_CHECK_DEFAULT,
+        writable: u32::from(writable),
+        ..CaiImportOptions::default()
+    };
+    let described = Described { array, fields: Box::new([]), info: CaiPointerInfo::default(), device: None };
+    let mut converted = Array::new(described, Some(obj.clone().unbind()), None);
+    if converted.array().memory == CAI_MEMORY_OPENCL {
+        converted.buffer = Some(buffer);
+    }
+    finish_import(py, converted, &options)
 }
 
 /// Checks a CAI dict (or an object exposing one) by every rule of the spec without touching

@@ -25,6 +25,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<array::Array>()?;
     m.add_function(wrap_pyfunction!(array::from_object, m)?)?;
+    m.add_function(wrap_pyfunction!(array::from_buffer_interface, m)?)?;
     m.add_function(wrap_pyfunction!(array::validate_interface, m)?)?;
     m.add("SYNC_DEFAULT", CAI_SYNC_DEFAULT)?;
     m.add("SYNC_STREAM_ORDERED", CAI_SYNC_STREAM_ORDERED)?;
