@@ -669,13 +669,18 @@ pub fn from_object(
             let no_sync =
                 planned_action(1, options.consumer_stream, options.sync_mode) == SyncAction::Nothing;
             let mut array = Pooled::zeroed();
-            let device = crate::dlpack::take_from_producer(
-                obj,
-                options.consumer_stream,
-                no_sync,
-                allow_host,
-                &mut array,
-            )?;
+            let device = match crate::dlpack::exchange_api(obj)? {
+                Some(exchange) => {
+                    crate::dlpack::take_by_exchange(obj, exchange, no_sync, allow_host, &mut array)?
+                }
+                None => crate::dlpack::take_from_producer(
+                    obj,
+                    options.consumer_stream,
+                    no_sync,
+                    allow_host,
+                    &mut array,
+                )?,
+            };
             if device.device_type == CAI_DL_CPU {
                 // Host memory, asked for: no CUDA pointer to check.
                 options.pointer_check = CAI_POINTER_CHECK_NEVER;

@@ -186,3 +186,66 @@ def test_what_dlpack_cannot_carry_is_refused_naming_it_fake_driver(fake):
     swapped = device_array(fake, typestr=">f4")
     with pytest.raises(cai.CaiError, match="byte order"):
         swapped.__dlpack__()
+
+
+@pytest.fixture(scope="module")
+def exchange_producer():
+    from conftest import ROOT, compile_shared
+
+    lib = ctypes.CDLL(str(compile_shared(ROOT / "python" / "tests" / "exchange_producer.c", "libexchange_producer.so")))
+    lib.producer_exchange_api.restype = ctypes.c_void_p
+    lib.producer_set.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    return lib
+
+
+def test_a_types_c_exchange_table_is_used_instead_of_the_python_call_fake_driver(fake, exchange_producer):
+    lib = exchange_producer
+
+    class Producer:
+        __c_dlpack_exchange_api__ = lib.producer_exchange_api()
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("the C exchange table should have been used")
+
+    data, producer_stream, consumer_stream = fake.alloc(256), fake.stream(), fake.stream()
+    lib.producer_set(data, producer_stream)
+    fake.begin(0)
+    before = lib.producer_deleted()
+    a = cai.from_object(Producer(), stream=consumer_stream)
+    assert a.data_ptr == data and a.shape == (4, 8) and a.typestr == "<f4"
+    assert lib.producer_stream_asks() >= 1, "no sync in the table's call: the work stream was asked for"
+    assert "cuStreamWaitEvent %s" % fake.stream_name(consumer_stream) in fake.log()
+    del a
+    gc.collect()
+    assert lib.producer_deleted() == before + 1, "the tensor's deleter ran once"
+
+    asks = lib.producer_stream_asks()
+    b = cai.from_object(Producer(), sync=False)
+    assert lib.producer_stream_asks() == asks, "no sync wanted: no work stream asked for"
+    del b
+
+
+def test_the_exchange_table_as_a_capsule_on_the_type_fake_driver(fake, exchange_producer):
+    lib = exchange_producer
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype = ctypes.py_object
+    new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    name = ctypes.create_string_buffer(b"dlpack_exchange_api")
+
+    class Producer:
+        __dlpack_c_exchange_api__ = new_capsule(lib.producer_exchange_api(), name, None)
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("the C exchange table should have been used")
+
+    Producer.name = name  # the capsule's name must outlive it
+    lib.producer_set(fake.alloc(256), 0)
+    handed = lib.producer_handed_out()
+    a = cai.from_object(Producer(), sync=False)
+    assert lib.producer_handed_out() == handed + 1 and a.shape == (4, 8)

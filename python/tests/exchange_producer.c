@@ -1,0 +1,70 @@
+/* TEST DOUBLE: a DLPack producer offering DLPack 1.3's C exchange table (the struct layout of
+ * dlpack.h's DLPackExchangeAPI, declared here), over memory of the fake CUDA driver. It hands
+ * out versioned tensors whose deleter counts, and reports a current work stream; the Python
+ * test gives its type the table's address. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cai.h"
+
+typedef struct ExchangeHeader {
+  CaiDLPackVersion version;
+  struct ExchangeHeader *prev_version_api;
+} ExchangeHeader;
+
+typedef struct {
+  ExchangeHeader header;
+  void *managed_tensor_allocator;
+  int (*managed_tensor_from_py_object_no_sync)(void *py_object, CaiDLManagedTensorVersioned **out);
+  void *managed_tensor_to_py_object_no_sync;
+  void *dltensor_from_py_object_no_sync;
+  int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
+} ExchangeApi;
+
+static uint64_t data, stream;
+static int handed_out, deleted, stream_asks;
+static int64_t shape[2] = {4, 8};
+
+static void delete_tensor(CaiDLManagedTensorVersioned *tensor) {
+  deleted++;
+  free(tensor);
+}
+
+static int from_py_object(void *py_object, CaiDLManagedTensorVersioned **out) {
+  (void)py_object;
+  CaiDLManagedTensorVersioned *t = calloc(1, sizeof *t);
+  if (!t) return -1;
+  t->version.major = 1;
+  t->version.minor = 3;
+  t->deleter = delete_tensor;
+  t->dl_tensor.data = (void *)(uintptr_t)data;
+  t->dl_tensor.device.device_type = CAI_DL_CUDA;
+  t->dl_tensor.ndim = 2;
+  t->dl_tensor.dtype.code = 2; /* float */
+  t->dl_tensor.dtype.bits = 32;
+  t->dl_tensor.dtype.lanes = 1;
+  t->dl_tensor.shape = shape;
+  *out = t;
+  handed_out++;
+  return 0;
+}
+
+static int current_work_stream(int32_t device_type, int32_t device_id, void **out_stream) {
+  (void)device_type, (void)device_id;
+  stream_asks++;
+  *out_stream = (void *)(uintptr_t)stream;
+  return 0;
+}
+
+/* A table of a later major version, whose header points back to the one libcai reads. */
+static ExchangeApi version_1 = {{{1, 3}, NULL}, NULL, from_py_object, NULL, NULL, current_work_stream};
+static ExchangeApi version_2 = {{{2, 0}, &version_1.header}, NULL, NULL, NULL, NULL, NULL};
+
+const void *producer_exchange_api(void) { return &version_2; }
+void producer_set(uint64_t pointer, uint64_t work_stream) {
+  data = pointer;
+  stream = work_stream;
+}
+int producer_handed_out(void) { return handed_out; }
+int producer_deleted(void) { return deleted; }
+int producer_stream_asks(void) { return stream_asks; }
