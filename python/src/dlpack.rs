@@ -11,8 +11,8 @@ use cai::internal::{
     device_is_cuda_or_allowed_host, device_of, from_dlpack, from_dlpack_legacy, to_dlpack, to_dlpack_legacy,
 };
 use cai::{
-    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackVersion,
-    CaiDlpackOptions, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY,
+    CaiArray, CaiDLDevice, CaiDLManagedTensorVersioned, CaiDLPackVersion, CaiDlpackOptions,
+    CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY,
 };
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::intern;
@@ -247,20 +247,13 @@ unsafe extern "C" fn release_python_owner(array: *mut CaiArray) {
 /// Destructor of a capsule made here: a tensor no consumer took is deleted with it.
 unsafe extern "C" fn drop_versioned_capsule(capsule: *mut pyo3::ffi::PyObject) {
     if pyo3::ffi::PyCapsule_IsValid(capsule, VERSIONED.as_ptr()) == 1 {
-        let tensor = pyo3::ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr())
-            .cast::<CaiDLManagedTensorVersioned>();
-        if let Some(deleter) = (*tensor).deleter {
-            deleter(tensor);
-        }
+        delete_tensor(pyo3::ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr()), true);
     }
 }
 
 unsafe extern "C" fn drop_legacy_capsule(capsule: *mut pyo3::ffi::PyObject) {
     if pyo3::ffi::PyCapsule_IsValid(capsule, LEGACY.as_ptr()) == 1 {
-        let tensor = pyo3::ffi::PyCapsule_GetPointer(capsule, LEGACY.as_ptr()).cast::<CaiDLManagedTensor>();
-        if let Some(deleter) = (*tensor).deleter {
-            deleter(tensor);
-        }
+        delete_tensor(pyo3::ffi::PyCapsule_GetPointer(capsule, LEGACY.as_ptr()), false);
     }
 }
 
@@ -302,17 +295,12 @@ pub fn capsule_of(
     Ok(unsafe { Bound::from_owned_ptr(py, capsule) }.unbind())
 }
 
+/// Runs a tensor's deleter (the versioned or the legacy struct).
 unsafe fn delete_tensor(tensor: *mut c_void, versioned: bool) {
     if versioned {
-        let tensor = tensor.cast::<CaiDLManagedTensorVersioned>();
-        if let Some(deleter) = (*tensor).deleter {
-            deleter(tensor);
-        }
+        cai::internal::discard(tensor.cast());
     } else {
-        let tensor = tensor.cast::<CaiDLManagedTensor>();
-        if let Some(deleter) = (*tensor).deleter {
-            deleter(tensor);
-        }
+        cai::internal::discard_legacy(tensor.cast());
     }
 }
 

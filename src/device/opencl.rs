@@ -2,11 +2,9 @@
 //! queue's sync with the producer's queue or event (a marker and a barrier: the host does not
 //! block), through the OpenCL library's typed calls.
 
+use super::pointer::check_is_wanted;
 use super::sync::{planned_action, SyncAction};
-use crate::abi::{
-    CaiPointerInfo, CAI_OPENCL_STREAM_EVENT, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_DEFAULT,
-    CAI_POINTER_CHECK_NEVER, CAI_POINTER_INFO_RESERVED_WORDS,
-};
+use crate::abi::{CaiPointerInfo, CAI_OPENCL_STREAM_EVENT, CAI_POINTER_INFO_RESERVED_WORDS};
 use crate::opencl::opencl;
 use crate::status::{Error, Result, Status};
 
@@ -22,18 +20,7 @@ pub(crate) fn checked_buffer(
     consumer_queue: u64,
     mode: i32,
 ) -> Result<CaiPointerInfo> {
-    let wanted = match mode {
-        CAI_POINTER_CHECK_DEFAULT => opencl().is_ok(),
-        CAI_POINTER_CHECK_ALWAYS => true,
-        CAI_POINTER_CHECK_NEVER => false,
-        other => {
-            return Err(Error::new(
-                Status::InvalidArgument,
-                format!("pointer check {other} is not one of CAI_POINTER_CHECK_*"),
-            ))
-        }
-    };
-    if !wanted || element_count == 0 {
+    if !check_is_wanted(mode, || opencl().is_ok())? || element_count == 0 {
         return Ok(CaiPointerInfo::default());
     }
     let cl = opencl()?;

@@ -49,6 +49,20 @@ pub(crate) fn pointer_info(driver: &Driver, pointer: u64) -> Result<CaiPointerIn
     })
 }
 
+/// Whether a pointer check in `mode` (a CAI_POINTER_CHECK_* value) is to run: always, never,
+/// or by default where `library_loads` (the CUDA driver, or the OpenCL library).
+pub(crate) fn check_is_wanted(mode: i32, library_loads: impl FnOnce() -> bool) -> Result<bool> {
+    match mode {
+        CAI_POINTER_CHECK_DEFAULT => Ok(library_loads()),
+        CAI_POINTER_CHECK_ALWAYS => Ok(true),
+        CAI_POINTER_CHECK_NEVER => Ok(false),
+        other => Err(Error::new(
+            Status::InvalidArgument,
+            format!("pointer check {other} is not one of CAI_POINTER_CHECK_*"),
+        )),
+    }
+}
+
 /// The pointer check `mode` (a CAI_POINTER_CHECK_* value) asks for, of an array whose
 /// elements touch [data + begin, data + end). Empty arrays never query the driver.
 pub(crate) fn checked_pointer(
@@ -57,18 +71,7 @@ pub(crate) fn checked_pointer(
     element_count: u64,
     mode: i32,
 ) -> Result<CaiPointerInfo> {
-    let wanted = match mode {
-        CAI_POINTER_CHECK_DEFAULT => driver_available(),
-        CAI_POINTER_CHECK_ALWAYS => true,
-        CAI_POINTER_CHECK_NEVER => false,
-        other => {
-            return Err(Error::new(
-                Status::InvalidArgument,
-                format!("pointer check {other} is not one of CAI_POINTER_CHECK_*"),
-            ))
-        }
-    };
-    if !wanted || element_count == 0 {
+    if !check_is_wanted(mode, driver_available)? || element_count == 0 {
         return Ok(CaiPointerInfo::default());
     }
     let info = pointer_info(driver()?, data)?;
