@@ -237,7 +237,7 @@ typedef struct CaiArray {
 typedef struct CaiError {
   // The CAI_ERROR_* status the function returned.
   int32_t code;
-  // Raw CUresult of the driver call that failed; 0 when no driver call failed.
+  // Raw CUresult (or OpenCL cl_int) of the driver call that failed; 0 when none failed.
   int32_t cu_result;
   // NUL-terminated message naming the field and value at fault; truncated to fit.
   char message[CAI_ERROR_MESSAGE_CAPACITY];

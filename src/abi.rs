@@ -224,7 +224,7 @@ pub const CAI_ERROR_MESSAGE_CAPACITY: usize = 512;
 pub struct CaiError {
     /// The CAI_ERROR_* status the function returned.
     pub code: i32,
-    /// Raw CUresult of the driver call that failed; 0 when no driver call failed.
+    /// Raw CUresult (or OpenCL cl_int) of the driver call that failed; 0 when none failed.
     pub cu_result: i32,
     /// NUL-terminated message naming the field and value at fault; truncated to fit.
     pub message: [c_char; CAI_ERROR_MESSAGE_CAPACITY],
