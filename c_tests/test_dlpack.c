@@ -221,6 +221,15 @@ static void test_round_trip(void) {
   odd.strides[0] = -16;
   odd.strides[1] = 8;
   CHECK_STATUS(cai_to_dlpack(&odd, &device, &t, &e), CAI_ERROR_INVALID_TYPESTR);
+  /* an empty array has no memory to ask the driver about: kDLCUDA, device 0 */
+  CaiArray empty;
+  memset(&empty, 0, sizeof empty);
+  empty.version = 3;
+  empty.ndim = 1;
+  strcpy(empty.typestr, "<f4");
+  CHECK_STATUS(cai_to_dlpack(&empty, NULL, &t, &e), CAI_OK);
+  CHECK(t->dl_tensor.device.device_type == CAI_DL_CUDA && t->dl_tensor.shape[0] == 0);
+  t->deleter(t);
   CaiDLManagedTensor *legacy = NULL;
   strcpy(odd.typestr, "<f4");
   odd.strides[0] = -12;

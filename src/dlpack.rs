@@ -354,16 +354,20 @@ unsafe extern "C" fn delete_exported_legacy(tensor: *mut CaiDLManagedTensor) {
 
 /// The DLPack device of an array's memory: given by the caller, else asked of the driver
 /// (device memory is kDLCUDA, pinned host memory kDLCUDAHost, managed memory kDLCUDAManaged).
+/// An empty array has no memory to ask about: kDLCUDA, device 0.
 pub fn device_of(array: &CaiArray, given: Option<CaiDLDevice>) -> Result<CaiDLDevice> {
     if let Some(device) = given {
         device_is_cuda_or_allowed_host(device, true)?;
         return Ok(device);
     }
     let validated = validate(array)?;
+    if validated.element_count == 0 {
+        return Ok(CaiDLDevice { device_type: CAI_DL_CUDA, device_id: 0 });
+    }
     let info: CaiPointerInfo = checked_pointer(
         array.data,
         validated.extent,
-        validated.element_count.max(1),
+        validated.element_count,
         crate::abi::CAI_POINTER_CHECK_ALWAYS,
     )?;
     let device_type = if info.is_managed == 1 {
