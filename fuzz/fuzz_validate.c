@@ -61,7 +61,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   REQUIRE(cai_layout(&arrays[0], &layout, &e) == CAI_OK);
   REQUIRE(layout.extent_begin <= 0 && layout.extent_end >= 0);
   REQUIRE((layout.element_count == 0) == (layout.nbytes == 0));
-  REQUIRE(layout.element_count == 0 || (uint64_t)(layout.extent_end - layout.extent_begin) >= layout.nbytes / layout.element_count);
+  /* The width in unsigned arithmetic: a valid extent can span more than INT64_MAX bytes (a
+   * stride near INT64_MIN from a pointer above 2^63), never more than the address space. */
+  REQUIRE(layout.element_count == 0 ||
+          (uint64_t)layout.extent_end - (uint64_t)layout.extent_begin >= layout.nbytes / layout.element_count);
 
   CaiImportOptions options;
   memset(&options, 0, sizeof options);

@@ -158,3 +158,17 @@ fn status_strings_name_every_code() {
     let version = unsafe { std::ffi::CStr::from_ptr(cai_library_version()) }.to_str().unwrap();
     assert_eq!(version, env!("CARGO_PKG_VERSION"));
 }
+
+#[test]
+fn an_extent_wider_than_i64_max_is_valid_and_reported_in_bounds() {
+    // Found by fuzz_validate (fuzz/corpus/validate/regression_extent_wider_than_i64): a stride
+    // of i64::MIN from a pointer above 2^63 reaches 2^63 bytes below it. Valid (inside the
+    // address space); its width only fits in unsigned arithmetic.
+    let mut a = with_strides(array(&[2], "<f4"), &[i64::MIN]);
+    a.data = (1u64 << 63) + 0x1000;
+    let l = layout(&a);
+    assert_eq!((l.extent_begin, l.extent_end), (i64::MIN, 4));
+    assert_eq!((l.extent_end as u64).wrapping_sub(l.extent_begin as u64), (1u64 << 63) + 4);
+    a.data = (1u64 << 63) - 1; // one byte short: the first element would sit below address 0
+    assert_rejected(&a, CAI_ERROR_OVERFLOW, "wraps around the address space");
+}
