@@ -9,7 +9,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use cuda_driver_sys::CUevent;
+use cuda_driver_sys::{CUcontext, CUevent};
 
 use crate::driver::Driver;
 use crate::status::Result;
@@ -38,9 +38,9 @@ fn idle() -> std::sync::MutexGuard<'static, Vec<IdleEvent>> {
     pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// An idle event of the current context, or a new one.
-pub(crate) fn take(driver: &Driver) -> Result<PooledEvent> {
-    let context_id = driver.context_id(driver.current_context()?)?;
+/// An idle event of `context`, the current one, or a new one.
+pub(crate) fn take(driver: &Driver, context: CUcontext) -> Result<PooledEvent> {
+    let context_id = driver.context_id(context)?;
     if let Some(id) = context_id {
         let mut idle = idle();
         if let Some(i) = idle.iter().position(|e| e.context_id == id) {

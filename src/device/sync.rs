@@ -140,7 +140,9 @@ fn record_and_wait(driver: &Driver, producer: u64, consumer: u64, array_context:
     let producer_context = stream_context(driver, producer, array_context)?;
     let consumer_context = stream_context(driver, consumer, array_context)?;
     let in_producer_context = ContextGuard::enter(driver, producer_context)?;
-    let event = events::take(driver)?;
+    // Entered, the producer's context is current; NULL left whatever was current in place.
+    let current = if producer_context.is_null() { driver.current_context()? } else { producer_context };
+    let event = events::take(driver, current)?;
     let recorded = driver.event_record(event.handle, producer).and_then(|()| in_producer_context.leave());
     let waited = recorded.and_then(|()| {
         let in_consumer_context = ContextGuard::enter(driver, consumer_context)?;
