@@ -17,7 +17,7 @@ use crate::device::pointer::checked_pointer;
 use crate::dtype::parse_typestr_buffer;
 use crate::layout::c_strides;
 use crate::status::{Error, Result, Status};
-use crate::validate::{option_is_a_flag, reserved_are_zero, validate};
+use crate::validate::{option_is_a_flag, reserved_are_zero, validate, Validated};
 
 const DL_INT: u8 = 0;
 const DL_UINT: u8 = 1;
@@ -294,20 +294,14 @@ pub unsafe fn from_dlpack(
     options: &CaiDlpackOptions,
     array: &mut CaiArray,
 ) -> Result<()> {
-    let taken = (|| {
+    let read = |array: &mut CaiArray| {
         let allow_host = options_of(options)?;
         let version = (*tensor).version;
         major_version_is_known(version.major, version.minor)?;
         let readonly = (*tensor).flags & CAI_DLPACK_FLAG_READ_ONLY != 0;
         array_of_tensor(&(*tensor).dl_tensor, readonly, allow_host, array)
-    })();
-    if let Err(e) = taken {
-        discard(tensor);
-        return Err(e);
-    }
-    array.owner = tensor.cast();
-    array.release = Some(release_versioned);
-    Ok(())
+    };
+    take_tensor(tensor, array, read, discard, release_versioned)
 }
 
 /// Takes a legacy (unversioned) DLPack tensor, as `from_dlpack` does; legacy tensors have no
@@ -320,14 +314,31 @@ pub unsafe fn from_dlpack_legacy(
     options: &CaiDlpackOptions,
     array: &mut CaiArray,
 ) -> Result<()> {
-    let taken = options_of(options)
-        .and_then(|allow_host| array_of_tensor(&(*tensor).dl_tensor, false, allow_host, array));
-    if let Err(e) = taken {
-        discard_legacy(tensor);
+    let read = |array: &mut CaiArray| {
+        let allow_host = options_of(options)?;
+        array_of_tensor(&(*tensor).dl_tensor, false, allow_host, array)
+    };
+    take_tensor(tensor, array, read, discard_legacy, release_legacy)
+}
+
+/// The ownership sequence of both `from_dlpack`s: `read` the tensor into `array`; on success
+/// the array owns it (`release` will run its deleter), on failure `discard` runs the deleter now.
+///
+/// # Safety
+/// `tensor` is a valid tensor of the kind `discard` and `release` expect, handed over.
+unsafe fn take_tensor<T>(
+    tensor: *mut T,
+    array: &mut CaiArray,
+    read: impl FnOnce(&mut CaiArray) -> Result<()>,
+    discard: unsafe fn(*mut T),
+    release: unsafe extern "C" fn(*mut CaiArray),
+) -> Result<()> {
+    if let Err(e) = read(array) {
+        discard(tensor);
         return Err(e);
     }
     array.owner = tensor.cast();
-    array.release = Some(release_legacy);
+    array.release = Some(release);
     Ok(())
 }
 
@@ -360,7 +371,11 @@ pub fn device_of(array: &CaiArray, given: Option<CaiDLDevice>) -> Result<CaiDLDe
         device_is_cuda_or_allowed_host(device, true)?;
         return Ok(device);
     }
-    let validated = validate(array)?;
+    device_of_validated(array, &validate(array)?)
+}
+
+/// `device_of` for an array validated already, with no device given.
+fn device_of_validated(array: &CaiArray, validated: &Validated) -> Result<CaiDLDevice> {
     if validated.element_count == 0 {
         return Ok(CaiDLDevice { device_type: CAI_DL_CUDA, device_id: 0 });
     }
@@ -413,8 +428,12 @@ fn export_as<T: Managed>(
             "the array is OpenCL memory; libcai exchanges CUDA and host memory through DLPack",
         ));
     }
-    let device = device_of(array, device)?;
+    let given = device.map(|device| device_of(array, Some(device))).transpose()?;
     let validated = validate(array)?;
+    let device = match given {
+        Some(device) => device,
+        None => device_of_validated(array, &validated)?,
+    };
     if !array.mask.is_null() {
         return Err(Error::new(Status::InvalidMask, "the array has a mask, which DLPack cannot carry"));
     }

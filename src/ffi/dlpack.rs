@@ -6,10 +6,6 @@ use crate::abi::{
 };
 use crate::status::{Error, Status};
 
-fn null_tensor() -> Error {
-    Error::new(Status::NullArgument, "tensor is NULL")
-}
-
 /// Takes a DLPack tensor (cast a `DLManagedTensorVersioned *` to this type) as a CaiArray
 /// that owns it: `*out`'s release runs the tensor's deleter exactly once. Accepts kDLCUDA,
 /// kDLCUDAHost and kDLCUDAManaged memory, and kDLCPU when `options->allow_host` is 1; strides
@@ -29,22 +25,8 @@ pub extern "C" fn cai_from_dlpack(
     out: *mut CaiArray,
     error: *mut CaiError,
 ) -> i32 {
-    guard(error, || {
-        if tensor.is_null() {
-            return Err(null_tensor());
-        }
-        let options = optional(options).copied().unwrap_or_default();
-        let Some(out) = super::optional_mut(out) else {
-            // SAFETY: the caller hands the tensor over; refused, it is released.
-            unsafe { crate::dlpack::discard(tensor) };
-            return Err(Error::new(Status::NullArgument, "out is NULL"));
-        };
-        let mut taken = CaiArray::zeroed();
-        // SAFETY: a non-NULL tensor the caller hands over.
-        unsafe { crate::dlpack::from_dlpack(tensor, &options, &mut taken) }?;
-        *out = taken;
-        Ok(())
-    })
+    // SAFETY: a tensor the caller hands over, of the kind these two functions expect.
+    guard(error, || unsafe { take(tensor, options, out, crate::dlpack::discard, crate::dlpack::from_dlpack) })
 }
 
 /// As `cai_from_dlpack`, for the legacy struct (cast a `DLManagedTensor *`), which has no
@@ -58,22 +40,36 @@ pub extern "C" fn cai_from_dlpack_legacy(
     out: *mut CaiArray,
     error: *mut CaiError,
 ) -> i32 {
-    guard(error, || {
-        if tensor.is_null() {
-            return Err(null_tensor());
-        }
-        let options = optional(options).copied().unwrap_or_default();
-        let Some(out) = super::optional_mut(out) else {
-            // SAFETY: the caller hands the tensor over; refused, it is released.
-            unsafe { crate::dlpack::discard_legacy(tensor) };
-            return Err(Error::new(Status::NullArgument, "out is NULL"));
-        };
-        let mut taken = CaiArray::zeroed();
-        // SAFETY: a non-NULL tensor the caller hands over.
-        unsafe { crate::dlpack::from_dlpack_legacy(tensor, &options, &mut taken) }?;
-        *out = taken;
-        Ok(())
+    // SAFETY: a tensor the caller hands over, of the kind these two functions expect.
+    guard(error, || unsafe {
+        take(tensor, options, out, crate::dlpack::discard_legacy, crate::dlpack::from_dlpack_legacy)
     })
+}
+
+/// The arguments of both `cai_from_dlpack`s: a NULL `tensor` is refused as is; a non-NULL one
+/// is taken whatever happens (a NULL `out` releases it), and `*out` is written only on success.
+///
+/// # Safety
+/// A non-NULL `tensor` is valid, of the kind `discard` and `from` expect, and handed over.
+unsafe fn take<T>(
+    tensor: *mut T,
+    options: *const CaiDlpackOptions,
+    out: *mut CaiArray,
+    discard: unsafe fn(*mut T),
+    from: unsafe fn(*mut T, &CaiDlpackOptions, &mut CaiArray) -> crate::status::Result<()>,
+) -> crate::status::Result<()> {
+    if tensor.is_null() {
+        return Err(Error::new(Status::NullArgument, "tensor is NULL"));
+    }
+    let options = optional(options).copied().unwrap_or_default();
+    let Some(out) = super::optional_mut(out) else {
+        discard(tensor);
+        return Err(Error::new(Status::NullArgument, "out is NULL"));
+    };
+    let mut taken = CaiArray::zeroed();
+    from(tensor, &options, &mut taken)?;
+    *out = taken;
+    Ok(())
 }
 
 /// Moves `array` into a new DLPack tensor (a `DLManagedTensorVersioned *` once cast), whose
