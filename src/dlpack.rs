@@ -70,6 +70,12 @@ pub fn major_version_is_known(major: u32, minor: u32) -> Result<()> {
 /// CUDA memory is accepted; host memory (kDLCPU) only when the caller asks for it; every
 /// other device is refused, named.
 pub fn device_is_cuda_or_allowed_host(device: CaiDLDevice, allow_host: bool) -> Result<()> {
+    if device.device_id < 0 {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!("the tensor's device id is {}; a device id is never negative", device.device_id),
+        ));
+    }
     match device.device_type {
         CAI_DL_CUDA | CAI_DL_CUDA_HOST | CAI_DL_CUDA_MANAGED => Ok(()),
         CAI_DL_CPU if allow_host => Ok(()),
@@ -165,7 +171,19 @@ pub fn dtype_of_typestr(array: &CaiArray) -> Result<CaiDLDataType> {
             ))
         }
     };
-    Ok(CaiDLDataType { code, bits: (parsed.itemsize * 8) as u8, lanes: 1 })
+    let dtype = CaiDLDataType { code, bits: u8::try_from(parsed.itemsize * 8).unwrap_or(0), lanes: 1 };
+    // Only what a consumer reads back as the same typestr: DLPack's bits field is one byte
+    // (a 32-byte complex would read as 0 bits), and it has no 16-byte float.
+    if typestr_of_dtype(dtype).is_err() {
+        return Err(Error::new(
+            Status::InvalidTypestr,
+            format!(
+                "typestr {typestr:?} is {} bytes wide, which no DLPack dtype of its kind holds",
+                parsed.itemsize
+            ),
+        ));
+    }
+    Ok(dtype)
 }
 
 /// DLPack strides count elements, CAI's count bytes; written into `out`.
@@ -568,6 +586,25 @@ mod tests {
             let e = dtype_of_typestr(&a).unwrap_err();
             assert!(e.message.contains(why), "{typestr}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn typestrs_wider_than_a_dlpack_dtype_are_refused_not_truncated() {
+        for typestr in ["<c32", "<f16"] {
+            let mut a = CaiArray::zeroed();
+            a.set_typestr(typestr);
+            let e = dtype_of_typestr(&a).unwrap_err();
+            assert_eq!(e.status, Status::InvalidTypestr);
+            assert!(e.message.contains("bytes wide"), "{typestr}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn a_negative_device_id_is_refused() {
+        let e =
+            device_is_cuda_or_allowed_host(CaiDLDevice { device_type: CAI_DL_CUDA, device_id: -7 }, false)
+                .unwrap_err();
+        assert!(e.message.contains("device id is -7"), "{}", e.message);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::abi::{CaiArray, CaiImportOptions, CaiPointerInfo, CAI_MEMORY_OPENCL};
 use crate::device::opencl::{checked_buffer, opencl_sync};
 use crate::device::pointer::checked_pointer;
-use crate::device::sync::{sync_if_needed, sync_mode_is_known};
+use crate::device::sync::{planned_action, sync_if_needed, sync_mode_is_known, SyncAction};
 use crate::status::{Error, Result, Status};
 use crate::validate::{option_is_a_flag, reserved_are_zero, stream_for_version, validate, Validated};
 
@@ -40,6 +40,14 @@ pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<CaiPointer
     let info = checked_pointer(array.data, validated.extent, validated.element_count, options.pointer_check)?;
     sync_if_needed(stream_for_version(array), options.consumer_stream, options.sync_mode, info.cu_context())?;
     Ok(info)
+}
+
+/// Whether `import(array, options)` may make the host wait: a sync it plans, or the first load
+/// of the driver. A binding lets go of its interpreter's lock around such an import.
+pub fn import_may_wait(array: &CaiArray, options: &CaiImportOptions) -> bool {
+    planned_action(stream_for_version(array), options.consumer_stream, options.sync_mode)
+        != SyncAction::Nothing
+        || !crate::driver::driver_load_attempted()
 }
 
 /// What the driver says of `pointer`, loading it if need be.

@@ -41,7 +41,7 @@ pub use status::*;
 pub mod internal {
     pub use crate::abi::release as release_array;
     pub use crate::device::events::EVENT_POOL_CAPACITY;
-    pub use crate::device::sync::{planned_action, SyncAction};
+    pub use crate::device::sync::{producer_ordering, ProducerOrdering};
     pub use crate::dict::{
         array_from_dict, consumer_stream_is_a_handle, stream_object_handle_is_a_handle, DictValues, Limits,
         Repr, Value, KEYS,
@@ -50,9 +50,7 @@ pub mod internal {
         device_is_cuda_or_allowed_host, device_of, discard, discard_legacy, from_dlpack, from_dlpack_legacy,
         to_dlpack, to_dlpack_legacy,
     };
-    pub use crate::driver::driver_load_attempted;
-    pub use crate::import::import;
-    pub use crate::import::sync;
+    pub use crate::import::{import, import_may_wait, sync};
     pub use crate::layout::c_strides;
     pub use crate::normalize::{export_version, normalize_for_export};
     pub use crate::validate::{

@@ -4,9 +4,9 @@
 //! between threads.
 
 use cai::internal::{
-    c_strides, consumer_stream_is_a_handle, driver_load_attempted, export_version, import, in_mask,
-    layout_of, mask_depth_is_within_limit, normalize_for_export, planned_action, stream_for_version,
-    stream_object_handle_is_a_handle, validate, Repr, SyncAction,
+    c_strides, consumer_stream_is_a_handle, export_version, import, import_may_wait, in_mask, layout_of,
+    mask_depth_is_within_limit, normalize_for_export, producer_ordering, stream_for_version,
+    stream_object_handle_is_a_handle, validate, Repr,
 };
 use cai::{
     CaiArray, CaiDLDevice, CaiField, CaiImportOptions, CaiLayout, CaiPointerInfo, Error, Status, CAI_DL_CPU,
@@ -66,6 +66,10 @@ struct Held {
     owner: Option<Py<PyAny>>,
     release: Option<unsafe extern "C" fn(*mut CaiArray)>,
     released: bool,
+    /// DLPack tensors made from this array and not yet deleted: `release()` is refused while
+    /// any is alive (as memoryview refuses it while buffers are exported), since each views the
+    /// memory the release would let go of.
+    exports: usize,
 }
 
 impl Held {
@@ -101,7 +105,7 @@ impl Array {
     fn new(mut described: Described, owner: Option<Py<PyAny>>, mask: Option<Box<Array>>) -> Array {
         // The struct handed to C (`ptr`) is a borrowed view: its release is held here instead.
         let release = described.array.release.take();
-        let held = Mutex::new(Held { owner, release, released: false });
+        let held = Mutex::new(Held { owner, release, released: false, exports: 0 });
         Array { described, held, buffer: None, mask, keep: None, as_parameter: PyOnceLock::new() }
     }
 
@@ -126,6 +130,30 @@ impl Array {
 
     fn array(&self) -> &CaiArray {
         &self.described.array
+    }
+
+    /// The struct a DLPack export views.
+    pub(crate) fn c_array(&self) -> &CaiArray {
+        self.array()
+    }
+
+    /// Counts an export, under the same lock `release()` takes: a released array is refused,
+    /// and one with an export alive cannot be released until the export ends.
+    fn begin_export(&self) -> PyResult<()> {
+        let mut held = self.held();
+        if held.released {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "the cai.Array was released (release()): its memory may be gone",
+            ));
+        }
+        held.exports += 1;
+        Ok(())
+    }
+
+    /// Ends an export counted by `begin_export` (its tensor was deleted).
+    pub(crate) fn export_ended(&self) {
+        let mut held = self.held();
+        held.exports = held.exports.saturating_sub(1);
     }
 
     fn shape_slice(&self) -> &[i64] {
@@ -229,11 +257,23 @@ impl Array {
     /// Lets go of the memory now: the producer object is no longer kept alive, and the release
     /// callback of an array taken over from C or DLPack runs (once). Safe to call twice; garbage
     /// collection does the same. Afterwards what reaches the memory (`ptr`, `buffer`, the
-    /// interfaces) raises ValueError; the metadata stays readable.
-    fn release(&self) {
-        let (owner, release) = self.held().take();
+    /// interfaces) raises ValueError; the metadata stays readable. While a DLPack tensor made
+    /// from this array (`__dlpack__`, `numpy.from_dlpack(a)`, ...) is alive, BufferError: the
+    /// consumer still views the memory.
+    fn release(&self) -> PyResult<()> {
+        let (owner, release) = {
+            let mut held = self.held();
+            if held.exports > 0 {
+                return Err(pyo3::exceptions::PyBufferError::new_err(format!(
+                    "cai.Array.release(): {} DLPack export(s) of this array are alive and view its memory; let go of them first",
+                    held.exports
+                )));
+            }
+            held.take()
+        };
         run_release(release, self.array());
         drop(owner);
+        Ok(())
     }
 
     /// What ctypes passes for this Array: a `CaiArray*` (made on first use).
@@ -363,10 +403,15 @@ impl Array {
         let py = slf.py();
         let this = slf.get();
         this.live()?;
+        // Absent, not failing: hasattr() tells CUDA consumers this is not for them.
         if this.array().memory != CAI_MEMORY_CUDA {
-            // Absent, not failing: hasattr() tells CUDA consumers this is not for them.
             return Err(PyAttributeError::new_err(
                 "the array is OpenCL memory, which __cuda_array_interface__ cannot describe",
+            ));
+        }
+        if this.described.device.is_some_and(|device| device.device_type == CAI_DL_CPU) {
+            return Err(PyAttributeError::new_err(
+                "the array is host memory (kDLCPU, taken with allow_host=True), which __cuda_array_interface__ cannot describe; use DLPack",
             ));
         }
         let mut exported = Pooled::copy_of(this.array());
@@ -427,7 +472,9 @@ impl Array {
         this.live()?;
         let device = crate::dlpack::device_of_array(this.array(), this.described.device)?;
         crate::dlpack::export_arguments_allowed(device, dl_device, copy)?;
-        let wants_sync = match stream {
+        // The arguments first: reading them may run Python code (a stream's __index__), which
+        // may release this array; from `begin_export` on, release() is refused instead.
+        let consumer = match stream {
             Some(s) if s.extract::<i64>().ok() == Some(-1) => None,
             None if device.device_type == CAI_DL_CPU => None,
             None => Some(CAI_STREAM_LEGACY),
@@ -439,12 +486,10 @@ impl Array {
             }
             Some(s) => Some(consumer_stream(Some(s))?),
         };
-        if let Some(consumer) = wants_sync {
-            cai::internal::sync(this.array(), consumer, CAI_SYNC_DEFAULT).map_err(Failure::Cai)?;
-        }
         let versioned = max_version.is_some_and(|(major, _)| major >= 1);
-        let keep = slf.clone().into_any().unbind();
-        Ok(crate::dlpack::capsule_of(py, *this.array(), keep, device, versioned)?)
+        this.begin_export()?;
+        let view = crate::dlpack::export_view(slf);
+        Ok(crate::dlpack::capsule_of(py, view, device, consumer, versioned)?)
     }
 
     fn __repr__(&self) -> String {
@@ -663,48 +708,42 @@ pub fn from_object(
         writable: u32::from(writable),
         ..CaiImportOptions::default()
     };
-    let converted = match interface_of(obj)? {
-        Some(dict) => convert_dict(obj, &dict, 0)?,
-        None if obj.hasattr(intern!(py, "__dlpack__"))? => {
-            let no_sync =
-                planned_action(1, options.consumer_stream, options.sync_mode) == SyncAction::Nothing;
-            let mut array = Pooled::zeroed();
-            let device = match crate::dlpack::exchange_api(obj)? {
-                Some(exchange) => {
-                    crate::dlpack::take_by_exchange(obj, exchange, no_sync, allow_host, &mut array)?
-                }
-                None => crate::dlpack::take_from_producer(
-                    obj,
-                    options.consumer_stream,
-                    no_sync,
-                    allow_host,
-                    &mut array,
-                )?,
-            };
-            if device.device_type == CAI_DL_CPU {
-                // Host memory, asked for: no CUDA pointer to check.
-                options.pointer_check = CAI_POINTER_CHECK_NEVER;
+    // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
+    // a CAI property that may raise (a CPU tensor's does) and cost an exception per call.
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        let converted = convert_dict(obj, dict, 0)?;
+        return finish_import(py, converted, &options);
+    }
+    let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
+    let taken = match crate::dlpack::exchange_api(obj)? {
+        Some(exchange) => Some(crate::dlpack::take_by_exchange(obj, exchange, ordering, allow_host)?),
+        None => match interface_of(obj)? {
+            Some(dict) => return finish_import(py, convert_dict(obj, &dict, 0)?, &options),
+            None if obj.hasattr(intern!(py, "__dlpack__"))? => {
+                Some(crate::dlpack::take_from_producer(obj, options.consumer_stream, ordering, allow_host)?)
             }
-            let described = Described {
-                array,
-                fields: Box::new([]),
-                info: CaiPointerInfo::default(),
-                device: Some(device),
-            };
-            Array::new(described, Some(obj.clone().unbind()), None)
-        }
-        None => return Err(not_an_array(obj)),
+            None => None,
+        },
     };
-    finish_import(py, converted, &options)
+    let Some((taken, device)) = taken else { return Err(not_an_array(obj)) };
+    if device.device_type == CAI_DL_CPU {
+        // Host memory, asked for: no CUDA pointer to check.
+        options.pointer_check = CAI_POINTER_CHECK_NEVER;
+    }
+    let described = Described {
+        array: taken.into_inner(),
+        fields: Box::new([]),
+        info: CaiPointerInfo::default(),
+        device: Some(device),
+    };
+    finish_import(py, Array::new(described, Some(obj.clone().unbind()), None), &options)
 }
 
 /// Imports an Array made from a producer's description, with the GIL released where the host
 /// may wait (a sync the core plans, or the first load of the driver).
 fn finish_import(py: Python<'_>, mut converted: Array, options: &CaiImportOptions) -> PyResult<Py<Array>> {
     let array = converted.array();
-    let planned = planned_action(stream_for_version(array), options.consumer_stream, options.sync_mode);
-    let may_wait = planned != SyncAction::Nothing || !driver_load_attempted();
-    let outcome = if may_wait {
+    let outcome = if import_may_wait(array, options) {
         let job = Unshared((array as *const CaiArray, options));
         py.detach(move || {
             let (array, options) = job.into_inner();
@@ -726,6 +765,44 @@ fn int_attribute(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<i64> {
         .map_err(|_| PyTypeError::new_err(format!("{}.{name} must be an int", TypeOf::new(obj))))
 }
 
+/// A Buffer Interface handle (a CUDA pointer or a cl_mem): an int, never a bool or a float.
+fn handle(value: &Bound<'_, PyAny>, name: &str, what: &str) -> PyResult<u64> {
+    let refused =
+        || PyTypeError::new_err(format!("{name} must be {what}, not {}", Repr(&scalar(value.as_borrowed()))));
+    if value.is_instance_of::<PyBool>() {
+        return Err(refused());
+    }
+    value.extract::<u64>().map_err(|_| refused())
+}
+
+/// A Buffer Interface `shape` or `strides` read into `out`: at most CAI_MAX_NDIM ints, taken by
+/// iterating, so that a sequence whose `__len__` lies is read for what it holds. Returns the
+/// count.
+fn extents(
+    value: &Bound<'_, PyAny>,
+    name: &str,
+    status: Status,
+    out: &mut [i64; CAI_MAX_NDIM],
+) -> CaiResult<usize> {
+    let not_ints = || PyTypeError::new_err(format!("{name} must be a sequence of ints"));
+    let mut count = 0;
+    for item in value.try_iter().map_err(|_| not_ints())? {
+        let item = item?;
+        if count == CAI_MAX_NDIM {
+            return Err(Failure::Cai(Error::new(
+                status,
+                format!("{name} has more than {CAI_MAX_NDIM} entries; at most {CAI_MAX_NDIM} dimensions"),
+            )));
+        }
+        if item.is_instance_of::<PyBool>() {
+            return Err(not_ints().into());
+        }
+        out[count] = item.extract::<i64>().map_err(|_| not_ints())?;
+        count += 1;
+    }
+    Ok(count)
+}
+
 /// A Buffer Interface object (spec/buffer-interface.txt, or a pyopencl.array.Array as it is)
 /// as a CaiArray: `buffer` with an `int_ptr` is an OpenCL `cl_mem`, else an int CUDA pointer;
 /// `offset`, `dtype`, `shape`, `strides`; a pyopencl array's `queue` is what to order against.
@@ -739,8 +816,7 @@ fn convert_buffer_interface(obj: &Bound<'_, PyAny>) -> CaiResult<(Pooled, Py<PyA
     array.version = 3;
     if let Ok(int_ptr) = buffer.getattr(intern!(py, "int_ptr")) {
         array.memory = CAI_MEMORY_OPENCL;
-        array.data =
-            int_ptr.extract::<u64>().map_err(|_| PyTypeError::new_err("buffer.int_ptr must be an int"))?;
+        array.data = handle(&int_ptr, "buffer.int_ptr", "the cl_mem handle")?;
         let offset = int_attribute(obj, "offset")?;
         array.byte_offset = u64::try_from(offset).map_err(|_| {
             Failure::Cai(Error::new(Status::OutOfBounds, format!("offset is {offset}; it must be >= 0")))
@@ -751,9 +827,7 @@ fn convert_buffer_interface(obj: &Bound<'_, PyAny>) -> CaiResult<(Pooled, Py<PyA
             }
         }
     } else {
-        array.data = buffer.call_method0(intern!(py, "__int__"))?.extract::<u64>().map_err(|_| {
-            PyTypeError::new_err("buffer must be an int CUDA pointer or an object with int_ptr (a cl_mem)")
-        })?;
+        array.data = handle(&buffer, "buffer", "an int CUDA pointer, or an object with int_ptr (a cl_mem)")?;
         // The spec's CUDA offset is always zero; the core refuses any other.
         array.byte_offset = u64::try_from(int_attribute(obj, "offset")?).unwrap_or(u64::MAX);
     }
@@ -768,25 +842,17 @@ fn convert_buffer_interface(obj: &Bound<'_, PyAny>) -> CaiResult<(Pooled, Py<PyA
             format!("typestr {typestr:?} does not fit"),
         )));
     }
-    let shape: Vec<i64> = obj.getattr(intern!(py, "shape"))?.extract()?;
-    if shape.len() > CAI_MAX_NDIM {
-        return Err(Failure::Cai(Error::new(
-            Status::InvalidShape,
-            format!("shape has {} dimensions; at most {CAI_MAX_NDIM}", shape.len()),
-        )));
-    }
-    array.ndim = shape.len() as i32;
-    array.shape[..shape.len()].copy_from_slice(&shape);
+    let ndim = extents(&obj.getattr(intern!(py, "shape"))?, "shape", Status::InvalidShape, &mut array.shape)?;
+    array.ndim = ndim as i32;
     let strides = obj.getattr(intern!(py, "strides"))?;
     if !strides.is_none() {
-        let strides: Vec<i64> = strides.extract()?;
-        if strides.len() != shape.len() {
+        let given = extents(&strides, "strides", Status::InvalidStrides, &mut array.strides)?;
+        if given != ndim {
             return Err(Failure::Cai(Error::new(
                 Status::InvalidStrides,
-                format!("strides has {} entries for {} dimensions", strides.len(), shape.len()),
+                format!("strides has {given} entries for {ndim} dimensions"),
             )));
         }
-        array.strides[..strides.len()].copy_from_slice(&strides);
         array.strides_given = 1;
     }
     Ok((array, buffer.unbind()))

@@ -9,18 +9,23 @@ use std::sync::Mutex;
 
 use cai::internal::{
     device_is_cuda_or_allowed_host, device_of, from_dlpack, from_dlpack_legacy, to_dlpack, to_dlpack_legacy,
+    ProducerOrdering,
 };
 use cai::{
-    CaiArray, CaiDLDevice, CaiDLManagedTensorVersioned, CaiDLPackVersion, CaiDlpackOptions,
-    CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY,
+    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackVersion,
+    CaiDlpackOptions, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY,
+    CAI_STREAM_NONE, CAI_SYNC_DEFAULT,
 };
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::critical_section::with_critical_section;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::{PyDict, PyInt, PyTuple, PyType};
 
+use crate::array::Array;
 use crate::errors::{CaiResult, Failure};
+use crate::pool::Pooled;
 
 const VERSIONED: &CStr = c"dltensor_versioned";
 const USED_VERSIONED: &CStr = c"used_dltensor_versioned";
@@ -28,21 +33,57 @@ const LEGACY: &CStr = c"dltensor";
 const USED_LEGACY: &CStr = c"used_dltensor";
 const EXCHANGE_API: &CStr = c"dlpack_exchange_api";
 
-/// The `stream` argument DLPack's `__dlpack__` takes for the consumer's CAI stream value and
-/// sync mode: -1 when no sync is wanted, None (the legacy default stream, by DLPack's rule) when
-/// the consumer names no stream, else the stream. Host memory takes None.
+/// The `stream` argument of `__dlpack__` for what the consumer needs (the core's
+/// `producer_ordering`): -1 when no sync is wanted; None for a consumer without a stream, which
+/// is served on the legacy default stream (DLPack's meaning of None); else the consumer's
+/// stream (1, 2 or a handle). Host memory always takes None.
 fn stream_argument<'py>(
     py: Python<'py>,
     device: CaiDLDevice,
     consumer: u64,
-    no_sync: bool,
-) -> Bound<'py, PyAny> {
-    if device.device_type == CAI_DL_CPU || (consumer == 0 && !no_sync) {
-        py.None().into_bound(py)
-    } else if no_sync {
-        (-1i64).into_pyobject(py).unwrap().into_any()
+    ordering: ProducerOrdering,
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match ordering {
+        _ if device.device_type == CAI_DL_CPU => py.None().into_bound(py),
+        ProducerOrdering::NotWanted => (-1i64).into_pyobject(py)?.into_any(),
+        ProducerOrdering::OnStream(_) if consumer == CAI_STREAM_NONE => py.None().into_bound(py),
+        ProducerOrdering::OnStream(stream) => stream.into_pyobject(py)?.into_any(),
+    })
+}
+
+/// An array that owns a tensor just taken from a producer: released (the tensor's deleter run)
+/// if it is dropped before it is handed on, so that no failure after the take leaks the tensor.
+pub struct Taken(Option<Pooled>);
+
+impl Taken {
+    pub fn into_inner(mut self) -> Pooled {
+        self.0.take().expect("present until handed on")
+    }
+
+    fn array(&mut self) -> &mut CaiArray {
+        self.0.as_deref_mut().expect("present until handed on")
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        if let Some(mut array) = self.0.take() {
+            // SAFETY: the array owns the tensor (its release deletes it); released once, here.
+            unsafe { cai::internal::release_array(&mut *array) };
+        }
+    }
+}
+
+/// After the take: the tensor's own device (read by the core) is what counts; a producer whose
+/// `__dlpack_device__` said otherwise is refused rather than believed.
+fn devices_agree(reported: CaiDLDevice, actual: CaiDLDevice) -> PyResult<()> {
+    if (reported.device_type, reported.device_id) == (actual.device_type, actual.device_id) {
+        Ok(())
     } else {
-        consumer.into_pyobject(py).unwrap().into_any()
+        Err(PyBufferError::new_err(format!(
+            "__dlpack_device__() said ({}, {}) but the tensor is on ({}, {}): the producer contradicts itself",
+            reported.device_type, reported.device_id, actual.device_type, actual.device_id
+        )))
     }
 }
 
@@ -116,45 +157,71 @@ pub fn exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<Exchange>> {
     Ok(found)
 }
 
+/// Exchange table headers followed at most: DLPack has one major version so far, so a longer
+/// chain is a broken (or cyclic) table.
+const EXCHANGE_CHAIN_LIMIT: usize = 16;
+
 fn lookup_exchange_api(ty: &Bound<'_, PyType>) -> PyResult<Option<Exchange>> {
+    let py = ty.py();
     let mut table: *const ExchangeApi = std::ptr::null();
-    if let Ok(capsule) = ty.getattr("__dlpack_c_exchange_api__") {
+    if let Ok(capsule) = ty.getattr(intern!(py, "__dlpack_c_exchange_api__")) {
         // SAFETY: capsule calls on a live object, the name checked first.
         unsafe {
             if pyo3::ffi::PyCapsule_IsValid(capsule.as_ptr(), EXCHANGE_API.as_ptr()) == 1 {
                 table = pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), EXCHANGE_API.as_ptr()).cast();
             }
         }
-    } else if let Ok(address) = ty.getattr("__c_dlpack_exchange_api__") {
+    } else if let Ok(address) = ty.getattr(intern!(py, "__c_dlpack_exchange_api__")) {
+        if !address.is_exact_instance_of::<PyInt>() {
+            return Err(PyTypeError::new_err(format!(
+                "{}.__c_dlpack_exchange_api__ must be an int (the table's address), not {}",
+                ty.name()?,
+                address.get_type().name()?
+            )));
+        }
         table = address.extract::<usize>()? as *const ExchangeApi;
     }
-    // SAFETY: the producer publishes a table that lives as long as its type; each header
-    // points to the previous version's table or is NULL.
-    unsafe {
-        let mut header: *const ExchangeApiHeader = table.cast();
-        while let Some(current) = header.as_ref() {
-            if current.version.major == CAI_DLPACK_MAJOR_VERSION {
-                let api = &*header.cast::<ExchangeApi>();
-                return Ok(api.managed_tensor_from_py_object_no_sync.zip(api.current_work_stream).map(
-                    |(from_py_object, current_work_stream)| Exchange { from_py_object, current_work_stream },
-                ));
-            }
-            header = current.prev_version_api;
+    let mut header: *const ExchangeApiHeader = table.cast();
+    for _ in 0..EXCHANGE_CHAIN_LIMIT {
+        // SAFETY: the producer publishes a table that lives as long as its type; each header
+        // points to the previous version's table or is NULL.
+        let Some(current) = (unsafe { header.as_ref() }) else { return Ok(None) };
+        if current.version.major == CAI_DLPACK_MAJOR_VERSION {
+            // SAFETY: a table of major version 1 has DLPackExchangeAPI's layout.
+            let api = unsafe { &*header.cast::<ExchangeApi>() };
+            return Ok(api.managed_tensor_from_py_object_no_sync.zip(api.current_work_stream).map(
+                |(from_py_object, current_work_stream)| Exchange { from_py_object, current_work_stream },
+            ));
         }
+        header = current.prev_version_api;
     }
-    Ok(None)
+    Err(PyTypeError::new_err(format!(
+        "{}'s DLPack exchange table chains more than {EXCHANGE_CHAIN_LIMIT} versions through prev_version_api (a cycle?)",
+        ty.name()?
+    )))
 }
 
-/// Takes the tensor of `obj` through its type's exchange table into `array`; with a sync
-/// wanted, the array's stream is the producer's current work stream on the tensor's device,
-/// so that the import orders the consumer after it (the table's calls do no sync).
+/// The tensor's device, read from the tensor an array took (the core checked its version).
+///
+/// # Safety
+/// `array` owns a tensor of the kind `versioned` says, taken by the core's `from_dlpack*`.
+unsafe fn device_of_taken(array: &CaiArray, versioned: bool) -> CaiDLDevice {
+    if versioned {
+        (*array.owner.cast::<CaiDLManagedTensorVersioned>()).dl_tensor.device
+    } else {
+        (*array.owner.cast::<CaiDLManagedTensor>()).dl_tensor.device
+    }
+}
+
+/// Takes the tensor of `obj` through its type's exchange table. When the consumer wants a sync,
+/// the array's stream is the producer's current work stream on the tensor's device, so that
+/// the import orders the consumer after it (the table's calls do no sync).
 pub fn take_by_exchange(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,
-    no_sync: bool,
+    ordering: ProducerOrdering,
     allow_host: bool,
-    array: &mut CaiArray,
-) -> CaiResult<CaiDLDevice> {
+) -> CaiResult<(Taken, CaiDLDevice)> {
     let mut tensor: *mut CaiDLManagedTensorVersioned = std::ptr::null_mut();
     // SAFETY: the producer's function, given the object it was looked up for.
     if unsafe { (exchange.from_py_object)(obj.as_ptr().cast(), &mut tensor) } != 0 || tensor.is_null() {
@@ -163,40 +230,42 @@ pub fn take_by_exchange(
             .into());
     }
     let options = CaiDlpackOptions { allow_host: u32::from(allow_host), ..Default::default() };
-    // SAFETY: a tensor handed over by the producer; the core takes it.
-    unsafe { from_dlpack(tensor, &options, array) }?;
-    // SAFETY: taken: the array owns the tensor, which stays valid until its release.
-    let device = unsafe { (*tensor).dl_tensor.device };
-    if !no_sync && device.device_type != CAI_DL_CPU {
+    let mut taken = Taken(Some(Pooled::zeroed()));
+    // SAFETY: a tensor handed over by the producer; the core takes it (deleting it on failure).
+    unsafe { from_dlpack(tensor, &options, taken.array()) }?;
+    // SAFETY: taken by from_dlpack, as a versioned tensor.
+    let device = unsafe { device_of_taken(taken.array(), true) };
+    if ordering != ProducerOrdering::NotWanted && device.device_type != CAI_DL_CPU {
         let mut stream: *mut c_void = std::ptr::null_mut();
         // SAFETY: the producer's function, for the tensor's device.
         if unsafe { (exchange.current_work_stream)(device.device_type, device.device_id, &mut stream) } != 0 {
+            // `taken` is dropped: the tensor's deleter runs.
             return Err(PyErr::take(obj.py())
                 .unwrap_or_else(|| PyTypeError::new_err("the DLPack exchange table gave no work stream"))
                 .into());
         }
         // The NULL stream is the legacy default stream (CAI's 1), never "no sync" (0).
-        array.stream = if stream.is_null() { CAI_STREAM_LEGACY } else { stream as u64 };
+        taken.array().stream = if stream.is_null() { CAI_STREAM_LEGACY } else { stream as u64 };
     }
-    Ok(device)
+    Ok((taken, device))
 }
 
-/// Takes the tensor of a DLPack producer: asks for a capsule with the consumer's stream (the
-/// producer orders its work before it), marks the capsule used and hands the tensor to the
-/// core, which owns it from then on. Returns the array (owning the tensor) and its device.
+/// Takes the tensor of a DLPack producer: asks for a capsule ordered for the consumer (the
+/// core's `producer_ordering`), marks the capsule used and hands the tensor to the core, which
+/// owns it from then on. The array is on the stream the producer ordered, for the import to
+/// finish the sync (nothing more for a consumer on that stream, a host wait for one without).
 pub fn take_from_producer(
     obj: &Bound<'_, PyAny>,
     consumer: u64,
-    no_sync: bool,
+    ordering: ProducerOrdering,
     allow_host: bool,
-    array: &mut CaiArray,
-) -> CaiResult<CaiDLDevice> {
+) -> CaiResult<(Taken, CaiDLDevice)> {
     let py = obj.py();
-    let device = reported_device(obj)?;
+    let reported = reported_device(obj)?;
     // Refused before the producer does any work for a capsule.
-    device_is_cuda_or_allowed_host(device, allow_host)?;
+    device_is_cuda_or_allowed_host(reported, allow_host)?;
     let kwargs = PyDict::new(py);
-    kwargs.set_item(intern!(py, "stream"), stream_argument(py, device, consumer, no_sync))?;
+    kwargs.set_item(intern!(py, "stream"), stream_argument(py, reported, consumer, ordering)?)?;
     static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
     let max_version = MAX_VERSION.get_or_try_init(py, || {
         PyTuple::new(py, [CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION]).map(Bound::unbind)
@@ -213,35 +282,80 @@ pub fn take_from_producer(
         Err(e) => return Err(e.into()),
     };
     let options = CaiDlpackOptions { allow_host: u32::from(allow_host), ..Default::default() };
-    let capsule_ptr = capsule.as_ptr();
-    // SAFETY: capsule calls on a live object; the name is checked before the pointer is taken,
-    // and the capsule is renamed "used_..." before the core takes the tensor, so that its
-    // destructor leaves the tensor alone from then on.
-    let taken = unsafe {
-        if pyo3::ffi::PyCapsule_IsValid(capsule_ptr, VERSIONED.as_ptr()) == 1 {
-            let tensor = pyo3::ffi::PyCapsule_GetPointer(capsule_ptr, VERSIONED.as_ptr());
-            pyo3::ffi::PyCapsule_SetName(capsule_ptr, USED_VERSIONED.as_ptr());
-            from_dlpack(tensor.cast(), &options, array)
-        } else if pyo3::ffi::PyCapsule_IsValid(capsule_ptr, LEGACY.as_ptr()) == 1 {
-            let tensor = pyo3::ffi::PyCapsule_GetPointer(capsule_ptr, LEGACY.as_ptr());
-            pyo3::ffi::PyCapsule_SetName(capsule_ptr, USED_LEGACY.as_ptr());
-            from_dlpack_legacy(tensor.cast(), &options, array)
-        } else {
-            return Err(PyTypeError::new_err(
-                "__dlpack__() returned no unused \"dltensor_versioned\" or \"dltensor\" capsule",
-            )
-            .into());
+    let mut taken = Taken(Some(Pooled::zeroed()));
+    let versioned = take_capsule(&capsule, &options, taken.array())?;
+    // SAFETY: taken by the core, of the kind `versioned` says.
+    let device = unsafe { device_of_taken(taken.array(), versioned) };
+    devices_agree(reported, device)?;
+    if let ProducerOrdering::OnStream(stream) = ordering {
+        if device.device_type != CAI_DL_CPU {
+            taken.array().stream = stream;
         }
-    };
-    taken?;
-    Ok(device)
+    }
+    Ok((taken, device))
 }
 
-/// The release of a view handed to a DLPack consumer: drops the reference to the cai.Array
-/// that keeps the memory alive (the tensor's deleter may run on any thread).
+/// Takes the tensor out of an unused DLPack capsule into `array` (the core owns it from then
+/// on); returns whether it was the versioned struct. The name check, the pointer and the
+/// renaming to "used_..." happen in one critical section on the capsule, so that two threads
+/// (with or without a GIL) handed the same capsule never both take its tensor.
+fn take_capsule(
+    capsule: &Bound<'_, PyAny>,
+    options: &CaiDlpackOptions,
+    array: &mut CaiArray,
+) -> CaiResult<bool> {
+    let raw = capsule.as_ptr();
+    let taken = with_critical_section(capsule, || {
+        // SAFETY: capsule calls on a live object; the name is checked before the pointer is
+        // taken, and the capsule renamed "used_..." before the core takes the tensor, so that
+        // its destructor (and any other consumer) leaves the tensor alone from then on.
+        unsafe {
+            if pyo3::ffi::PyCapsule_IsValid(raw, VERSIONED.as_ptr()) == 1 {
+                let tensor = pyo3::ffi::PyCapsule_GetPointer(raw, VERSIONED.as_ptr());
+                pyo3::ffi::PyCapsule_SetName(raw, USED_VERSIONED.as_ptr());
+                Some((tensor, true))
+            } else if pyo3::ffi::PyCapsule_IsValid(raw, LEGACY.as_ptr()) == 1 {
+                let tensor = pyo3::ffi::PyCapsule_GetPointer(raw, LEGACY.as_ptr());
+                pyo3::ffi::PyCapsule_SetName(raw, USED_LEGACY.as_ptr());
+                Some((tensor, false))
+            } else {
+                None
+            }
+        }
+    });
+    let Some((tensor, versioned)) = taken else {
+        return Err(PyTypeError::new_err(
+            "__dlpack__() returned no unused \"dltensor_versioned\" or \"dltensor\" capsule",
+        )
+        .into());
+    };
+    // SAFETY: the tensor of a capsule this thread alone marked used: handed over to the core.
+    unsafe {
+        if versioned {
+            from_dlpack(tensor.cast(), options, array)?;
+        } else {
+            from_dlpack_legacy(tensor.cast(), options, array)?;
+        }
+    }
+    Ok(versioned)
+}
+
+/// The release of a view handed to a DLPack consumer: ends the export it counted on its
+/// cai.Array and drops the reference that kept the array alive. A tensor's deleter may run on
+/// any thread, and at any moment of the interpreter's life: once the interpreter is finalizing
+/// nothing may attach to it, so the reference is then leaked on purpose (the process is ending;
+/// CPython's own extensions do the same).
 unsafe extern "C" fn release_python_owner(array: *mut CaiArray) {
     let owner = (*array).owner.cast::<pyo3::ffi::PyObject>();
-    Python::attach(|py| drop(Bound::from_owned_ptr(py, owner)));
+    if pyo3::ffi::Py_IsInitialized() == 0 {
+        return;
+    }
+    Python::attach(|py| {
+        let owner = Bound::from_owned_ptr(py, owner);
+        if let Ok(exported) = owner.cast::<Array>() {
+            exported.get().export_ended();
+        }
+    });
 }
 
 /// Destructor of a capsule made here: a tensor no consumer took is deleted with it.
@@ -257,28 +371,43 @@ unsafe extern "C" fn drop_legacy_capsule(capsule: *mut pyo3::ffi::PyObject) {
     }
 }
 
-/// A DLPack capsule over `view` (a copy of a cai.Array's struct whose owner is `keep`), as the
-/// versioned struct when `versioned`, else the legacy one.
+/// A view of `exported`'s struct that owns one export of it: a strong reference to the
+/// cai.Array, let go of (and the export ended) by the view's release. The export must have
+/// been counted (`Array::begin_export`).
+pub fn export_view(exported: &Bound<'_, Array>) -> CaiArray {
+    let mut view = *exported.get().c_array();
+    view.owner = exported.clone().into_ptr().cast();
+    view.release = Some(release_python_owner);
+    view
+}
+
+/// A DLPack capsule over `view` (from `export_view`), as the versioned struct when `versioned`,
+/// else the legacy one, after the consumer's stream (if any) is ordered after the array's. On
+/// every failure the view is released (its export ended) before this returns.
 pub fn capsule_of(
     py: Python<'_>,
     mut view: CaiArray,
-    keep: Py<PyAny>,
     device: CaiDLDevice,
+    consumer: Option<u64>,
     versioned: bool,
 ) -> CaiResult<Py<PyAny>> {
-    view.owner = keep.into_ptr().cast();
-    view.release = Some(release_python_owner);
-    let made = if versioned {
-        to_dlpack(&mut view, Some(device))
-            .map(|t| (t.cast::<c_void>(), VERSIONED, drop_versioned_capsule as _))
-    } else {
-        to_dlpack_legacy(&mut view, Some(device))
-            .map(|t| (t.cast::<c_void>(), LEGACY, drop_legacy_capsule as _))
+    let ordered = match consumer {
+        Some(consumer) => cai::internal::sync(&view, consumer, CAI_SYNC_DEFAULT),
+        None => Ok(()),
     };
+    let made = ordered.and_then(|()| {
+        if versioned {
+            to_dlpack(&mut view, Some(device))
+                .map(|t| (t.cast::<c_void>(), VERSIONED, drop_versioned_capsule as _))
+        } else {
+            to_dlpack_legacy(&mut view, Some(device))
+                .map(|t| (t.cast::<c_void>(), LEGACY, drop_legacy_capsule as _))
+        }
+    });
     let (tensor, name, destructor): (*mut c_void, &CStr, pyo3::ffi::PyCapsule_Destructor) = match made {
         Ok(made) => made,
         Err(e) => {
-            // SAFETY: the view still owns the reference taken above (the core left it unchanged).
+            // SAFETY: the view still owns its reference (the core left it unchanged).
             unsafe { cai::internal::release_array(&mut view) };
             return Err(e.into());
         }

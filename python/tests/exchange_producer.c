@@ -22,7 +22,7 @@ typedef struct {
 } ExchangeApi;
 
 static uint64_t data, stream;
-static int handed_out, deleted, stream_asks;
+static int handed_out, deleted, stream_asks, fail_stream, device_type = CAI_DL_CUDA;
 static int64_t shape[2] = {4, 8};
 
 static void delete_tensor(CaiDLManagedTensorVersioned *tensor) {
@@ -38,7 +38,7 @@ static int from_py_object(void *py_object, CaiDLManagedTensorVersioned **out) {
   t->version.minor = 3;
   t->deleter = delete_tensor;
   t->dl_tensor.data = (void *)(uintptr_t)data;
-  t->dl_tensor.device.device_type = CAI_DL_CUDA;
+  t->dl_tensor.device.device_type = device_type;
   t->dl_tensor.ndim = 2;
   t->dl_tensor.dtype.code = 2; /* float */
   t->dl_tensor.dtype.bits = 32;
@@ -52,6 +52,7 @@ static int from_py_object(void *py_object, CaiDLManagedTensorVersioned **out) {
 static int current_work_stream(int32_t device_type, int32_t device_id, void **out_stream) {
   (void)device_type, (void)device_id;
   stream_asks++;
+  if (fail_stream) return -1;
   *out_stream = (void *)(uintptr_t)stream;
   return 0;
 }
@@ -60,7 +61,13 @@ static int current_work_stream(int32_t device_type, int32_t device_id, void **ou
 static ExchangeApi version_1 = {{{1, 3}, NULL}, NULL, from_py_object, NULL, NULL, current_work_stream};
 static ExchangeApi version_2 = {{{2, 0}, &version_1.header}, NULL, NULL, NULL, NULL, NULL};
 
+/* A broken table whose header names itself as its previous version. */
+static ExchangeApi cyclic = {{{2, 0}, &cyclic.header}, NULL, NULL, NULL, NULL, NULL};
+
 const void *producer_exchange_api(void) { return &version_2; }
+const void *producer_cyclic_exchange_api(void) { return &cyclic; }
+void producer_fail_stream(int fail) { fail_stream = fail; }
+void producer_set_device_type(int type) { device_type = type; }
 void producer_set(uint64_t pointer, uint64_t work_stream) {
   data = pointer;
   stream = work_stream;

@@ -45,14 +45,50 @@ pub(crate) fn sync_mode_is_known(mode: i32) -> Result<()> {
 /// The sync a consumer owes before touching data produced on `producer` (a CAI stream
 /// value), from `consumer` (a CAI stream value; 0 for none).
 pub fn planned_action(producer: u64, consumer: u64, mode: i32) -> SyncAction {
-    let mode = if mode == CAI_SYNC_DEFAULT && default_sync_disabled() { CAI_SYNC_NONE } else { mode };
-    match mode {
+    match effective_mode(mode) {
         _ if producer == CAI_STREAM_NONE => SyncAction::Nothing,
         CAI_SYNC_NONE => SyncAction::Nothing,
         CAI_SYNC_BLOCKING => SyncAction::Blocked,
         _ if consumer == CAI_STREAM_NONE => SyncAction::Blocked,
         _ if consumer == producer => SyncAction::Nothing,
         _ => SyncAction::StreamOrdered,
+    }
+}
+
+/// What a consumer asks of a producer that orders its own work before handing an array over
+/// (DLPack's `__dlpack__(stream=...)`), decided from the consumer's stream and sync mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProducerOrdering {
+    /// No sync is wanted: the producer is told not to order anything (DLPack's -1), and the
+    /// consumer does nothing either.
+    NotWanted,
+    /// The producer makes this stream (a CAI value: 1, 2 or a handle) wait for its work. The
+    /// array it hands over is then on this stream, and the consumer's import does what is left
+    /// by `planned_action`: nothing on that same stream, a host wait for a consumer without a
+    /// stream (it asked for the legacy default stream) or in blocking mode.
+    OnStream(u64),
+}
+
+/// The ordering a consumer on `consumer` (a CAI stream value; 0 for none) in sync `mode` needs
+/// from a producer. A consumer without a stream is served on the legacy default stream, which
+/// its import then waits for on the host: the producer's word alone orders no host read.
+pub fn producer_ordering(consumer: u64, mode: i32) -> ProducerOrdering {
+    if effective_mode(mode) == CAI_SYNC_NONE {
+        ProducerOrdering::NotWanted
+    } else if consumer == CAI_STREAM_NONE {
+        ProducerOrdering::OnStream(CAI_STREAM_LEGACY)
+    } else {
+        ProducerOrdering::OnStream(consumer)
+    }
+}
+
+/// `mode` with the process-wide opt-out applied: the default sync is off under
+/// CAI_ARRAY_INTERFACE_SYNC=0.
+fn effective_mode(mode: i32) -> i32 {
+    if mode == CAI_SYNC_DEFAULT && default_sync_disabled() {
+        CAI_SYNC_NONE
+    } else {
+        mode
     }
 }
 
@@ -153,4 +189,50 @@ fn record_and_wait(driver: &Driver, producer: u64, consumer: u64, array_context:
     // at once, so it goes back to the pool now.
     let returned = events::put(driver, event);
     waited.and(returned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::CAI_SYNC_STREAM_ORDERED;
+
+    const HANDLE: u64 = 0x5000;
+
+    #[test]
+    fn a_consumer_that_wants_no_sync_asks_for_none() {
+        assert_eq!(producer_ordering(HANDLE, CAI_SYNC_NONE), ProducerOrdering::NotWanted);
+        assert_eq!(producer_ordering(CAI_STREAM_LEGACY, CAI_SYNC_NONE), ProducerOrdering::NotWanted);
+        assert_eq!(producer_ordering(CAI_STREAM_NONE, CAI_SYNC_NONE), ProducerOrdering::NotWanted);
+    }
+
+    #[test]
+    fn a_consumer_on_a_default_stream_asks_for_that_stream_never_for_no_sync() {
+        for mode in [CAI_SYNC_DEFAULT, CAI_SYNC_STREAM_ORDERED, CAI_SYNC_BLOCKING] {
+            for consumer in [CAI_STREAM_LEGACY, CAI_STREAM_PER_THREAD, HANDLE] {
+                assert_eq!(producer_ordering(consumer, mode), ProducerOrdering::OnStream(consumer), "{mode}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_consumer_without_a_stream_is_served_on_the_legacy_stream_and_then_waits_on_the_host() {
+        for mode in [CAI_SYNC_DEFAULT, CAI_SYNC_STREAM_ORDERED, CAI_SYNC_BLOCKING] {
+            let ProducerOrdering::OnStream(stream) = producer_ordering(CAI_STREAM_NONE, mode) else {
+                panic!("mode {mode}: a sync is wanted");
+            };
+            assert_eq!(stream, CAI_STREAM_LEGACY);
+            assert_eq!(planned_action(stream, CAI_STREAM_NONE, mode), SyncAction::Blocked);
+        }
+    }
+
+    #[test]
+    fn after_the_producer_ordered_the_consumers_stream_only_a_blocking_mode_waits() {
+        for consumer in [CAI_STREAM_LEGACY, CAI_STREAM_PER_THREAD, HANDLE] {
+            let ProducerOrdering::OnStream(stream) = producer_ordering(consumer, CAI_SYNC_DEFAULT) else {
+                panic!("a sync is wanted");
+            };
+            assert_eq!(planned_action(stream, consumer, CAI_SYNC_DEFAULT), SyncAction::Nothing);
+            assert_eq!(planned_action(stream, consumer, CAI_SYNC_BLOCKING), SyncAction::Blocked);
+        }
+    }
 }
