@@ -19,6 +19,16 @@ clang_major=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\)
   missing+=("libFuzzer for clang ${clang_major:-?} (libclang-rt-${clang_major:-N}-dev)")
 [ -f /usr/include/CL/cl.h ] || missing+=("the OpenCL headers (opencl-headers, ocl-icd-opencl-dev)")
 ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || missing+=("an OpenCL driver (pocl-opencl-icd)")
+# The free-threaded leg builds CPython from Debian's source unless given an interpreter.
+if [ -z "${CAI_FREE_THREADED_PYTHON:-}" ]; then
+  for pair in dpkg-source:dpkg-dev xz:xz-utils make:make; do
+    command -v "${pair%%:*}" >/dev/null || missing+=("${pair%%:*} (${pair#*:})")
+  done
+  for pair in openssl/ssl.h:libssl-dev zlib.h:zlib1g-dev ffi.h:libffi-dev; do
+    [ -n "$(find /usr/include -path "*${pair%%:*}" -print -quit 2>/dev/null)" ] ||
+      missing+=("${pair%%:*} (${pair#*:}, or set CAI_FREE_THREADED_PYTHON)")
+  done
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "missing: ${missing[*]}; on Debian, bash .ci/run installs them (it runs this script afterwards)" >&2
   exit 1
@@ -68,6 +78,10 @@ grep -q 'consistent with the.*following platform tag: "manylinux_' <(tr '\n' ' '
 echo "wheel $(basename "$wheel"): 1 passed, 0 failed"
 rm -rf "$wheels"
 "$PYTHON" examples/python_demo.py
+suites=$((suites + 1))
+
+echo "== Python, free-threaded (no GIL)"
+bash scripts/test-free-threaded.sh
 suites=$((suites + 1))
 
 echo "== Packaging: CMake, pkg-config, examples"

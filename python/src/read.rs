@@ -98,13 +98,19 @@ pub fn scalar<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> PyValue<'a, 'py> {
     }
 }
 
+extern "C" {
+    /// A function of the stable ABI since CPython 3.8, exported by every build. Declared here:
+    /// PyO3 0.28 declares it under PyPy's symbol name when the limited API is used.
+    fn PyIndex_Check(object: *mut ffi::PyObject) -> std::os::raw::c_int;
+}
+
 /// An int (bools are caught before), or an object with `__index__` (numpy's integers).
 fn integer<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> Option<PyValue<'a, 'py>> {
     let py = object.py();
     let index;
     let int = if unsafe { ffi::PyLong_Check(object.as_ptr()) } != 0 {
         object
-    } else if unsafe { ffi::PyIndex_Check(object.as_ptr()) } != 0 {
+    } else if unsafe { PyIndex_Check(object.as_ptr()) } != 0 {
         // __index__ may run any code: the dict and its values are held by strong references.
         // SAFETY: a live object; PyNumber_Index returns a new reference or NULL with an error.
         index = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Index(object.as_ptr())) }.ok()?;

@@ -1,0 +1,162 @@
+"""Many threads on the same objects, bounded by rounds: one DLPack capsule raced by several
+consumers, shared arrays exported, re-imported and released from many threads, and importers
+racing threads that rewrite the attributes and dicts they read. On a free-threaded CPython
+(scripts/test-free-threaded.sh) they run with no GIL at all; under a GIL they still check the
+same outcomes. numpy is the real producer and consumer of host memory."""
+
+import os
+import sysconfig
+import threading
+
+import numpy
+import pytest
+
+import cai
+from conftest import DEVICE_BUFFER
+
+THREADS = 6
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def run_threads(target, count=THREADS):
+    """Runs `target(index)` on `count` threads; re-raises the first exception one raised."""
+    errors = []
+
+    def guarded(index):
+        try:
+            target(index)
+        except BaseException as error:  # reported to the test below
+            errors.append(error)
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+class Holder:
+    """A DLPack producer that hands every consumer the same capsule."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+
+@pytest.mark.parametrize("max_version", [(1, 0), None], ids=["versioned", "legacy"])
+def test_one_capsule_raced_by_several_consumers_is_taken_exactly_once_real_numpy(max_version):
+    """Each round, one thread (in turn) makes a capsule and every thread, spinning until it
+    appears, takes it at once: without a per-capsule critical section two threads both see it
+    unused, and the tensor is deleted twice."""
+    # Under a GIL a spinning thread holds it for a switch interval: fewer rounds there.
+    rounds, racers = 60000 if FREE_THREADED else 200, max(2, min(4, os.cpu_count() or 2))
+    source = cai.from_object(numpy.arange(64.0), allow_host=True)
+    holders = [None] * rounds
+    taken = [[] for _ in range(rounds)]
+
+    def consume(index):
+        for round_ in range(rounds):
+            if round_ % racers == index:
+                holders[round_] = Holder(source.__dlpack__(max_version=max_version))
+            while holders[round_] is None:
+                pass
+            try:
+                array = cai.from_object(holders[round_], allow_host=True)
+            except TypeError as error:
+                assert "no unused" in str(error), error
+                continue
+            assert array.data_ptr == source.data_ptr
+            taken[round_].append(index)
+            array.release()
+
+    run_threads(consume, racers)
+    assert all(len(takers) == 1 for takers in taken), [t for t in taken if len(t) != 1][:5]
+    del holders
+    source.release()  # every export ended: nothing holds the memory any more
+
+
+def test_shared_arrays_exported_reimported_and_released_from_many_threads_real_numpy():
+    n = 1 << 17  # 1 MiB of float64: once freed, unmapped, so a read after free would fault
+    expected = float(n * (n - 1) // 2)
+    for _ in range(30):
+        x = numpy.arange(n, dtype=numpy.float64)
+        shared = cai.from_object(x, allow_host=True)
+        del x  # from here only `shared` keeps the producer alive
+
+        def use(index):
+            for step in range(40):
+                try:
+                    view = numpy.from_dlpack(shared)
+                except ValueError as error:  # released by another thread: refused, never a view
+                    assert "released" in str(error), error
+                    return
+                again = cai.from_object(shared, allow_host=True)
+                assert view.sum() == expected and again.data_ptr == view.ctypes.data
+                del view
+                again.release()
+                if (index + step) % 7 == 0:
+                    try:
+                        shared.release()
+                    except BufferError as error:  # another thread's export is alive
+                        assert "DLPack export" in str(error), error
+
+        run_threads(use)
+        try:
+            shared.release()
+        except BufferError:
+            pytest.fail("every thread let go of its exports, yet release() is refused")
+
+
+def test_importers_race_threads_that_rewrite_attributes_and_dicts_fake_driver():
+    layouts = [((2, 3), "<f4"), ((6,), "<i4"), ((3, 2), "<u4")]
+    held_shapes = {shape for shape, _ in layouts}
+
+    class Producer:
+        def __init__(self):
+            self.__cuda_array_interface__ = {"shape": (2, 3), "typestr": "<f4", "data": (DEVICE_BUFFER, False),
+                                             "version": 3}
+
+    producers = [Producer() for _ in range(4)]
+    stop = threading.Event()
+
+    def rewrite(_):
+        i = 0
+        while not stop.is_set():
+            shape, typestr = layouts[i % len(layouts)]
+            for p in producers:
+                if i % 3 == 0:  # the attribute replaced whole
+                    p.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
+                                                  "data": (DEVICE_BUFFER, False), "version": 3}
+                else:  # the dict rewritten key by key
+                    p.__cuda_array_interface__["shape"] = list(shape) if i % 2 else shape
+                    p.__cuda_array_interface__["typestr"] = typestr
+            i += 1
+
+    def consume(index):
+        try:
+            for round_ in range(3000):
+                try:
+                    a = cai.from_object(producers[(index + round_) % 4], sync=False,
+                                        pointer_check=cai.POINTER_CHECK_NEVER)
+                except cai.CaiError:
+                    continue
+                assert a.shape in held_shapes, a.shape
+                assert a.__cuda_array_interface__["shape"] == a.shape
+        finally:
+            if index == 0:
+                stop.set()
+
+    writer = threading.Thread(target=rewrite, args=(0,))
+    writer.start()
+    try:
+        run_threads(consume, THREADS)
+    finally:
+        stop.set()
+        writer.join()
