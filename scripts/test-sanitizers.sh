@@ -54,13 +54,15 @@ done <<<"$binaries"
 
 echo "== Python tests under valgrind memcheck"
 python=${PYTHON:-target/venv/bin/python}
-# Left out here, and run in the plain pytest run: test_threads.py (valgrind runs threads one
-# at a time, and its spinning threads take it from seconds to a quarter of an hour) and
+# Left out here, and run in the plain pytest run: test_threads.py and test_thread_stress.py
+# (valgrind runs threads one at a time, and their spinning threads take it from seconds to a
+# quarter of an hour) and
 # test_buffer_interface.py (PoCL compiles its kernels with LLVM inside the process: under
 # valgrind that is LLVM's code being checked, for minutes, not libcai's).
 if PYTHONMALLOC=malloc valgrind --quiet --error-exitcode=99 --leak-check=no \
     --suppressions=tests/valgrind/known-false-positives.supp "$python" -m pytest -q -p no:cacheprovider \
-    --ignore=python/tests/test_threads.py --ignore=python/tests/test_buffer_interface.py python/tests \
+    --ignore=python/tests/test_threads.py --ignore=python/tests/test_thread_stress.py \
+    --ignore=python/tests/test_buffer_interface.py python/tests \
     >"$out/python.log" 2>&1; then
   tail -1 "$out/python.log"
   echo "valgrind python tests: 1 passed, 0 failed"
