@@ -432,14 +432,15 @@ impl Managed for CaiDLManagedTensor {
     }
 }
 
-/// Moves `array` into a new tensor made by `make` (given the DLTensor and the read-only flag),
-/// whose shape and strides (in elements, always given) live beside it; the manager context is
-/// the allocation holding all of it. On failure `array` is unchanged.
-fn export_as<T: Managed>(
-    array: &mut CaiArray,
+/// The DLTensor describing `array` on `device` (None: asked of the driver), with its strides in
+/// elements (always given) written to `strides`; its shape and strides pointers are left NULL
+/// for the caller to point at storage that outlives the tensor. Refused: OpenCL memory, a
+/// mask, a dtype DLPack lacks, a byte stride that is not a whole number of items.
+pub fn dl_tensor_of(
+    array: &CaiArray,
     device: Option<CaiDLDevice>,
-    make: impl FnOnce(CaiDLTensor, bool) -> T,
-) -> Result<*mut T> {
+    strides: &mut [i64; CAI_MAX_NDIM],
+) -> Result<CaiDLTensor> {
     if array.memory != CAI_MEMORY_CUDA {
         return Err(Error::new(
             Status::InvalidArgument,
@@ -457,15 +458,12 @@ fn export_as<T: Managed>(
     }
     let dtype = dtype_of_typestr(array)?;
     let ndim = array.ndim as usize;
-    let mut shape = [0i64; CAI_MAX_NDIM];
-    let mut strides = [0i64; CAI_MAX_NDIM];
-    shape[..ndim].copy_from_slice(&array.shape[..ndim]);
     if array.strides_given == 1 {
         strides_in_elements(&array.strides[..ndim], validated.dtype.itemsize, &mut strides[..ndim])?;
     } else {
         c_strides(&array.shape[..ndim], 1, &mut strides[..ndim])?;
     }
-    let dl_tensor = CaiDLTensor {
+    Ok(CaiDLTensor {
         data: array.data as usize as *mut c_void,
         device,
         ndim: array.ndim,
@@ -473,7 +471,22 @@ fn export_as<T: Managed>(
         shape: std::ptr::null_mut(),
         strides: std::ptr::null_mut(),
         byte_offset: 0,
-    };
+    })
+}
+
+/// Moves `array` into a new tensor made by `make` (given the DLTensor and the read-only flag),
+/// whose shape and strides (in elements, always given) live beside it; the manager context is
+/// the allocation holding all of it. On failure `array` is unchanged.
+fn export_as<T: Managed>(
+    array: &mut CaiArray,
+    device: Option<CaiDLDevice>,
+    make: impl FnOnce(CaiDLTensor, bool) -> T,
+) -> Result<*mut T> {
+    let mut strides = [0i64; CAI_MAX_NDIM];
+    let dl_tensor = dl_tensor_of(array, device, &mut strides)?;
+    let mut shape = [0i64; CAI_MAX_NDIM];
+    let ndim = array.ndim as usize;
+    shape[..ndim].copy_from_slice(&array.shape[..ndim]);
     let tensor = make(dl_tensor, array.readonly == 1);
     let raw = Box::into_raw(Box::new(Exported { tensor, array: *array, shape, strides }));
     // SAFETY: just allocated; the pointers stored are into the same allocation, which lives

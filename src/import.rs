@@ -1,7 +1,7 @@
 //! Consumer side: accept a descriptor for use: validate it, check its pointer with the driver,
 //! and synchronize with the producer's stream.
 
-use crate::abi::{CaiArray, CaiImportOptions, CaiPointerInfo, CAI_MEMORY_OPENCL};
+use crate::abi::{CaiArray, CaiImportOptions, CaiPointerInfo, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_NEVER};
 use crate::device::opencl::{checked_buffer, opencl_sync};
 use crate::device::pointer::checked_pointer;
 use crate::device::sync::{planned_action, sync_if_needed, sync_mode_is_known, SyncAction};
@@ -43,11 +43,12 @@ pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<CaiPointer
 }
 
 /// Whether `import(array, options)` may make the host wait: a sync it plans, or the first load
-/// of the driver. A binding lets go of its interpreter's lock around such an import.
+/// of the driver for a pointer check. A binding lets go of its interpreter's lock around such
+/// an import (and only then: letting go costs more than a short import).
 pub fn import_may_wait(array: &CaiArray, options: &CaiImportOptions) -> bool {
     planned_action(stream_for_version(array), options.consumer_stream, options.sync_mode)
         != SyncAction::Nothing
-        || !crate::driver::driver_load_attempted()
+        || (options.pointer_check != CAI_POINTER_CHECK_NEVER && !crate::driver::driver_load_attempted())
 }
 
 /// What the driver says of `pointer`, loading it if need be.

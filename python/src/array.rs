@@ -9,9 +9,9 @@ use cai::internal::{
     stream_object_handle_is_a_handle, validate, Repr,
 };
 use cai::{
-    CaiArray, CaiDLDevice, CaiField, CaiImportOptions, CaiLayout, CaiPointerInfo, Error, Status, CAI_DL_CPU,
-    CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_DEFAULT, CAI_POINTER_CHECK_NEVER,
-    CAI_STREAM_LEGACY, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
+    CaiArray, CaiDLDevice, CaiDLTensor, CaiField, CaiImportOptions, CaiLayout, CaiPointerInfo, Error, Status,
+    CAI_DL_CPU, CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_DEFAULT,
+    CAI_POINTER_CHECK_NEVER, CAI_STREAM_LEGACY, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
 };
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::gc::{PyTraverseError, PyVisit};
@@ -58,6 +58,9 @@ pub struct Array {
     /// The Array whose memory this one's pointers refer to, when this one is a view of its mask.
     keep: Option<Py<Array>>,
     as_parameter: PyOnceLock<Py<PyAny>>,
+    /// The strides in elements a DLTensor view points to (the exchange table's
+    /// `dltensor_from_py_object_no_sync`), made on first use.
+    element_strides: std::sync::OnceLock<Box<[i64; CAI_MAX_NDIM]>>,
 }
 
 /// The producer object kept alive, and the release callback of an array taken over from C or
@@ -106,7 +109,73 @@ impl Array {
         // The struct handed to C (`ptr`) is a borrowed view: its release is held here instead.
         let release = described.array.release.take();
         let held = Mutex::new(Held { owner, release, released: false, exports: 0 });
-        Array { described, held, buffer: None, mask, keep: None, as_parameter: PyOnceLock::new() }
+        Array {
+            described,
+            held,
+            buffer: None,
+            mask,
+            keep: None,
+            as_parameter: PyOnceLock::new(),
+            element_strides: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A new Array over `source`'s struct, its own stream and descr included, with no copy of
+    /// the producer's description: counted as an export of `source`, which it keeps alive.
+    fn view_of(source: &Bound<'_, Array>) -> PyResult<Array> {
+        let this = source.get();
+        this.begin_export()?;
+        let view = crate::dlpack::export_view(source);
+        let described = Described {
+            array: Pooled::copy_of(&view),
+            fields: Box::new([]),
+            info: CaiPointerInfo::default(),
+            device: this.described.device,
+        };
+        Ok(Array::new(described, None, None))
+    }
+
+    /// An Array over a tensor just taken (DLPack), on `device`, keeping `owner` alive.
+    pub(crate) fn from_taken(
+        taken: crate::dlpack::Taken,
+        device: CaiDLDevice,
+        owner: Option<Py<PyAny>>,
+    ) -> Array {
+        let described = Described {
+            array: taken.into_inner(),
+            fields: Box::new([]),
+            info: CaiPointerInfo::default(),
+            device: Some(device),
+        };
+        Array::new(described, owner, None)
+    }
+
+    /// A DLPack tensor viewing `slf`'s memory, counted as an export until its deleter runs,
+    /// after the consumer's stream (if any) is ordered after the array's.
+    pub(crate) fn export_tensor(
+        slf: &Bound<'_, Array>,
+        consumer: Option<u64>,
+        versioned: bool,
+    ) -> CaiResult<*mut std::ffi::c_void> {
+        let this = slf.get();
+        let device = crate::dlpack::device_of_array(this.array(), this.described.device)?;
+        this.begin_export()?;
+        let view = crate::dlpack::export_view(slf);
+        Ok(crate::dlpack::tensor_of(view, device, consumer, versioned)?)
+    }
+
+    /// The non-owning DLTensor of this array (valid while it lives): its shape is the struct's,
+    /// its strides in elements kept beside it.
+    pub(crate) fn dl_tensor_view(slf: &Bound<'_, Array>) -> CaiResult<CaiDLTensor> {
+        let this = slf.get();
+        this.live()?;
+        let device = crate::dlpack::device_of_array(this.array(), this.described.device)?;
+        let mut strides = Box::new([0i64; CAI_MAX_NDIM]);
+        let mut tensor = cai::internal::dl_tensor_of(this.array(), Some(device), &mut strides)?;
+        let strides = this.element_strides.get_or_init(|| strides);
+        tensor.shape = this.array().shape.as_ptr().cast_mut();
+        tensor.strides = strides.as_ptr().cast_mut();
+        Ok(tensor)
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
@@ -492,6 +561,13 @@ impl Array {
         Ok(crate::dlpack::capsule_of(py, view, device, consumer, versioned)?)
     }
 
+    /// DLPack 1.3's C exchange table (a capsule named "dlpack_exchange_api"): consumers that
+    /// read it take a cai.Array's tensor without calling `__dlpack__`.
+    #[classattr]
+    fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        crate::exchange::exchange_api_capsule(py)
+    }
+
     fn __repr__(&self) -> String {
         let array = self.array();
         let extents: Vec<String> = self.shape_slice().iter().map(i64::to_string).collect();
@@ -714,29 +790,46 @@ pub fn from_object(
         let converted = convert_dict(obj, dict, 0)?;
         return finish_import(py, converted, &options);
     }
+    if let Ok(array) = obj.cast::<Array>() {
+        let converted = Array::view_of(array)?;
+        if let Some(device) = converted.described.device.filter(|device| device.device_type == CAI_DL_CPU) {
+            cai::internal::device_is_cuda_or_allowed_host(device, allow_host).map_err(Failure::Cai)?;
+            options.pointer_check = CAI_POINTER_CHECK_NEVER;
+        }
+        return finish_import(py, converted, &options);
+    }
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
-    let taken = match crate::dlpack::exchange_api(obj)? {
-        Some(exchange) => Some(crate::dlpack::take_by_exchange(obj, exchange, ordering, allow_host)?),
-        None => match interface_of(obj)? {
-            Some(dict) => return finish_import(py, convert_dict(obj, &dict, 0)?, &options),
-            None if obj.hasattr(intern!(py, "__dlpack__"))? => {
-                Some(crate::dlpack::take_from_producer(obj, options.consumer_stream, ordering, allow_host)?)
-            }
-            None => None,
-        },
-    };
-    let Some((taken, device)) = taken else { return Err(not_an_array(obj)) };
+    let facts = crate::dlpack::type_facts(obj)?;
+    if let Some(exchange) = facts.exchange {
+        let (taken, device) = crate::dlpack::take_by_exchange(obj, exchange, ordering, allow_host)?;
+        return finish_dlpack_import(py, obj, taken, device, options);
+    }
+    if facts.may_have_interface {
+        if let Some(dict) = interface_of(obj)? {
+            return finish_import(py, convert_dict(obj, &dict, 0)?, &options);
+        }
+    }
+    if !obj.hasattr(intern!(py, "__dlpack__"))? {
+        return Err(not_an_array(obj));
+    }
+    let (taken, device) =
+        crate::dlpack::take_from_producer(obj, options.consumer_stream, ordering, allow_host)?;
+    finish_dlpack_import(py, obj, taken, device, options)
+}
+
+/// Imports a tensor taken from `obj` (DLPack) on `device`, keeping `obj` alive.
+fn finish_dlpack_import(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    taken: crate::dlpack::Taken,
+    device: CaiDLDevice,
+    mut options: CaiImportOptions,
+) -> PyResult<Py<Array>> {
     if device.device_type == CAI_DL_CPU {
         // Host memory, asked for: no CUDA pointer to check.
         options.pointer_check = CAI_POINTER_CHECK_NEVER;
     }
-    let described = Described {
-        array: taken.into_inner(),
-        fields: Box::new([]),
-        info: CaiPointerInfo::default(),
-        device: Some(device),
-    };
-    finish_import(py, Array::new(described, Some(obj.clone().unbind()), None), &options)
+    finish_import(py, Array::from_taken(taken, device, Some(obj.clone().unbind())), &options)
 }
 
 /// Imports an Array made from a producer's description, with the GIL released where the host

@@ -4,7 +4,7 @@
 //! the consumer that takes the tensor; a capsule never taken runs the tensor's deleter when it
 //! is collected. Every rule of the mapping is the core's (src/dlpack.rs).
 
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_void, CStr};
 use std::sync::Mutex;
 
 use cai::internal::{
@@ -12,9 +12,9 @@ use cai::internal::{
     ProducerOrdering,
 };
 use cai::{
-    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackVersion,
-    CaiDlpackOptions, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY,
-    CAI_STREAM_NONE, CAI_SYNC_DEFAULT,
+    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDlpackOptions,
+    CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY, CAI_STREAM_NONE,
+    CAI_SYNC_DEFAULT,
 };
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::intern;
@@ -56,11 +56,15 @@ fn stream_argument<'py>(
 pub struct Taken(Option<Pooled>);
 
 impl Taken {
+    pub fn new() -> Taken {
+        Taken(Some(Pooled::zeroed()))
+    }
+
     pub fn into_inner(mut self) -> Pooled {
         self.0.take().expect("present until handed on")
     }
 
-    fn array(&mut self) -> &mut CaiArray {
+    pub fn array(&mut self) -> &mut CaiArray {
         self.0.as_deref_mut().expect("present until handed on")
     }
 }
@@ -96,28 +100,7 @@ fn reported_device(obj: &Bound<'_, PyAny>) -> PyResult<CaiDLDevice> {
     Ok(CaiDLDevice { device_type, device_id })
 }
 
-/// dlpack.h's DLPackExchangeAPIHeader (DLPack 1.3): stable across versions.
-#[repr(C)]
-struct ExchangeApiHeader {
-    version: CaiDLPackVersion,
-    prev_version_api: *const ExchangeApiHeader,
-}
-
-type FromPyObject = unsafe extern "C" fn(*mut c_void, *mut *mut CaiDLManagedTensorVersioned) -> c_int;
-type CurrentWorkStream = unsafe extern "C" fn(i32, i32, *mut *mut c_void) -> c_int;
-
-/// dlpack.h's DLPackExchangeAPI, as far as libcai calls it: a producer's C function table that
-/// hands over a tensor without the Python call (and without a sync: the consumer orders its
-/// work after the producer's current stream).
-#[repr(C)]
-struct ExchangeApi {
-    header: ExchangeApiHeader,
-    managed_tensor_allocator: *const c_void,
-    managed_tensor_from_py_object_no_sync: Option<FromPyObject>,
-    managed_tensor_to_py_object_no_sync: *const c_void,
-    dltensor_from_py_object_no_sync: *const c_void,
-    current_work_stream: Option<CurrentWorkStream>,
-}
+use crate::exchange::{CurrentWorkStream, ExchangeApi, ExchangeApiHeader, FromPyObject};
 
 /// The two functions libcai calls from a producer type's exchange table.
 #[derive(Clone, Copy)]
@@ -126,35 +109,62 @@ pub struct Exchange {
     current_work_stream: CurrentWorkStream,
 }
 
-/// Types seen, with their exchange table or None: the table is looked up on the type, once
-/// per type (DLPack's rule), and the types are kept alive so that an address is never reused.
-static EXCHANGE_BY_TYPE: Mutex<Vec<(Py<PyType>, Option<Exchange>)>> = Mutex::new(Vec::new());
+/// What libcai needs to know of a producer's type, found once per type.
+#[derive(Clone, Copy)]
+pub struct TypeFacts {
+    /// The type's DLPack exchange table, if it offers one.
+    pub exchange: Option<Exchange>,
+    /// Whether its instances can have a `__cuda_array_interface__` attribute at all: false for
+    /// a type that defines none and whose instances have no `__dict__` and no `__getattr__`
+    /// (numpy's ndarray), so that no AttributeError is built and discarded per call.
+    pub may_have_interface: bool,
+}
+
+/// Types seen, with what was found of them: looked up on the type once per type (DLPack's rule
+/// for the table), and the types are kept alive so that an address is never reused.
+static FACTS_BY_TYPE: Mutex<Vec<(Py<PyType>, TypeFacts)>> = Mutex::new(Vec::new());
 /// Types remembered at most; beyond, lookups are simply not cached.
-const EXCHANGE_TYPES_KEPT: usize = 64;
+const TYPES_KEPT: usize = 64;
 
 // SAFETY: function pointers into a producer's library, which stays loaded with its type.
 unsafe impl Send for Exchange {}
 
-/// The exchange table of `obj`'s type: `__dlpack_c_exchange_api__` (a PyCapsule named
-/// "dlpack_exchange_api") or `__c_dlpack_exchange_api__` (an int address), whose header (or a
-/// previous version's, down the chain) has DLPack major version 1.
-pub fn exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<Exchange>> {
+/// What libcai knows of `obj`'s type. The exchange table is `__dlpack_c_exchange_api__` (a
+/// PyCapsule named "dlpack_exchange_api") or `__c_dlpack_exchange_api__` (an int address),
+/// whose header (or a previous version's, down the chain) has DLPack major version 1.
+pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     let py = obj.py();
     let ty = obj.get_type();
-    let cached = |cache: &Vec<(Py<PyType>, Option<Exchange>)>| {
+    let cached = |cache: &Vec<(Py<PyType>, TypeFacts)>| {
         cache.iter().find(|(seen, _)| seen.bind(py).is(&ty)).map(|(_, found)| *found)
     };
-    let lock = || EXCHANGE_BY_TYPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let lock = || FACTS_BY_TYPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(found) = cached(&lock()) {
         return Ok(found);
     }
     // Looked up with the lock released: an attribute lookup may run Python code.
-    let found = lookup_exchange_api(&ty)?;
+    let found =
+        TypeFacts { exchange: lookup_exchange_api(&ty)?, may_have_interface: may_have_interface(&ty)? };
     let mut cache = lock();
-    if cached(&cache).is_none() && cache.len() < EXCHANGE_TYPES_KEPT {
+    if cached(&cache).is_none() && cache.len() < TYPES_KEPT {
         cache.push((ty.unbind(), found));
     }
     Ok(found)
+}
+
+/// Whether an instance of `ty` can have a `__cuda_array_interface__` attribute: the type (or a
+/// base) defines one, or instances can add attributes (an instance `__dict__`, or attribute
+/// lookup other than the generic one, such as a `__getattr__`).
+fn may_have_interface(ty: &Bound<'_, PyType>) -> PyResult<bool> {
+    let py = ty.py();
+    if ty.hasattr(intern!(py, "__cuda_array_interface__"))? {
+        return Ok(true);
+    }
+    let dict_offset: isize = ty.getattr(intern!(py, "__dictoffset__"))?.extract()?;
+    // SAFETY: a live type; PyType_GetSlot reads static types too since CPython 3.10.
+    let getattro = unsafe { pyo3::ffi::PyType_GetSlot(ty.as_type_ptr(), pyo3::ffi::Py_tp_getattro) };
+    let generic = pyo3::ffi::PyObject_GenericGetAttr as *mut c_void;
+    Ok(dict_offset != 0 || getattro != generic)
 }
 
 /// Exchange table headers followed at most: DLPack has one major version so far, so a longer
@@ -205,7 +215,7 @@ fn lookup_exchange_api(ty: &Bound<'_, PyType>) -> PyResult<Option<Exchange>> {
 ///
 /// # Safety
 /// `array` owns a tensor of the kind `versioned` says, taken by the core's `from_dlpack*`.
-unsafe fn device_of_taken(array: &CaiArray, versioned: bool) -> CaiDLDevice {
+pub unsafe fn device_of_taken(array: &CaiArray, versioned: bool) -> CaiDLDevice {
     if versioned {
         (*array.owner.cast::<CaiDLManagedTensorVersioned>()).dl_tensor.device
     } else {
@@ -230,7 +240,7 @@ pub fn take_by_exchange(
             .into());
     }
     let options = CaiDlpackOptions { allow_host: u32::from(allow_host), ..Default::default() };
-    let mut taken = Taken(Some(Pooled::zeroed()));
+    let mut taken = Taken::new();
     // SAFETY: a tensor handed over by the producer; the core takes it (deleting it on failure).
     unsafe { from_dlpack(tensor, &options, taken.array()) }?;
     // SAFETY: taken by from_dlpack, as a versioned tensor.
@@ -261,11 +271,21 @@ pub fn take_from_producer(
     allow_host: bool,
 ) -> CaiResult<(Taken, CaiDLDevice)> {
     let py = obj.py();
-    let reported = reported_device(obj)?;
-    // Refused before the producer does any work for a capsule.
-    device_is_cuda_or_allowed_host(reported, allow_host)?;
+    // A consumer without a stream asks for None whatever the device: then `__dlpack_device__`
+    // is not called, and the tensor's own device is checked once taken.
+    let reported = match ordering {
+        ProducerOrdering::OnStream(_) if consumer == CAI_STREAM_NONE => None,
+        _ => Some(reported_device(obj)?),
+    };
+    let stream = match reported {
+        // Refused before the producer does any work for a capsule.
+        Some(device) => device_is_cuda_or_allowed_host(device, allow_host)
+            .map_err(Failure::Cai)
+            .and_then(|()| Ok(stream_argument(py, device, consumer, ordering)?))?,
+        None => py.None().into_bound(py),
+    };
     let kwargs = PyDict::new(py);
-    kwargs.set_item(intern!(py, "stream"), stream_argument(py, reported, consumer, ordering)?)?;
+    kwargs.set_item(intern!(py, "stream"), stream)?;
     static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
     let max_version = MAX_VERSION.get_or_try_init(py, || {
         PyTuple::new(py, [CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION]).map(Bound::unbind)
@@ -282,11 +302,13 @@ pub fn take_from_producer(
         Err(e) => return Err(e.into()),
     };
     let options = CaiDlpackOptions { allow_host: u32::from(allow_host), ..Default::default() };
-    let mut taken = Taken(Some(Pooled::zeroed()));
+    let mut taken = Taken::new();
     let versioned = take_capsule(&capsule, &options, taken.array())?;
     // SAFETY: taken by the core, of the kind `versioned` says.
     let device = unsafe { device_of_taken(taken.array(), versioned) };
-    devices_agree(reported, device)?;
+    if let Some(reported) = reported {
+        devices_agree(reported, device)?;
+    }
     if let ProducerOrdering::OnStream(stream) = ordering {
         if device.device_type != CAI_DL_CPU {
             taken.array().stream = stream;
@@ -381,37 +403,44 @@ pub fn export_view(exported: &Bound<'_, Array>) -> CaiArray {
     view
 }
 
-/// A DLPack capsule over `view` (from `export_view`), as the versioned struct when `versioned`,
-/// else the legacy one, after the consumer's stream (if any) is ordered after the array's. On
-/// every failure the view is released (its export ended) before this returns.
-pub fn capsule_of(
-    py: Python<'_>,
+/// A DLPack tensor owning `view` (from `export_view`), as the versioned struct when
+/// `versioned`, else the legacy one, after the consumer's stream (if any) is ordered after the
+/// array's. On every failure the view is released (its export ended) before this returns.
+pub fn tensor_of(
     mut view: CaiArray,
     device: CaiDLDevice,
     consumer: Option<u64>,
     versioned: bool,
-) -> CaiResult<Py<PyAny>> {
+) -> Result<*mut c_void, cai::Error> {
     let ordered = match consumer {
         Some(consumer) => cai::internal::sync(&view, consumer, CAI_SYNC_DEFAULT),
         None => Ok(()),
     };
     let made = ordered.and_then(|()| {
         if versioned {
-            to_dlpack(&mut view, Some(device))
-                .map(|t| (t.cast::<c_void>(), VERSIONED, drop_versioned_capsule as _))
+            to_dlpack(&mut view, Some(device)).map(|t| t.cast::<c_void>())
         } else {
-            to_dlpack_legacy(&mut view, Some(device))
-                .map(|t| (t.cast::<c_void>(), LEGACY, drop_legacy_capsule as _))
+            to_dlpack_legacy(&mut view, Some(device)).map(|t| t.cast::<c_void>())
         }
     });
-    let (tensor, name, destructor): (*mut c_void, &CStr, pyo3::ffi::PyCapsule_Destructor) = match made {
-        Ok(made) => made,
-        Err(e) => {
-            // SAFETY: the view still owns its reference (the core left it unchanged).
-            unsafe { cai::internal::release_array(&mut view) };
-            return Err(e.into());
-        }
-    };
+    if made.is_err() {
+        // SAFETY: the view still owns its reference (the core left it unchanged).
+        unsafe { cai::internal::release_array(&mut view) };
+    }
+    made
+}
+
+/// A DLPack capsule over `view`, as `tensor_of` makes its tensor.
+pub fn capsule_of(
+    py: Python<'_>,
+    view: CaiArray,
+    device: CaiDLDevice,
+    consumer: Option<u64>,
+    versioned: bool,
+) -> CaiResult<Py<PyAny>> {
+    let tensor = tensor_of(view, device, consumer, versioned)?;
+    let (name, destructor): (&CStr, pyo3::ffi::PyCapsule_Destructor) =
+        if versioned { (VERSIONED, drop_versioned_capsule) } else { (LEGACY, drop_legacy_capsule) };
     // SAFETY: a tensor just made, owned by the capsule from here on (its destructor deletes it
     // unless a consumer took it).
     let capsule = unsafe { pyo3::ffi::PyCapsule_New(tensor, name.as_ptr(), Some(destructor)) };

@@ -8,6 +8,7 @@
 mod array;
 mod dlpack;
 mod errors;
+mod exchange;
 mod pool;
 mod read;
 

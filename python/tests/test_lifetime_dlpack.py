@@ -149,7 +149,8 @@ def test_a_tensor_taken_before_the_work_stream_fails_is_released_fake_driver(fak
 
 
 class Relabelled:
-    """A producer whose __dlpack_device__ says one thing while its tensors say another."""
+    """A producer whose __dlpack_device__ says one thing while its tensors say another (asked
+    for with the stream the source's own device takes)."""
 
     def __init__(self, source, device):
         self.source, self.device = source, device
@@ -157,14 +158,17 @@ class Relabelled:
     def __dlpack_device__(self):
         return self.device
 
-    def __dlpack__(self, **kwargs):
-        return self.source.__dlpack__(**kwargs)
+    def __dlpack__(self, stream=None, **kwargs):
+        own = self.source.__dlpack_device__()[0]
+        return self.source.__dlpack__(stream=None if own == 1 else stream, **kwargs)
 
 
 def test_a_device_that_contradicts_the_tensors_is_refused_real_numpy_and_fake_driver(fake):
     host = numpy.arange(4.0)
     with pytest.raises(BufferError, match=r"said \(2, 0\) but the tensor is on \(1, 0\)"):
-        cai.from_object(Relabelled(host, (2, 0)), allow_host=True)
+        cai.from_object(Relabelled(host, (2, 0)), allow_host=True, sync=False)
+    # Without a consumer stream the device is not asked: the tensor's own is what counts.
+    assert cai.from_object(Relabelled(host, (2, 0)), allow_host=True).__dlpack_device__() == (1, 0)
     device = cai.from_object({"shape": (4,), "typestr": "<f4", "data": (fake.alloc(64), False), "version": 3},
                              sync=False)
     with pytest.raises(BufferError, match=r"said \(1, 0\) but the tensor is on \(2, 0\)"):

@@ -1,0 +1,153 @@
+//! DLPack 1.3's C exchange table: the struct (dlpack.h's `DLPackExchangeAPI`, declared here
+//! field for field) that libcai reads from a producer's type, and the table `cai.Array` offers
+//! as `__dlpack_c_exchange_api__`, so that torch, tvm-ffi, cai itself and other consumers take
+//! a cai.Array's tensor without a Python call.
+//!
+//! Every function of the table runs with the caller attached to the interpreter (DLPack's
+//! rule), returns 0, or -1 with a Python exception set, and never unwinds.
+
+use std::ffi::{c_int, c_void, CStr};
+
+use cai::{
+    CaiDLManagedTensorVersioned, CaiDLPackVersion, CaiDLTensor, CaiDlpackOptions, CAI_DLPACK_MAJOR_VERSION,
+    CAI_DLPACK_MINOR_VERSION, CAI_STREAM_LEGACY,
+};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+use crate::array::Array;
+use crate::dlpack::{device_of_taken, Taken};
+use crate::errors::CaiResult;
+
+/// dlpack.h's DLPackExchangeAPIHeader: stable across versions.
+#[repr(C)]
+pub struct ExchangeApiHeader {
+    pub version: CaiDLPackVersion,
+    pub prev_version_api: *const ExchangeApiHeader,
+}
+
+pub type FromPyObject = unsafe extern "C" fn(*mut c_void, *mut *mut CaiDLManagedTensorVersioned) -> c_int;
+pub type ToPyObject = unsafe extern "C" fn(*mut CaiDLManagedTensorVersioned, *mut *mut c_void) -> c_int;
+pub type DlTensorFromPyObject = unsafe extern "C" fn(*mut c_void, *mut CaiDLTensor) -> c_int;
+pub type CurrentWorkStream = unsafe extern "C" fn(i32, i32, *mut *mut c_void) -> c_int;
+
+/// dlpack.h's DLPackExchangeAPI (DLPack 1.3). The allocator is declared as a plain pointer:
+/// libcai neither offers nor calls one.
+#[repr(C)]
+pub struct ExchangeApi {
+    pub header: ExchangeApiHeader,
+    pub managed_tensor_allocator: *const c_void,
+    pub managed_tensor_from_py_object_no_sync: Option<FromPyObject>,
+    pub managed_tensor_to_py_object_no_sync: Option<ToPyObject>,
+    pub dltensor_from_py_object_no_sync: Option<DlTensorFromPyObject>,
+    pub current_work_stream: Option<CurrentWorkStream>,
+}
+
+/// The name DLPack gives the capsule holding a table.
+pub const EXCHANGE_API: &CStr = c"dlpack_exchange_api";
+
+// SAFETY: the table is immutable, its pointers are NULL or functions of this module.
+unsafe impl Sync for ExchangeApi {}
+
+/// cai.Array's table. Its work stream is the legacy default stream (the table is per type, and
+/// a cai.Array's producer stream is per array): taking a tensor orders the legacy default
+/// stream after the array's own stream (an event, no host wait), so that a consumer that waits
+/// for the work stream waits for the array's producer.
+pub static CAI_ARRAY_EXCHANGE_API: ExchangeApi = ExchangeApi {
+    header: ExchangeApiHeader {
+        version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
+        prev_version_api: std::ptr::null(),
+    },
+    managed_tensor_allocator: std::ptr::null(),
+    managed_tensor_from_py_object_no_sync: Some(managed_tensor_from_py_object),
+    managed_tensor_to_py_object_no_sync: Some(managed_tensor_to_py_object),
+    dltensor_from_py_object_no_sync: Some(dltensor_from_py_object),
+    current_work_stream: Some(current_work_stream),
+};
+
+/// Runs `body` attached to the interpreter, as a table function: 0 on success, -1 with the
+/// failure raised as a Python exception (a panic included) otherwise.
+fn table_call(body: impl FnOnce(Python<'_>) -> CaiResult<()>) -> c_int {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Python::attach(|py| match body(py) {
+            Ok(()) => 0,
+            Err(failure) => {
+                PyErr::from(failure).restore(py);
+                -1
+            }
+        })
+    }));
+    outcome.unwrap_or_else(|_| {
+        Python::attach(|py| PyRuntimeError::new_err("libcai's DLPack exchange table panicked").restore(py));
+        -1
+    })
+}
+
+/// The cai.Array a table function was given.
+///
+/// # Safety
+/// `object` is a live PyObject the caller holds.
+unsafe fn array_of<'py>(py: Python<'py>, object: *mut c_void) -> PyResult<Bound<'py, Array>> {
+    let object = pyo3::Borrowed::from_ptr(py, object.cast::<pyo3::ffi::PyObject>());
+    Ok(object.cast::<Array>()?.to_owned())
+}
+
+unsafe extern "C" fn managed_tensor_from_py_object(
+    py_object: *mut c_void,
+    out: *mut *mut CaiDLManagedTensorVersioned,
+) -> c_int {
+    table_call(|py| {
+        // SAFETY: the consumer passes an object it holds.
+        let array = unsafe { array_of(py, py_object) }?;
+        let tensor = Array::export_tensor(&array, Some(CAI_STREAM_LEGACY), true)?;
+        // SAFETY: the consumer's out-pointer.
+        unsafe { *out = tensor.cast() };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn managed_tensor_to_py_object(
+    tensor: *mut CaiDLManagedTensorVersioned,
+    out_py_object: *mut *mut c_void,
+) -> c_int {
+    table_call(|py| {
+        let mut taken = Taken::new();
+        let options = CaiDlpackOptions { allow_host: 1, ..Default::default() };
+        // SAFETY: the consumer hands the tensor over; the core takes it (deleting it on failure).
+        unsafe { cai::internal::from_dlpack(tensor, &options, taken.array()) }?;
+        // SAFETY: taken as a versioned tensor.
+        let device = unsafe { device_of_taken(taken.array(), true) };
+        let array = Py::new(py, Array::from_taken(taken, device, None))?;
+        // SAFETY: the consumer's out-pointer; the new reference is the consumer's.
+        unsafe { *out_py_object = array.into_ptr().cast() };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut CaiDLTensor) -> c_int {
+    table_call(|py| {
+        // SAFETY: the consumer passes an object it holds.
+        let array = unsafe { array_of(py, py_object) }?;
+        let view = Array::dl_tensor_view(&array)?;
+        // SAFETY: the consumer's out-pointer.
+        unsafe { *out = view };
+        Ok(())
+    })
+}
+
+/// NULL: the legacy default stream for CUDA memory (see `CAI_ARRAY_EXCHANGE_API`), no stream
+/// for host memory.
+unsafe extern "C" fn current_work_stream(_device_type: i32, _device_id: i32, out: *mut *mut c_void) -> c_int {
+    // SAFETY: the consumer's out-pointer.
+    unsafe { *out = std::ptr::null_mut() };
+    0
+}
+
+/// The table as DLPack publishes it on a type: a capsule named "dlpack_exchange_api".
+pub fn exchange_api_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    let table = &CAI_ARRAY_EXCHANGE_API as *const ExchangeApi as *mut c_void;
+    // SAFETY: a static table and a static name; no destructor is needed for either.
+    let capsule = unsafe { pyo3::ffi::PyCapsule_New(table, EXCHANGE_API.as_ptr(), None) };
+    // SAFETY: a new reference, or NULL with an exception set.
+    Ok(unsafe { Bound::from_owned_ptr_or_err(py, capsule) }?.unbind())
+}
