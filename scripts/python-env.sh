@@ -9,7 +9,9 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 PYTHON="$venv/bin/python"
+echo "python-env: the test tools into $venv (python/test-requirements.txt; the first time about 1.2 GB)"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -r python/test-requirements.txt
+echo "python-env: building and installing the package (pip install ./python, maturin; about a minute)"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./python
 export PYTHON

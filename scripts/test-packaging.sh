@@ -48,8 +48,9 @@ cmake --build "$work/down-build-tree" >/dev/null
 
 echo "== pkg-config, the prefix given only at install time"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_c" $(pkg-config --cflags --libs cai) \
-  -Wl,-rpath,"$prefix/lib"
+# The README's line, as written there (the rpath from pkg-config's libdir).
+cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_c" \
+  $(pkg-config --cflags --libs cai) -Wl,-rpath,"$(pkg-config --variable=libdir cai)"
 "$work/pc_c"
 cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_static" $(pkg-config --cflags cai) \
   "$prefix/lib/libcai.a" $(pkg-config --static --libs-only-l cai | sed 's/-lcai//')

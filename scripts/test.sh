@@ -10,11 +10,14 @@ suites=0
 
 # What the suites need, checked first: one line says what is missing and how to get it.
 missing=()
-for tool in cargo cc c++ cmake pkg-config clang valgrind readelf nm python3; do
-  command -v "$tool" >/dev/null || missing+=("$tool")
+# Each tool with the Debian package that brings it.
+for pair in cargo:rustup cc:gcc c++:g++ cmake:cmake pkg-config:pkg-config clang:clang valgrind:valgrind \
+  readelf:binutils nm:binutils python3:python3; do
+  command -v "${pair%%:*}" >/dev/null || missing+=("${pair%%:*} (${pair#*:})")
 done
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=("python3 venv")
-clang_major=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n 1)
+# `|| true`: without clang the pipeline fails, and the line below must still say so.
+clang_major=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n 1 || true)
 [ -n "$(find /usr/lib/llvm-"${clang_major:-none}"/lib/clang -name 'libclang_rt.fuzzer-*.a' 2>/dev/null)" ] ||
   missing+=("libFuzzer for clang ${clang_major:-?} (libclang-rt-${clang_major:-N}-dev)")
 [ -f /usr/include/CL/cl.h ] || missing+=("the OpenCL headers (opencl-headers, ocl-icd-opencl-dev)")
@@ -34,7 +37,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 1
 fi
 
-echo "== Rust"
+# Each phase says when it starts, so that a long one is never silent about where the time goes.
+phase() { echo "== $1 (at $((SECONDS / 60)) min $((SECONDS % 60)) s)"; }
+SECONDS=0
+
+phase "Rust: rustfmt, clippy (about 100 s from a cold cache), cargo test"
 cargo fmt --all --check
 cargo clippy --quiet --workspace --all-targets -- -D warnings
 echo "rustfmt and clippy: 2 passed, 0 failed"
@@ -42,11 +49,11 @@ cargo test
 cargo build --release
 suites=$((suites + 1))
 
-echo "== C and C++"
+phase "C and C++"
 c_tests/run.sh target/release
 suites=$((suites + 1))
 
-echo "== libcai.so links no libcuda or libOpenCL and carries no CPython code"
+phase "libcai.so links no libcuda or libOpenCL and carries no CPython code"
 if readelf -d target/release/libcai.so | grep -i 'NEEDED.*\(libcuda\|libOpenCL\)'; then
   echo "libcai.so links libcuda or libOpenCL: both must be opened at run time" >&2
   exit 1
@@ -58,7 +65,7 @@ fi
 echo "link check: 2 passed, 0 failed"
 suites=$((suites + 1))
 
-echo "== Python"
+phase "Python"
 # A virtual environment with the test tools, and the package installed as a user installs it.
 source scripts/python-env.sh
 # From another directory, so that the installed package, not python/cai, is what imports.
@@ -80,20 +87,21 @@ rm -rf "$wheels"
 "$PYTHON" examples/python_demo.py
 suites=$((suites + 1))
 
-echo "== Python, free-threaded (no GIL)"
+phase "Python, free-threaded (no GIL)"
 bash scripts/test-free-threaded.sh
 suites=$((suites + 1))
 
-echo "== Packaging: CMake, pkg-config, examples"
+phase "Packaging: CMake, pkg-config, examples"
 bash scripts/test-packaging.sh
 suites=$((suites + 1))
 
-echo "== Sanitizers and valgrind"
+phase "Sanitizers and valgrind"
 bash scripts/test-sanitizers.sh
 suites=$((suites + 1))
 
-echo "== Fuzzing (short; see fuzz/run.sh for long runs)"
+phase "Fuzzing (short; see fuzz/run.sh for long runs)"
 SECONDS_PER_TARGET=${CAI_FUZZ_SECONDS:-20} bash fuzz/run.sh
 suites=$((suites + 1))
 echo
+echo "all phases done in $((SECONDS / 60)) min $((SECONDS % 60)) s"
 echo "suites: $suites passed, 0 failed"

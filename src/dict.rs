@@ -212,10 +212,18 @@ pub fn array_from_dict<O: Display + Copy>(
     mask_is_allowed_by_version(&values.mask, version)
 }
 
+/// A required key is there: one wording for every missing key.
+fn required_key_is_present<O>(key: &str, value: &Value<'_, O>, status: Status) -> Result<()> {
+    match value {
+        Value::Absent => Err(Error::new(status, format!("{key} is missing; it is a required key"))),
+        _ => Ok(()),
+    }
+}
+
 /// `version` is required and is an integer (not a bool) from 0 to 3.
 pub fn version_is_a_known_integer<O: Display + Copy>(version: &Value<'_, O>) -> Result<i32> {
+    required_key_is_present("version", version, Status::InvalidVersion)?;
     match version {
-        Value::Absent => Err(Error::new(Status::InvalidVersion, "version is missing; it is a required key")),
         Value::Int(n @ 0..=3) => Ok(*n as i32),
         other => Err(Error::new(
             Status::InvalidVersion,
@@ -228,6 +236,7 @@ pub fn version_is_a_known_integer<O: Display + Copy>(version: &Value<'_, O>) -> 
 pub fn shape_is_a_sequence_of_extents<'v, O: Display + Copy>(
     shape: &'v Value<'v, O>,
 ) -> Result<&'v [Value<'v, O>]> {
+    required_key_is_present("shape", shape, Status::InvalidShape)?;
     match shape {
         Value::Seq { len, .. } if *len > CAI_MAX_NDIM => Err(Error::new(
             Status::InvalidShape,
@@ -276,6 +285,7 @@ pub fn typestr_is_a_string_that_fits<O: Display + Copy>(
     typestr: &Value<'_, O>,
     array: &mut CaiArray,
 ) -> Result<()> {
+    required_key_is_present("typestr", typestr, Status::InvalidTypestr)?;
     match typestr {
         Value::Str(s) if array.set_typestr(s) => Ok(()),
         Value::Str(_) => Err(Error::new(
@@ -296,6 +306,7 @@ pub fn data_is_a_pointer_and_flag<O: Display + Copy>(
     version: i32,
     shape: &[Value<'_, O>],
 ) -> Result<(u64, bool)> {
+    required_key_is_present("data", data, Status::InvalidData)?;
     let Some([pointer, readonly]) =
         data.items(Limits::DATA).and_then(|items| <&[_; 2]>::try_from(items).ok())
     else {
@@ -521,6 +532,16 @@ mod tests {
         assert!(fields.is_empty() && !mask);
         let lists = DictValues { shape: list(&SHAPE), data: list(&DATA), ..base(&SHAPE, &DATA) };
         assert_eq!(read(&lists).unwrap().0.shape[..2], [2, 3], "lists stand for tuples");
+    }
+
+    #[test]
+    fn every_missing_required_key_is_named_in_one_wording() {
+        let shape = read(&DictValues { shape: Value::Absent, ..base(&SHAPE, &DATA) }).unwrap_err();
+        let typestr = read(&DictValues { typestr: Value::Absent, ..base(&SHAPE, &DATA) }).unwrap_err();
+        let data = read(&DictValues { data: Value::Absent, ..base(&SHAPE, &DATA) }).unwrap_err();
+        for (e, key) in [(shape, "shape"), (typestr, "typestr"), (data, "data")] {
+            assert_eq!(e.message, format!("{key} is missing; it is a required key"));
+        }
     }
 
     #[test]

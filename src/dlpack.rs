@@ -82,7 +82,7 @@ pub fn device_is_cuda_or_allowed_host(device: CaiDLDevice, allow_host: bool) -> 
         CAI_DL_CPU => Err(Error::new(
             Status::NotDevicePointer,
             format!(
-                "the tensor is on {} device {}, host memory; ask for host memory to take it (allow_host)",
+                "the tensor is on {} device {}, host memory; to take it, pass allow_host=True (from C: CaiDlpackOptions.allow_host = 1)",
                 device_name(CAI_DL_CPU),
                 device.device_id
             ),

@@ -80,6 +80,28 @@ pub(crate) fn quote(bytes: &[u8]) -> String {
     format!("{:?}", String::from_utf8_lossy(bytes))
 }
 
+/// The typestr (native byte order) of a numpy dtype name written where a typestr belongs.
+fn numpy_name_as_typestr(name: &[u8]) -> Option<String> {
+    let (kind, bits) = match name {
+        b"bool" => return Some("|b1".into()),
+        [b'i', b'n', b't', bits @ ..] => ('i', bits),
+        [b'u', b'i', b'n', b't', bits @ ..] => ('u', bits),
+        [b'f', b'l', b'o', b'a', b't', bits @ ..] => ('f', bits),
+        [b'c', b'o', b'm', b'p', b'l', b'e', b'x', bits @ ..] => ('c', bits),
+        _ => return None,
+    };
+    let bytes = match bits {
+        b"8" => 1,
+        b"16" => 2,
+        b"32" => 4,
+        b"64" => 8,
+        b"128" => 16,
+        _ => return None,
+    };
+    let order = if bytes == 1 { '|' } else { NATIVE_BYTE_ORDER as char };
+    Some(format!("{order}{kind}{bytes}"))
+}
+
 fn invalid(typestr: &[u8], why: &str) -> Error {
     Error::new(Status::InvalidTypestr, format!("typestr {} {why}", quote(typestr)))
 }
@@ -108,7 +130,10 @@ fn split(typestr: &[u8]) -> Result<Parts<'_>> {
     };
     let digits_len = after_kind.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits_len == 0 {
-        return Err(invalid(typestr, "has no item size (one-letter codes are not typestrs)"));
+        return Err(match numpy_name_as_typestr(typestr) {
+            Some(named) => invalid(typestr, &format!("is a dtype name, not a typestr; write '{named}'")),
+            None => invalid(typestr, "has no item size (one-letter codes are not typestrs)"),
+        });
     }
     let (count_digits, tail) = after_kind.split_at(digits_len);
     let count = parse_decimal(count_digits)
@@ -459,6 +484,23 @@ mod tests {
 
     fn status(s: &[u8]) -> Status {
         parse_typestr(s).expect_err(&format!("{s:?} should be rejected")).status
+    }
+
+    #[test]
+    fn a_dtype_name_is_refused_with_the_typestr_to_write() {
+        let native = NATIVE_BYTE_ORDER as char;
+        for (name, typestr) in [
+            ("float32", format!("{native}f4")),
+            ("int64", format!("{native}i8")),
+            ("uint8", "|u1".into()),
+            ("complex128", format!("{native}c16")),
+            ("bool", "|b1".into()),
+        ] {
+            let e = parse_typestr(name.as_bytes()).unwrap_err();
+            assert_eq!(e.status, Status::InvalidTypestr);
+            assert!(e.message.contains(&format!("write '{typestr}'")), "{name}: {}", e.message);
+        }
+        assert!(parse_typestr(b"f").unwrap_err().message.contains("one-letter"));
     }
 
     #[test]

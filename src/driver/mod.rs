@@ -99,8 +99,9 @@ fn dl_error() -> String {
 fn load() -> std::result::Result<Driver, Error> {
     let path = std::env::var(DRIVER_PATH_ENV).ok().filter(|p| !p.is_empty());
     let path = path.as_deref().unwrap_or(DEFAULT_DRIVER);
-    let no_driver =
-        |why: String| Error::new(Status::NoDriver, format!("cannot load the CUDA driver {path:?}: {why}"));
+    let no_driver = |why: String| {
+        Error::new(Status::NoDriver, format!("cannot load the CUDA driver {path:?}: {why}; without a driver no pointer check or sync can run: pass sync=False and pointer_check=cai.POINTER_CHECK_NEVER (from C: CAI_SYNC_NONE, CAI_POINTER_CHECK_NEVER) to skip them"))
+    };
     let c_path = CString::new(path).map_err(|_| no_driver("the path contains a NUL byte".into()))?;
     // SAFETY: dlopen with a valid C string. The handle is kept for the process's lifetime.
     let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
