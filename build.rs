@@ -1,6 +1,7 @@
-//! Generates include/cai.h and include/cai_cffi.h from the Rust sources into OUT_DIR. The
-//! committed copies in include/ are checked against these by a test (src/headers.rs);
-//! scripts/update-headers.sh copies them over.
+//! Generates include/cai.h and include/cai_cffi.h from the Rust sources into OUT_DIR (with
+//! include/cai.hpp beside them, for the Python package's wheel). The committed copies in
+//! include/ are checked against these by a test (src/headers.rs); scripts/update-headers.sh
+//! copies them over.
 
 use std::path::PathBuf;
 
@@ -20,6 +21,11 @@ fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     generate(&crate_dir, "cbindgen.toml", &out_dir.join("cai.h"));
     generate(&crate_dir, "cbindgen-cffi.toml", &out_dir.join("cai_cffi.h"));
+    // The C++ wrapper beside them, and the folder for dependents (the Python package's build).
+    std::fs::copy(PathBuf::from(&crate_dir).join("include/cai.hpp"), out_dir.join("cai.hpp"))
+        .expect("include/cai.hpp is copied beside the generated headers");
+    println!("cargo:include={}", out_dir.display());
+    println!("cargo:rerun-if-changed=include/cai.hpp");
     // The install (CMake) asks for a versioned SONAME, libcai.so.MAJOR, so that installed
     // copies can sit side by side, and makes the files it names. A plain cargo build sets
     // none: a program linked with -lcai then asks for libcai.so, the file cargo makes.

@@ -22,8 +22,27 @@ from ._ctypes import CaiArray, lib, library_path
 
 __version__ = _native.__version__
 
+
+def get_include():
+    """The folder of libcai's C headers shipped in this package (cai.h, cai.hpp, cai_cffi.h):
+    give it to the compiler (`-I`) of an extension or program that includes cai.h, as
+    `numpy.get_include()` is given."""
+    import os
+
+    return os.path.join(os.path.dirname(__file__), "include")
+
+
+def cffi_cdef():
+    """libcai's declarations in the form cffi's `FFI.cdef` takes (cai_cffi.h), for
+    `ffi.dlopen(cai.library_path())`. A cai.Array passes as `ffi.cast("CaiArray *", a.ptr)`."""
+    import os
+
+    with open(os.path.join(get_include(), "cai_cffi.h"), encoding="utf-8") as header:
+        return header.read()
+
 __all__ = [
     "Array", "CaiArray", "CaiError", "from_buffer_interface", "from_object", "validate", "library_path", "lib",
+    "get_include", "cffi_cdef",
     "SYNC_DEFAULT", "SYNC_STREAM_ORDERED", "SYNC_BLOCKING", "SYNC_NONE",
     "POINTER_CHECK_DEFAULT", "POINTER_CHECK_ALWAYS", "POINTER_CHECK_NEVER",
 ]

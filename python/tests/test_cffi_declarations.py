@@ -1,4 +1,5 @@
-"""include/cai_cffi.h is accepted by cffi's cdef, and the library it declares works through it."""
+"""The cffi declarations shipped in the package (cai.cffi_cdef(), include/cai_cffi.h) are accepted
+by cffi's cdef, and the library they declare works through them."""
 
 import cffi
 
@@ -6,8 +7,11 @@ from conftest import ROOT, library_path
 
 
 def test_cffi_cdef_accepts_the_generated_declarations_and_calls_work():
+    import cai
+
+    assert cai.cffi_cdef() == (ROOT / "include" / "cai_cffi.h").read_text(), "the wheel's copy is current"
     ffi = cffi.FFI()
-    ffi.cdef((ROOT / "include" / "cai_cffi.h").read_text())
+    ffi.cdef(cai.cffi_cdef())
     lib = ffi.dlopen(str(library_path()))
     assert ffi.sizeof("CaiArray") == 1160
     array = ffi.new("CaiArray *")
@@ -31,7 +35,7 @@ def test_a_cai_array_passes_to_cffi_by_address_and_shares_the_extensions_library
     import cai
 
     ffi = cffi.FFI()
-    ffi.cdef((ROOT / "include" / "cai_cffi.h").read_text())
+    ffi.cdef(cai.cffi_cdef())
     lib = ffi.dlopen(cai.library_path())
     a = cai.from_object({"shape": (2, 3), "typestr": "<f4", "data": (0x10000, False), "version": 3,
                          "strides": (4, 8)}, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)
