@@ -502,7 +502,8 @@ pub unsafe fn move_array(dst: *mut CaiArray, src: *mut CaiArray) -> Result<()> {
 }
 
 pub(crate) fn c_chars_until_nul(buffer: &[c_char]) -> Option<&[u8]> {
-    // c_char is i8 or u8 depending on the target; both have the layout of u8.
+    // SAFETY: c_char is i8 or u8 depending on the target; both have the layout of u8, and the
+    // slice keeps the buffer's length and lifetime.
     let bytes = unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), buffer.len()) };
     bytes.iter().position(|&b| b == 0).map(|end| &bytes[..end])
 }

@@ -252,6 +252,7 @@ fn array_of_tensor(
         let shape = unsafe { std::slice::from_raw_parts(tensor.shape, ndim) };
         array.shape[..ndim].copy_from_slice(shape);
         if !tensor.strides.is_null() {
+            // SAFETY: not NULL: DLPack promises `ndim` strides.
             let strides = unsafe { std::slice::from_raw_parts(tensor.strides, ndim) };
             strides_in_bytes(strides, u64::from(tensor.dtype.bits / 8), &mut array.strides[..ndim])?;
             array.strides_given = 1;

@@ -336,7 +336,8 @@ enum SeenNames<'a> {
 fn name_and_hash(buffer: &[c_char; CAI_FIELD_NAME_CAPACITY]) -> Option<(&[u8], u64)> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // c_char is i8 or u8 depending on the target; both have the layout of u8.
+    // SAFETY: c_char is i8 or u8 depending on the target; both have the layout of u8, and the
+    // array keeps its length and lifetime.
     let bytes: &[u8; CAI_FIELD_NAME_CAPACITY] = unsafe { &*buffer.as_ptr().cast() };
     let mut hash = 0u64;
     for (i, chunk) in bytes.chunks_exact(8).enumerate() {

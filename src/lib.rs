@@ -16,6 +16,9 @@
 //! The crate root is the C API as Rust sees it. `internal` holds what libcai's own Python
 //! extension, benches and tests need besides; it is not a stable Rust API.
 
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod abi;
 mod device;
 mod dict;

@@ -41,6 +41,7 @@ pub(crate) struct OpenCl {
 
 // SAFETY: plain function pointers into a library that is never unloaded.
 unsafe impl Send for OpenCl {}
+// SAFETY: as for Send: nothing in the table changes after it is made.
 unsafe impl Sync for OpenCl {}
 
 /// The process's OpenCL library, loaded on first use.
@@ -59,10 +60,12 @@ fn load() -> std::result::Result<OpenCl, Error> {
     let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if handle.is_null() {
         // SAFETY: dlerror returns NULL or a NUL-terminated string owned by libc.
+        // SAFETY: dlerror returns NULL or a NUL-terminated string owned by libc.
         let why = unsafe { libc::dlerror() };
         let why = if why.is_null() {
             "unknown dlopen error".into()
         } else {
+            // SAFETY: not NULL: the NUL-terminated string dlerror returned, read at once.
             unsafe { CStr::from_ptr(why) }.to_string_lossy().into_owned()
         };
         return Err(missing(why));

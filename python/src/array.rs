@@ -41,6 +41,7 @@ struct Described {
 
 // SAFETY: read-only after construction; see the type's comment for what the pointers refer to.
 unsafe impl Send for Described {}
+// SAFETY: as for Send: nothing writes through the pointers once the Array is made.
 unsafe impl Sync for Described {}
 
 /// A validated device array. Pass it to C functions as `CaiArray*`: ctypes takes it as is

@@ -5,6 +5,9 @@
 //! from the core): ctypes and cffi users load this same file (`cai.library_path()`), so the
 //! extension and their calls share one copy of the driver state (driver table, event pool).
 
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod array;
 mod dlpack;
 mod errors;

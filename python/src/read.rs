@@ -108,9 +108,13 @@ extern "C" {
 fn integer<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> Option<PyValue<'a, 'py>> {
     let py = object.py();
     let index;
-    let int = if unsafe { ffi::PyLong_Check(object.as_ptr()) } != 0 {
+    // SAFETY: type checks of a live object, borrowed for the calls.
+    let is_int = unsafe { ffi::PyLong_Check(object.as_ptr()) } != 0;
+    // SAFETY: as above.
+    let has_index = || unsafe { PyIndex_Check(object.as_ptr()) } != 0;
+    let int = if is_int {
         object
-    } else if unsafe { PyIndex_Check(object.as_ptr()) } != 0 {
+    } else if has_index() {
         // __index__ may run any code: the dict and its values are held by strong references.
         // SAFETY: a live object; PyNumber_Index returns a new reference or NULL with an error.
         index = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Index(object.as_ptr())) }.ok()?;

@@ -61,6 +61,7 @@ pub(crate) struct Driver {
 
 // SAFETY: the table holds plain function pointers into a library that is never unloaded.
 unsafe impl Send for Driver {}
+// SAFETY: as for Send: nothing in the table changes after it is loaded.
 unsafe impl Sync for Driver {}
 
 static DRIVER: OnceLock<std::result::Result<Driver, Error>> = OnceLock::new();
@@ -92,6 +93,7 @@ fn dl_error() -> String {
     if message.is_null() {
         "unknown dlopen error".into()
     } else {
+        // SAFETY: not NULL: the NUL-terminated string dlerror returned, read at once.
         unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned()
     }
 }
@@ -129,6 +131,8 @@ fn load() -> std::result::Result<Driver, Error> {
 }
 
 fn resolve_all(handle: *mut c_void) -> std::result::Result<Api, String> {
+    // SAFETY: a symbol address (or NULL) as an optional function pointer of the same size; the
+    // driver's cuGetProcAddress has this signature.
     let get_proc_address: Option<CuGetProcAddress> = unsafe {
         std::mem::transmute::<*mut c_void, Option<CuGetProcAddress>>(dlsym(handle, "cuGetProcAddress"))
     };
@@ -226,6 +230,7 @@ fn error_name(api: &Api, result: i32) -> String {
     // SAFETY: cuGetErrorName writes a pointer to a static string, or fails.
     let status = unsafe { (api.cuGetErrorName)(result, &mut name) };
     if status == CUDA_SUCCESS && !name.is_null() {
+        // SAFETY: not NULL: the driver's static NUL-terminated name for the result.
         unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
     } else {
         format!("CUresult {result}")
