@@ -66,8 +66,9 @@ echo "== installed examples"
 "$prefix/bin/cai-examples/producer"
 "$prefix/bin/cai-examples/consumer"
 "$prefix/bin/cai-examples/consumer_cpp"
+"$prefix/bin/cai-examples/dlpack_consumer"
 "$prefix/bin/cai-examples/demo" >/dev/null
-echo "examples: 4 passed, 0 failed"
+echo "examples: 5 passed, 0 failed"
 
 echo "== a program linked against a plain cargo build"
 cargo build --release --quiet
