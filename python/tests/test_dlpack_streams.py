@@ -35,6 +35,16 @@ def producer_array(fake, producer_stream):
     return cai.from_object(interface, sync=False), pointer
 
 
+def filled_producer(fake, value):
+    """A recording producer over an array whose memory a slow kernel on its stream fills with
+    `value`; the fake's log starts empty after it."""
+    producer_stream = fake.stream()
+    source, pointer = producer_array(fake, producer_stream)
+    fake.launch_fill(producer_stream, pointer, N, value)
+    fake.begin(0)
+    return Producer(source), pointer, producer_stream
+
+
 def host_values(pointer):
     """What the host reads at `pointer` now: the kernel's writes land once a host sync saw them."""
     return set((ctypes.c_uint32 * N).from_address(pointer))
@@ -62,11 +72,7 @@ def test_a_consumer_on_a_stream_asks_the_producer_for_that_stream_and_sees_its_d
 
 
 def test_a_consumer_without_a_stream_asks_for_the_legacy_stream_and_waits_on_the_host_fake_driver(fake):
-    producer_stream = fake.stream()
-    source, pointer = producer_array(fake, producer_stream)
-    producer = Producer(source)
-    fake.launch_fill(producer_stream, pointer, N, 6)
-    fake.begin(0)
+    producer, pointer, _ = filled_producer(fake, 6)
     cai.from_object(producer)
     assert producer.streams == [None], "DLPack's None: the legacy default stream"
     assert "cuStreamSynchronize legacy" in fake.log(), fake.log()
@@ -74,11 +80,8 @@ def test_a_consumer_without_a_stream_asks_for_the_legacy_stream_and_waits_on_the
 
 
 def test_a_blocking_consumer_waits_on_the_host_for_the_stream_it_asked_for_fake_driver(fake):
-    consumer, producer_stream = fake.stream(), fake.stream()
-    source, pointer = producer_array(fake, producer_stream)
-    producer = Producer(source)
-    fake.launch_fill(producer_stream, pointer, N, 7)
-    fake.begin(0)
+    consumer = fake.stream()
+    producer, pointer, _ = filled_producer(fake, 7)
     cai.from_object(producer, stream=consumer, sync=cai.SYNC_BLOCKING)
     assert producer.streams == [consumer]
     assert "cuStreamSynchronize %s" % stream_name(fake, consumer) in fake.log()
@@ -86,11 +89,7 @@ def test_a_blocking_consumer_waits_on_the_host_for_the_stream_it_asked_for_fake_
 
 
 def test_a_consumer_that_wants_no_sync_asks_for_none_and_does_none_fake_driver(fake):
-    producer_stream = fake.stream()
-    source, pointer = producer_array(fake, producer_stream)
-    producer = Producer(source)
-    fake.launch_fill(producer_stream, pointer, N, 8)
-    fake.begin(0)
+    producer, pointer, producer_stream = filled_producer(fake, 8)
     for stream in (None, 1, fake.stream()):
         cai.from_object(producer, stream=stream, sync=False)
     assert producer.streams[0] == producer.streams[1] == producer.streams[2] == -1
