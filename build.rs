@@ -5,9 +5,27 @@
 
 use std::path::PathBuf;
 
+/// libcai's version from Cargo.toml as macros, so that C code can test it at compile time
+/// (`#if CAI_VERSION_MAJOR >= 1`); cffi's variant carries no comment (its parser takes none).
+fn version_macros(with_comment: bool) -> String {
+    let part = |name: &str| std::env::var(name).expect("cargo sets the package version");
+    let comment = if with_comment {
+        "\n// libcai's version (its Cargo.toml), for compile-time checks.\n"
+    } else {
+        "\n"
+    };
+    format!(
+        "{comment}#define CAI_VERSION_MAJOR {}\n#define CAI_VERSION_MINOR {}\n#define CAI_VERSION_PATCH {}",
+        part("CARGO_PKG_VERSION_MAJOR"),
+        part("CARGO_PKG_VERSION_MINOR"),
+        part("CARGO_PKG_VERSION_PATCH")
+    )
+}
+
 fn generate(crate_dir: &str, config_file: &str, out: &PathBuf) {
-    let config = cbindgen::Config::from_file(PathBuf::from(crate_dir).join(config_file))
+    let mut config = cbindgen::Config::from_file(PathBuf::from(crate_dir).join(config_file))
         .unwrap_or_else(|e| panic!("{config_file}: {e}"));
+    config.after_includes = Some(version_macros(config.documentation));
     cbindgen::Builder::new()
         .with_crate(crate_dir)
         .with_config(config)

@@ -303,6 +303,15 @@ static void test_bad_input(void) {
   CHECK(strcmp(cai_status_string(CAI_ERROR_PANIC), "CAI_ERROR_PANIC") == 0);
   CHECK(strcmp(cai_status_string(-3), "CAI_ERROR_UNKNOWN") == 0);
   CHECK(strlen(cai_library_version()) >= 5);
+  /* The header's version macros are the library's version, and usable in #if. */
+  char version[32];
+  snprintf(version, sizeof version, "%d.%d.%d", CAI_VERSION_MAJOR, CAI_VERSION_MINOR, CAI_VERSION_PATCH);
+  CHECK(strcmp(version, cai_library_version()) == 0);
+#if CAI_VERSION_MAJOR < 0
+#error "CAI_VERSION_MAJOR is not a preprocessor number"
+#endif
+  CaiStatus status = cai_validate(&a, NULL); /* every status-returning function returns a CaiStatus */
+  CHECK(status == CAI_ERROR_INVALID_DATA);
 }
 
 static void test_typestr_parse(void) {

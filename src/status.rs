@@ -3,6 +3,9 @@
 //! Codes are plain `i32` constants (cbindgen emits them as `#define`s): cffi cannot parse
 //! cbindgen's enum guards, and an out-of-range C enum read into Rust is undefined behaviour.
 
+/// What every status-returning function returns: CAI_OK or one CAI_ERROR_* code.
+pub type CaiStatus = i32;
+
 /// Success.
 pub const CAI_OK: i32 = 0;
 /// A required pointer argument was NULL.

@@ -3,6 +3,7 @@
 use super::{guard, optional, required, required_mut};
 use crate::abi::{CaiArray, CaiError, CaiExportOptions, CaiLayout};
 use crate::export::export;
+use crate::status::CaiStatus;
 
 /// Checks `array` against every rule of the CUDA Array Interface that needs no driver
 /// (the mask recursively). Pure: never loads or calls the CUDA driver.
@@ -10,7 +11,7 @@ use crate::export::export;
 /// `array` is read only. `error` may be NULL; it is written only on failure.
 /// Returns CAI_OK or the CAI_ERROR_* code of the first rule broken.
 #[no_mangle]
-pub extern "C" fn cai_validate(array: *const CaiArray, error: *mut CaiError) -> i32 {
+pub extern "C" fn cai_validate(array: *const CaiArray, error: *mut CaiError) -> CaiStatus {
     guard(error, || crate::validate::validate(required(array, "array")?).map(drop))
 }
 
@@ -19,7 +20,11 @@ pub extern "C" fn cai_validate(array: *const CaiArray, error: *mut CaiError) -> 
 ///
 /// `*layout` is written only on success. `error` may be NULL; it is written only on failure.
 #[no_mangle]
-pub extern "C" fn cai_layout(array: *const CaiArray, layout: *mut CaiLayout, error: *mut CaiError) -> i32 {
+pub extern "C" fn cai_layout(
+    array: *const CaiArray,
+    layout: *mut CaiLayout,
+    error: *mut CaiError,
+) -> CaiStatus {
     guard(error, || {
         let computed = crate::validate::layout_of(required(array, "array")?)?;
         *required_mut(layout, "layout")? = computed;
@@ -37,7 +42,7 @@ pub extern "C" fn cai_export(
     array: *mut CaiArray,
     options: *const CaiExportOptions,
     error: *mut CaiError,
-) -> i32 {
+) -> CaiStatus {
     guard(error, || {
         let array = required_mut(array, "array")?;
         let options = optional(options).copied().unwrap_or_default();
@@ -54,7 +59,7 @@ pub extern "C" fn cai_export(
 // A C entry point: `array` is the caller's promise, checked non-NULL, and never made a Rust
 // reference (racing calls would alias it).
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub extern "C" fn cai_release(array: *mut CaiArray, error: *mut CaiError) -> i32 {
+pub extern "C" fn cai_release(array: *mut CaiArray, error: *mut CaiError) -> CaiStatus {
     guard(error, || {
         required(array, "array")?;
         // SAFETY: a valid CaiArray, checked non-NULL; no reference to it is held here.
@@ -70,7 +75,7 @@ pub extern "C" fn cai_release(array: *mut CaiArray, error: *mut CaiError) -> i32
 #[no_mangle]
 // A C entry point: `dst` and `src` are the caller's promise, checked non-NULL.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub extern "C" fn cai_move(dst: *mut CaiArray, src: *mut CaiArray, error: *mut CaiError) -> i32 {
+pub extern "C" fn cai_move(dst: *mut CaiArray, src: *mut CaiArray, error: *mut CaiError) -> CaiStatus {
     guard(error, || {
         required(dst, "dst")?;
         required(src, "src")?;

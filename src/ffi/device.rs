@@ -3,6 +3,7 @@
 use super::{guard, optional, optional_mut, required, required_mut};
 use crate::abi::{CaiArray, CaiError, CaiImportOptions, CaiPointerInfo};
 use crate::import::{import, pointer_info, sync};
+use crate::status::CaiStatus;
 
 /// Consumer side: validates `array`, refuses writable access to read-only data, checks the
 /// data pointer with the driver (device-accessible, whole extent inside its allocation; by
@@ -18,7 +19,7 @@ pub extern "C" fn cai_import(
     options: *const CaiImportOptions,
     info: *mut CaiPointerInfo,
     error: *mut CaiError,
-) -> i32 {
+) -> CaiStatus {
     guard(error, || {
         let array = required(array, "array")?;
         let options = optional(options).copied().unwrap_or_default();
@@ -41,7 +42,7 @@ pub extern "C" fn cai_sync(
     consumer_stream: u64,
     sync_mode: i32,
     error: *mut CaiError,
-) -> i32 {
+) -> CaiStatus {
     guard(error, || sync(required(array, "array")?, consumer_stream, sync_mode))
 }
 
@@ -49,7 +50,11 @@ pub extern "C" fn cai_sync(
 /// allocation holding it. Fails with CAI_ERROR_NOT_DEVICE_POINTER for memory the device
 /// cannot reach. `*info` is written only on success.
 #[no_mangle]
-pub extern "C" fn cai_pointer_info(pointer: u64, info: *mut CaiPointerInfo, error: *mut CaiError) -> i32 {
+pub extern "C" fn cai_pointer_info(
+    pointer: u64,
+    info: *mut CaiPointerInfo,
+    error: *mut CaiError,
+) -> CaiStatus {
     guard(error, || {
         let out = required_mut(info, "info")?;
         *out = pointer_info(pointer)?;
@@ -61,7 +66,7 @@ pub extern "C" fn cai_pointer_info(pointer: u64, info: *mut CaiPointerInfo, erro
 /// CAI_ERROR_NO_DRIVER with the loader's message. `*version` (may be NULL) receives
 /// cuDriverGetVersion's value on success, e.g. 12040.
 #[no_mangle]
-pub extern "C" fn cai_driver_status(version: *mut i32, error: *mut CaiError) -> i32 {
+pub extern "C" fn cai_driver_status(version: *mut i32, error: *mut CaiError) -> CaiStatus {
     guard(error, || {
         let loaded = crate::driver::driver_version()?;
         if let Some(out) = optional_mut(version) {

@@ -4,7 +4,7 @@ use super::{guard, optional, required_mut};
 use crate::abi::{
     CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDlpackOptions, CaiError,
 };
-use crate::status::{Error, Status};
+use crate::status::{CaiStatus, Error, Status};
 
 /// Takes a DLPack tensor (cast a `DLManagedTensorVersioned *` to this type) as a CaiArray
 /// that owns it: `*out`'s release runs the tensor's deleter exactly once. Accepts kDLCUDA,
@@ -24,7 +24,7 @@ pub extern "C" fn cai_from_dlpack(
     options: *const CaiDlpackOptions,
     out: *mut CaiArray,
     error: *mut CaiError,
-) -> i32 {
+) -> CaiStatus {
     // SAFETY: a tensor the caller hands over, of the kind these two functions expect.
     guard(error, || unsafe { take(tensor, options, out, crate::dlpack::discard, crate::dlpack::from_dlpack) })
 }
@@ -39,7 +39,7 @@ pub extern "C" fn cai_from_dlpack_legacy(
     options: *const CaiDlpackOptions,
     out: *mut CaiArray,
     error: *mut CaiError,
-) -> i32 {
+) -> CaiStatus {
     // SAFETY: a tensor the caller hands over, of the kind these two functions expect.
     guard(error, || unsafe {
         take(tensor, options, out, crate::dlpack::discard_legacy, crate::dlpack::from_dlpack_legacy)
@@ -88,7 +88,7 @@ pub extern "C" fn cai_to_dlpack(
     device: *const CaiDLDevice,
     out: *mut *mut CaiDLManagedTensorVersioned,
     error: *mut CaiError,
-) -> i32 {
+) -> CaiStatus {
     guard(error, || {
         let array = required_mut(array, "array")?;
         let out = required_mut(out, "out")?;
@@ -105,7 +105,7 @@ pub extern "C" fn cai_to_dlpack_legacy(
     device: *const CaiDLDevice,
     out: *mut *mut CaiDLManagedTensor,
     error: *mut CaiError,
-) -> i32 {
+) -> CaiStatus {
     guard(error, || {
         let array = required_mut(array, "array")?;
         let out = required_mut(out, "out")?;

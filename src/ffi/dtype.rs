@@ -5,6 +5,7 @@ use std::os::raw::c_char;
 use super::{guard, required_c_str, required_mut};
 use crate::abi::{CaiDtype, CaiError};
 use crate::dtype::parse_typestr;
+use crate::status::CaiStatus;
 
 /// Parses a NUL-terminated numpy typestr (e.g. "<f4", "|V12", "<M8[ns]") as numpy would.
 ///
@@ -14,7 +15,7 @@ pub extern "C" fn cai_typestr_parse(
     typestr: *const c_char,
     dtype: *mut CaiDtype,
     error: *mut CaiError,
-) -> i32 {
+) -> CaiStatus {
     guard(error, || {
         let bytes = required_c_str(typestr, "typestr")?;
         *required_mut(dtype, "dtype")? = parse_typestr(bytes)?;

@@ -2,12 +2,12 @@
 
 use std::os::raw::c_char;
 
-use crate::status::{Status, CAI_OK};
+use crate::status::{CaiStatus, Status, CAI_OK};
 
 /// The name of a status code ("CAI_OK", "CAI_ERROR_INVALID_SHAPE", ...), or
 /// "CAI_ERROR_UNKNOWN" for a code libcai does not define. Static storage: never free it.
 #[no_mangle]
-pub extern "C" fn cai_status_string(status: i32) -> *const c_char {
+pub extern "C" fn cai_status_string(status: CaiStatus) -> *const c_char {
     let name = match Status::from_code(status) {
         Some(s) => s.name_with_nul(),
         None if status == CAI_OK => "CAI_OK\0",

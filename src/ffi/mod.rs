@@ -17,7 +17,7 @@ use std::os::raw::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::abi::{CaiError, CAI_ERROR_MESSAGE_CAPACITY};
-use crate::status::{fail, Error, Result, Status, CAI_OK};
+use crate::status::{fail, CaiStatus, Error, Result, Status, CAI_OK};
 
 fn write_error(out: *mut CaiError, error: &Error) {
     // SAFETY: the caller passes NULL or a writable CaiError.
@@ -37,7 +37,7 @@ fn write_error(out: *mut CaiError, error: &Error) {
 
 /// Runs `body` behind a panic boundary and turns its outcome into a status code, filling
 /// `error` on failure. No panic ever unwinds into C.
-pub(crate) fn guard(error: *mut CaiError, body: impl FnOnce() -> Result<()>) -> i32 {
+pub(crate) fn guard(error: *mut CaiError, body: impl FnOnce() -> Result<()>) -> CaiStatus {
     let failure = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => return CAI_OK,
         Ok(Err(e)) => e,
