@@ -124,14 +124,12 @@ impl Array {
     /// A new Array over `source`'s struct, its own stream and descr included, with no copy of
     /// the producer's description: counted as an export of `source`, which it keeps alive.
     fn view_of(source: &Bound<'_, Array>) -> PyResult<Array> {
-        let this = source.get();
-        this.begin_export()?;
-        let view = crate::dlpack::export_view(source);
+        let view = Array::exported_view(source)?;
         let described = Described {
             array: Pooled::copy_of(&view),
             fields: Box::new([]),
             info: CaiPointerInfo::default(),
-            device: this.described.device,
+            device: source.get().described.device,
         };
         Ok(Array::new(described, None, None))
     }
@@ -151,18 +149,28 @@ impl Array {
         Array::new(described, owner, None)
     }
 
-    /// A DLPack tensor viewing `slf`'s memory, counted as an export until its deleter runs,
-    /// after the consumer's stream (if any) is ordered after the array's.
+    /// A view of `slf`'s struct that owns one export of it (see `begin_export`): its release
+    /// ends the export and lets go of `slf`.
+    fn exported_view(slf: &Bound<'_, Array>) -> PyResult<CaiArray> {
+        slf.get().begin_export()?;
+        Ok(crate::dlpack::export_view(slf))
+    }
+
+    /// A DLPack tensor viewing `slf`'s memory on `device`, counted as an export until its
+    /// deleter runs, after the consumer's stream (if any) is ordered after the array's.
     pub(crate) fn export_tensor(
         slf: &Bound<'_, Array>,
+        device: CaiDLDevice,
         consumer: Option<u64>,
         versioned: bool,
     ) -> CaiResult<*mut std::ffi::c_void> {
-        let this = slf.get();
-        let device = crate::dlpack::device_of_array(this.array(), this.described.device)?;
-        this.begin_export()?;
-        let view = crate::dlpack::export_view(slf);
+        let view = Array::exported_view(slf)?;
         Ok(crate::dlpack::tensor_of(view, device, consumer, versioned)?)
+    }
+
+    /// The DLPack device of this array's memory.
+    pub(crate) fn dl_device(&self) -> CaiResult<CaiDLDevice> {
+        crate::dlpack::device_of_array(self.array(), self.described.device)
     }
 
     /// The non-owning DLTensor of this array (valid while it lives): its shape is the struct's,
@@ -170,10 +178,10 @@ impl Array {
     pub(crate) fn dl_tensor_view(slf: &Bound<'_, Array>) -> CaiResult<CaiDLTensor> {
         let this = slf.get();
         this.live()?;
-        let device = crate::dlpack::device_of_array(this.array(), this.described.device)?;
-        let mut strides = Box::new([0i64; CAI_MAX_NDIM]);
-        let mut tensor = cai::internal::dl_tensor_of(this.array(), Some(device), &mut strides)?;
-        let strides = this.element_strides.get_or_init(|| strides);
+        let mut strides = [0i64; CAI_MAX_NDIM];
+        let mut tensor = cai::internal::dl_tensor_of(this.array(), Some(this.dl_device()?), &mut strides)?;
+        // The array never changes, so neither do its strides: boxed once, on first use.
+        let strides = this.element_strides.get_or_init(|| Box::new(strides));
         tensor.shape = this.array().shape.as_ptr().cast_mut();
         tensor.strides = strides.as_ptr().cast_mut();
         Ok(tensor)
@@ -520,7 +528,7 @@ impl Array {
     /// DLPack's `(device_type, device_id)` of the memory: the DLPack producer's, else asked of
     /// the driver (device memory kDLCUDA, pinned host memory kDLCUDAHost, managed kDLCUDAManaged).
     fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
-        let device = crate::dlpack::device_of_array(self.array(), self.described.device)?;
+        let device = self.dl_device()?;
         Ok((device.device_type, device.device_id))
     }
 
@@ -540,10 +548,10 @@ impl Array {
         let py = slf.py();
         let this = slf.get();
         this.live()?;
-        let device = crate::dlpack::device_of_array(this.array(), this.described.device)?;
+        let device = this.dl_device()?;
         crate::dlpack::export_arguments_allowed(device, dl_device, copy)?;
         // The arguments first: reading them may run Python code (a stream's __index__), which
-        // may release this array; from `begin_export` on, release() is refused instead.
+        // may release this array; from the export on, release() is refused instead.
         let consumer = match stream {
             Some(s) if s.extract::<i64>().ok() == Some(-1) => None,
             None if device.device_type == CAI_DL_CPU => None,
@@ -557,9 +565,8 @@ impl Array {
             Some(s) => Some(consumer_stream(Some(s))?),
         };
         let versioned = max_version.is_some_and(|(major, _)| major >= 1);
-        this.begin_export()?;
-        let view = crate::dlpack::export_view(slf);
-        Ok(crate::dlpack::capsule_of(py, view, device, consumer, versioned)?)
+        let tensor = Array::export_tensor(slf, device, consumer, versioned)?;
+        Ok(crate::dlpack::capsule_of(py, tensor, versioned)?)
     }
 
     /// DLPack 1.3's C exchange table (a capsule named "dlpack_exchange_api"): consumers that

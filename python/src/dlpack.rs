@@ -31,7 +31,6 @@ const VERSIONED: &CStr = c"dltensor_versioned";
 const USED_VERSIONED: &CStr = c"used_dltensor_versioned";
 const LEGACY: &CStr = c"dltensor";
 const USED_LEGACY: &CStr = c"used_dltensor";
-const EXCHANGE_API: &CStr = c"dlpack_exchange_api";
 
 /// The `stream` argument of `__dlpack__` for what the consumer needs (the core's
 /// `producer_ordering`): -1 when no sync is wanted; None for a consumer without a stream, which
@@ -81,7 +80,7 @@ impl Drop for Taken {
 /// After the take: the tensor's own device (read by the core) is what counts; a producer whose
 /// `__dlpack_device__` said otherwise is refused rather than believed.
 fn devices_agree(reported: CaiDLDevice, actual: CaiDLDevice) -> PyResult<()> {
-    if (reported.device_type, reported.device_id) == (actual.device_type, actual.device_id) {
+    if reported == actual {
         Ok(())
     } else {
         Err(PyBufferError::new_err(format!(
@@ -100,7 +99,7 @@ fn reported_device(obj: &Bound<'_, PyAny>) -> PyResult<CaiDLDevice> {
     Ok(CaiDLDevice { device_type, device_id })
 }
 
-use crate::exchange::{CurrentWorkStream, ExchangeApi, ExchangeApiHeader, FromPyObject};
+use crate::exchange::{CurrentWorkStream, ExchangeApi, ExchangeApiHeader, FromPyObject, EXCHANGE_API};
 
 /// The two functions libcai calls from a producer type's exchange table.
 #[derive(Clone, Copy)]
@@ -394,8 +393,8 @@ unsafe extern "C" fn drop_legacy_capsule(capsule: *mut pyo3::ffi::PyObject) {
 }
 
 /// A view of `exported`'s struct that owns one export of it: a strong reference to the
-/// cai.Array, let go of (and the export ended) by the view's release. The export must have
-/// been counted (`Array::begin_export`).
+/// cai.Array, let go of (and the export ended) by the view's release. Made only by
+/// `Array::exported_view`, which counts the export first.
 pub fn export_view(exported: &Bound<'_, Array>) -> CaiArray {
     let mut view = *exported.get().c_array();
     view.owner = exported.clone().into_ptr().cast();
@@ -403,7 +402,7 @@ pub fn export_view(exported: &Bound<'_, Array>) -> CaiArray {
     view
 }
 
-/// A DLPack tensor owning `view` (from `export_view`), as the versioned struct when
+/// A DLPack tensor owning `view` (from `Array::exported_view`), as the versioned struct when
 /// `versioned`, else the legacy one, after the consumer's stream (if any) is ordered after the
 /// array's. On every failure the view is released (its export ended) before this returns.
 pub fn tensor_of(
@@ -430,15 +429,9 @@ pub fn tensor_of(
     made
 }
 
-/// A DLPack capsule over `view`, as `tensor_of` makes its tensor.
-pub fn capsule_of(
-    py: Python<'_>,
-    view: CaiArray,
-    device: CaiDLDevice,
-    consumer: Option<u64>,
-    versioned: bool,
-) -> CaiResult<Py<PyAny>> {
-    let tensor = tensor_of(view, device, consumer, versioned)?;
+/// A DLPack capsule owning `tensor` (from `tensor_of`), named for the versioned struct when
+/// `versioned`, else for the legacy one.
+pub fn capsule_of(py: Python<'_>, tensor: *mut c_void, versioned: bool) -> CaiResult<Py<PyAny>> {
     let (name, destructor): (&CStr, pyo3::ffi::PyCapsule_Destructor) =
         if versioned { (VERSIONED, drop_versioned_capsule) } else { (LEGACY, drop_legacy_capsule) };
     // SAFETY: a tensor just made, owned by the capsule from here on (its destructor deletes it

@@ -99,7 +99,8 @@ unsafe extern "C" fn managed_tensor_from_py_object(
     table_call(|py| {
         // SAFETY: the consumer passes an object it holds.
         let array = unsafe { array_of(py, py_object) }?;
-        let tensor = Array::export_tensor(&array, Some(CAI_STREAM_LEGACY), true)?;
+        let device = array.get().dl_device()?;
+        let tensor = Array::export_tensor(&array, device, Some(CAI_STREAM_LEGACY), true)?;
         // SAFETY: the consumer's out-pointer.
         unsafe { *out = tensor.cast() };
         Ok(())
