@@ -785,7 +785,7 @@ pub fn from_object(
     allow_host: bool,
 ) -> PyResult<Py<Array>> {
     let py = obj.py();
-    let mut options = CaiImportOptions {
+    let options = CaiImportOptions {
         consumer_stream: consumer_stream(stream)?,
         sync_mode: sync_mode(sync)?,
         pointer_check: pointer_check.unwrap_or(CAI_POINTER_CHECK_DEFAULT),
@@ -796,15 +796,14 @@ pub fn from_object(
     // a CAI property that may raise (a CPU tensor's does) and cost an exception per call.
     if let Ok(dict) = obj.cast::<PyDict>() {
         let converted = convert_dict(obj, dict, 0)?;
-        return finish_import(py, converted, &options);
+        return finish_import(py, converted, options);
     }
     if let Ok(array) = obj.cast::<Array>() {
         let converted = Array::view_of(array)?;
-        if let Some(device) = converted.described.device.filter(|device| device.device_type == CAI_DL_CPU) {
+        if let Some(device) = converted.described.device {
             cai::internal::device_is_cuda_or_allowed_host(device, allow_host).map_err(Failure::Cai)?;
-            options.pointer_check = CAI_POINTER_CHECK_NEVER;
         }
-        return finish_import(py, converted, &options);
+        return finish_import(py, converted, options);
     }
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
     let facts = crate::dlpack::type_facts(obj)?;
@@ -814,7 +813,7 @@ pub fn from_object(
     }
     if facts.may_have_interface {
         if let Some(dict) = interface_of(obj)? {
-            return finish_import(py, convert_dict(obj, &dict, 0)?, &options);
+            return finish_import(py, convert_dict(obj, &dict, 0)?, options);
         }
     }
     if !obj.hasattr(intern!(py, "__dlpack__"))? {
@@ -831,21 +830,21 @@ fn finish_dlpack_import(
     obj: &Bound<'_, PyAny>,
     taken: crate::dlpack::Taken,
     device: CaiDLDevice,
-    mut options: CaiImportOptions,
+    options: CaiImportOptions,
 ) -> PyResult<Py<Array>> {
-    if device.device_type == CAI_DL_CPU {
-        // Host memory, asked for: no CUDA pointer to check.
-        options.pointer_check = CAI_POINTER_CHECK_NEVER;
-    }
-    finish_import(py, Array::from_taken(taken, device, Some(obj.clone().unbind())), &options)
+    finish_import(py, Array::from_taken(taken, device, Some(obj.clone().unbind())), options)
 }
 
 /// Imports an Array made from a producer's description, with the GIL released where the host
 /// may wait (a sync the core plans, or the first load of the driver).
-fn finish_import(py: Python<'_>, mut converted: Array, options: &CaiImportOptions) -> PyResult<Py<Array>> {
+fn finish_import(py: Python<'_>, mut converted: Array, mut options: CaiImportOptions) -> PyResult<Py<Array>> {
+    if converted.described.device.is_some_and(|device| device.device_type == CAI_DL_CPU) {
+        // Host memory (taken with allow_host): no CUDA pointer to check.
+        options.pointer_check = CAI_POINTER_CHECK_NEVER;
+    }
     let array = converted.array();
-    let outcome = if import_may_wait(array, options) {
-        let job = Unshared((array as *const CaiArray, options));
+    let outcome = if import_may_wait(array, &options) {
+        let job = Unshared((array as *const CaiArray, &options));
         py.detach(move || {
             let (array, options) = job.into_inner();
             // SAFETY: `array` points into `converted`, alive and unchanged until this returns.
@@ -853,7 +852,7 @@ fn finish_import(py: Python<'_>, mut converted: Array, options: &CaiImportOption
         })
         .into_inner()
     } else {
-        import(array, options)
+        import(array, &options)
     };
     converted.described.info = outcome.map_err(Failure::Cai)?;
     Py::new(py, converted)
@@ -993,7 +992,7 @@ pub fn from_buffer_interface(
     if converted.array().memory == CAI_MEMORY_OPENCL {
         converted.buffer = Some(buffer);
     }
-    finish_import(py, converted, &options)
+    finish_import(py, converted, options)
 }
 
 /// Checks a CAI dict (or an object exposing one) by every rule of the spec without touching
