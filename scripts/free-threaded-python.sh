@@ -5,23 +5,28 @@
 # is fetched with `apt-get source` through a deb-src entry derived from the machine's own apt
 # sources (no archive address is written here), built once (about 5 minutes on 2 cores) and
 # kept in ${XDG_CACHE_HOME:-~/.cache}/libcai/ for later runs.
+#   --missing: prints the Debian packages the build lacks (nothing when no build is needed) and
+#   exits 0, for scripts/test.sh's check of prerequisites.
 set -euo pipefail
 
+check_only=false
+[ "${1:-}" = --missing ] && check_only=true
+
 if [ -n "${CAI_FREE_THREADED_PYTHON:-}" ]; then
-  echo "$CAI_FREE_THREADED_PYTHON"
+  $check_only || echo "$CAI_FREE_THREADED_PYTHON"
   exit 0
 fi
 
 suite=trixie
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/libcai/cpython-ft-$suite"
 if [ -f "$cache/.complete" ]; then
-  echo "$cache/bin/python3"
+  $check_only || echo "$cache/bin/python3"
   exit 0
 fi
 
 log() { echo "free-threaded CPython: $*" >&2; }
 
-# What the build needs (scripts/test.sh checks it first; .ci/run installs it): a compiler,
+# What the build needs (scripts/test.sh asks first; .ci/run installs it): a compiler,
 # dpkg-dev for apt-get source, and the headers of the modules pip and the tests use (ssl and
 # zlib for pip, libffi for ctypes).
 missing=()
@@ -31,6 +36,10 @@ done
 for pair in openssl/ssl.h:libssl-dev zlib.h:zlib1g-dev ffi.h:libffi-dev; do
   [ -n "$(find /usr/include -path "*${pair%%:*}" -print -quit 2>/dev/null)" ] || missing+=("${pair#*:}")
 done
+if $check_only; then
+  echo "${missing[*]}"
+  exit 0
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   log "missing: ${missing[*]} (Debian packages); or set CAI_FREE_THREADED_PYTHON to a free-threaded python3"
   exit 1

@@ -22,16 +22,11 @@ clang_major=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\)
   missing+=("libFuzzer for clang ${clang_major:-?} (libclang-rt-${clang_major:-N}-dev)")
 [ -f /usr/include/CL/cl.h ] || missing+=("the OpenCL headers (opencl-headers, ocl-icd-opencl-dev)")
 ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || missing+=("an OpenCL driver (pocl-opencl-icd)")
-# The free-threaded leg builds CPython from Debian's source unless given an interpreter.
-if [ -z "${CAI_FREE_THREADED_PYTHON:-}" ]; then
-  for pair in dpkg-source:dpkg-dev xz:xz-utils make:make; do
-    command -v "${pair%%:*}" >/dev/null || missing+=("${pair%%:*} (${pair#*:})")
-  done
-  for pair in openssl/ssl.h:libssl-dev zlib.h:zlib1g-dev ffi.h:libffi-dev; do
-    [ -n "$(find /usr/include -path "*${pair%%:*}" -print -quit 2>/dev/null)" ] ||
-      missing+=("${pair%%:*} (${pair#*:}, or set CAI_FREE_THREADED_PYTHON)")
-  done
-fi
+# The free-threaded leg builds CPython from Debian's source unless given an interpreter (or
+# built already); its script says what that build lacks.
+for package in $(bash scripts/free-threaded-python.sh --missing); do
+  missing+=("$package (for the free-threaded CPython, or set CAI_FREE_THREADED_PYTHON)")
+done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "missing: ${missing[*]}; on Debian, bash .ci/run installs them (it runs this script afterwards)" >&2
   exit 1
