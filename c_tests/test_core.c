@@ -66,7 +66,8 @@ _Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, sync_mode) == 8
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, pointer_check) == 12, "CaiImportOptions.pointer_check");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, writable) == 16, "CaiImportOptions.writable");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, native_only) == 20, "CaiImportOptions.native_only");
-_Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, reserved) == 24, "CaiImportOptions.reserved");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, allow_host) == 24, "CaiImportOptions.allow_host");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiImportOptions, reserved) == 28, "CaiImportOptions.reserved");
 _Static_assert(sizeof(void *) != 8 || sizeof(CaiImportOptions) == 48, "sizeof(CaiImportOptions)");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiExportOptions, work_streams) == 0, "CaiExportOptions.work_streams");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiExportOptions, work_stream_count) == 8, "CaiExportOptions.work_stream_count");

@@ -85,6 +85,9 @@
 // Never ask the driver about the pointer.
 #define CAI_POINTER_CHECK_NEVER 2
 
+// Number of reserved words at the end of `CaiImportOptions`; they must be zero.
+#define CAI_IMPORT_OPTIONS_RESERVED_WORDS 5
+
 // Stream-ordered when the consumer names a stream, else blocking; off when
 // CAI_ARRAY_INTERFACE_SYNC=0.
 #define CAI_SYNC_DEFAULT 0
@@ -297,8 +300,11 @@ typedef struct CaiImportOptions {
   uint32_t writable;
   // 1: only native byte order is accepted (as CuPy and mpi4py require).
   uint32_t native_only;
+  // 1: host memory the device cannot reach (pageable, or pinned and unmapped) passes the
+  // pointer check, unchecked against an allocation; 0: it fails with NOT_DEVICE_POINTER.
+  uint32_t allow_host;
   // Zero; later options go here, zero meaning their default.
-  uint32_t reserved[6];
+  uint32_t reserved[CAI_IMPORT_OPTIONS_RESERVED_WORDS];
 } CaiImportOptions;
 
 // What the driver reports about a data pointer.

@@ -45,6 +45,8 @@
 
 #define CAI_POINTER_CHECK_NEVER 2
 
+#define CAI_IMPORT_OPTIONS_RESERVED_WORDS 5
+
 #define CAI_SYNC_DEFAULT 0
 
 #define CAI_SYNC_STREAM_ORDERED 1
@@ -169,7 +171,8 @@ typedef struct CaiImportOptions {
   int32_t pointer_check;
   uint32_t writable;
   uint32_t native_only;
-  uint32_t reserved[6];
+  uint32_t allow_host;
+  uint32_t reserved[CAI_IMPORT_OPTIONS_RESERVED_WORDS];
 } CaiImportOptions;
 
 typedef struct CaiPointerInfo {

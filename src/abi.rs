@@ -307,9 +307,15 @@ pub struct CaiImportOptions {
     pub writable: u32,
     /// 1: only native byte order is accepted (as CuPy and mpi4py require).
     pub native_only: u32,
+    /// 1: host memory the device cannot reach (pageable, or pinned and unmapped) passes the
+    /// pointer check, unchecked against an allocation; 0: it fails with NOT_DEVICE_POINTER.
+    pub allow_host: u32,
     /// Zero; later options go here, zero meaning their default.
-    pub reserved: [u32; 6],
+    pub reserved: [u32; CAI_IMPORT_OPTIONS_RESERVED_WORDS],
 }
+
+/// Number of reserved words at the end of `CaiImportOptions`; they must be zero.
+pub const CAI_IMPORT_OPTIONS_RESERVED_WORDS: usize = 5;
 
 /// How `cai_export` writes a descriptor. Zero-initialized means the defaults.
 #[repr(C)]
@@ -592,7 +598,8 @@ const _: () = {
     assert!(offset_of!(CaiImportOptions, pointer_check) == 12);
     assert!(offset_of!(CaiImportOptions, writable) == 16);
     assert!(offset_of!(CaiImportOptions, native_only) == 20);
-    assert!(offset_of!(CaiImportOptions, reserved) == 24);
+    assert!(offset_of!(CaiImportOptions, allow_host) == 24);
+    assert!(offset_of!(CaiImportOptions, reserved) == 28);
     assert!(size_of::<CaiImportOptions>() == 48);
 
     assert!(offset_of!(CaiExportOptions, work_streams) == 0);

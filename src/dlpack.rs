@@ -13,7 +13,7 @@ use crate::abi::{
     CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST,
     CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
 };
-use crate::device::pointer::checked_pointer;
+use crate::device::pointer::{checked_pointer, HostMemory};
 use crate::dtype::parse_typestr_buffer;
 use crate::layout::c_strides;
 use crate::status::{Error, Result, Status};
@@ -403,6 +403,7 @@ fn device_of_validated(array: &CaiArray, validated: &Validated) -> Result<CaiDLD
         validated.extent,
         validated.element_count,
         crate::abi::CAI_POINTER_CHECK_ALWAYS,
+        HostMemory::Refused,
     )?;
     let device_type = if info.is_managed == 1 {
         CAI_DL_CUDA_MANAGED

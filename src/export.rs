@@ -5,7 +5,7 @@ use crate::abi::{
     CAI_POINTER_CHECK_NEVER, CAI_STREAM_NONE, CAI_SYNC_BLOCKING,
 };
 use crate::device::opencl::checked_buffer;
-use crate::device::pointer::checked_pointer;
+use crate::device::pointer::{checked_pointer, HostMemory};
 use crate::device::sync::{consumer_sync, exported_stream_value, join_streams};
 use crate::driver::driver;
 use crate::normalize::{export_version, normalize_for_export};
@@ -43,7 +43,13 @@ pub fn export(array: &mut CaiArray, options: &CaiExportOptions) -> Result<CaiPoi
         *array = exported;
         return Ok(info);
     }
-    let info = checked_pointer(exported.data, validated.extent, validated.element_count, check_pointer)?;
+    let info = checked_pointer(
+        exported.data,
+        validated.extent,
+        validated.element_count,
+        check_pointer,
+        HostMemory::Refused,
+    )?;
     if exported.stream == CAI_STREAM_NONE && version >= 3 {
         exported.stream = work_streams.first().copied().unwrap_or(CAI_STREAM_NONE);
     }

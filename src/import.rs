@@ -3,7 +3,7 @@
 
 use crate::abi::{CaiArray, CaiImportOptions, CaiPointerInfo, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_NEVER};
 use crate::device::opencl::{checked_buffer, opencl_sync};
-use crate::device::pointer::checked_pointer;
+use crate::device::pointer::{checked_pointer, HostMemory};
 use crate::device::sync::{planned_action, sync_if_needed, sync_mode_is_known, SyncAction};
 use crate::status::{Error, Result, Status};
 use crate::validate::{option_is_a_flag, reserved_are_zero, stream_for_version, validate, Validated};
@@ -15,6 +15,10 @@ pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<CaiPointer
     sync_mode_is_known(options.sync_mode)?;
     let writable = option_is_a_flag("CaiImportOptions.writable", options.writable)?;
     let native_only = option_is_a_flag("CaiImportOptions.native_only", options.native_only)?;
+    let host = match option_is_a_flag("CaiImportOptions.allow_host", options.allow_host)? {
+        true => HostMemory::Allowed,
+        false => HostMemory::Refused,
+    };
     let validated = validate(array)?;
     writable_access_is_allowed(array, writable)?;
     if native_only {
@@ -37,7 +41,8 @@ pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<CaiPointer
         )?;
         return Ok(info);
     }
-    let info = checked_pointer(array.data, validated.extent, validated.element_count, options.pointer_check)?;
+    let info =
+        checked_pointer(array.data, validated.extent, validated.element_count, options.pointer_check, host)?;
     sync_if_needed(stream_for_version(array), options.consumer_stream, options.sync_mode, info.cu_context())?;
     Ok(info)
 }

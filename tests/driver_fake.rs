@@ -87,6 +87,31 @@ fn row_24_unregistered_host_memory_is_not_a_device_pointer() {
 }
 
 #[test]
+fn allow_host_accepts_host_memory_the_device_cannot_reach_on_the_fake_driver() {
+    let f = fake();
+    f.begin(0);
+    let host = [0u8; 64];
+    let allow_host = CaiImportOptions { allow_host: 1, ..CaiImportOptions::default() };
+    let mut pageable = array(&[4], "<f4");
+    pageable.data = host.as_ptr() as u64;
+    let (status, message, info) = import_with(&pageable, allow_host);
+    assert_eq!(status, CAI_OK, "{message}");
+    assert_eq!((info.checked, info.memory_type, info.device_pointer, info.allocation_size), (1, 0, 0, 0));
+    let mut unmapped = array(&[4], "<f4");
+    unmapped.data = f.alloc(64, MEMORY_HOST, 0, FLAG_UNMAPPED);
+    let (status, message, info) = import_with(&unmapped, allow_host);
+    assert_eq!((status, info.memory_type), (CAI_OK, MEMORY_HOST), "{message}");
+    // Device memory is still bounded by its allocation.
+    let mut beyond = device_array(f, &[2048], "<f4", 0);
+    beyond.data += 16;
+    let (status, _, _) = import_with(&beyond, allow_host);
+    assert_eq!(status, CAI_ERROR_OUT_OF_BOUNDS);
+    let (status, message, _) = import_with(&pageable, CaiImportOptions { allow_host: 2, ..allow_host });
+    assert_eq!(status, CAI_ERROR_INVALID_ARGUMENT);
+    assert!(message.contains("allow_host"), "{message}");
+}
+
+#[test]
 fn row_25_managed_and_pinned_mapped_memory_are_accepted_and_reported() {
     let f = fake();
     f.begin(0);
@@ -388,7 +413,7 @@ fn bad_import_options_are_invalid_argument() {
         CaiImportOptions { sync_mode: 7, ..Default::default() },
         CaiImportOptions { pointer_check: 3, ..Default::default() },
         CaiImportOptions { writable: 2, ..Default::default() },
-        CaiImportOptions { reserved: [0, 1, 0, 0, 0, 0], ..Default::default() },
+        CaiImportOptions { reserved: [0, 1, 0, 0, 0], ..Default::default() },
     ] {
         assert_eq!(import_with(&a, options).0, CAI_ERROR_INVALID_ARGUMENT, "{options:?}");
     }

@@ -83,7 +83,8 @@ class CaiImportOptions(Structure):
         ("pointer_check", c_int32),
         ("writable", c_uint32),
         ("native_only", c_uint32),
-        ("reserved", c_uint32 * 6),
+        ("allow_host", c_uint32),
+        ("reserved", c_uint32 * 5),
     ]
 
 

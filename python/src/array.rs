@@ -790,6 +790,7 @@ pub fn from_object(
         sync_mode: sync_mode(sync)?,
         pointer_check: pointer_check.unwrap_or(CAI_POINTER_CHECK_DEFAULT),
         writable: u32::from(writable),
+        allow_host: u32::from(allow_host),
         ..CaiImportOptions::default()
     };
     // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before

@@ -3,7 +3,6 @@
 
 use crate::abi::{
     CaiPointerInfo, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_DEFAULT, CAI_POINTER_CHECK_NEVER,
-    CAI_POINTER_INFO_RESERVED_WORDS,
 };
 use crate::driver::{driver, driver_available, Driver};
 use crate::status::{Error, Result, Status};
@@ -15,38 +14,55 @@ const MEMORY_TYPE_UNIFIED: u32 = 4;
 /// Asks the driver about `pointer` in one cuPointerGetAttributes call, then for its
 /// allocation range. Fails with NOT_DEVICE_POINTER where the device cannot reach it.
 pub(crate) fn pointer_info(driver: &Driver, pointer: u64) -> Result<CaiPointerInfo> {
+    match device_pointer_info(driver, pointer)? {
+        Reach::Device(info) => Ok(info),
+        Reach::HostOnly(info) => Err(not_device_reachable(pointer, info.memory_type)),
+    }
+}
+
+/// What the driver says of a pointer: memory the device reaches (with its allocation), or
+/// host memory it cannot (with no allocation asked for).
+enum Reach {
+    Device(CaiPointerInfo),
+    HostOnly(CaiPointerInfo),
+}
+
+fn device_pointer_info(driver: &Driver, pointer: u64) -> Result<Reach> {
     let found = driver.pointer_attributes(pointer)?;
     let memory_type = found.memory_type;
+    let mut info = CaiPointerInfo {
+        device_pointer: found.device_pointer,
+        context: found.context.cast(),
+        device_ordinal: found.device_ordinal,
+        memory_type,
+        is_managed: found.is_managed,
+        checked: 1,
+        ..CaiPointerInfo::default()
+    };
     let device_reachable = match memory_type {
         MEMORY_TYPE_DEVICE | MEMORY_TYPE_UNIFIED => true,
         MEMORY_TYPE_HOST => found.device_pointer != 0,
         _ => false,
     };
     if !device_reachable {
-        return Err(Error::new(
-            Status::NotDevicePointer,
-            format!(
-                "data {pointer:#x} is not device-accessible memory (memory type {memory_type}: {})",
-                match memory_type {
-                    0 => "not known to the driver, e.g. unregistered host memory",
-                    MEMORY_TYPE_HOST => "pinned host memory that is not mapped",
-                    _ => "a CUDA array, not linear memory",
-                }
-            ),
-        ));
+        return Ok(Reach::HostOnly(info));
     }
-    let (allocation_base, allocation_size) = driver.allocation_range(pointer)?;
-    Ok(CaiPointerInfo {
-        device_pointer: found.device_pointer,
-        allocation_base,
-        allocation_size,
-        context: found.context.cast(),
-        device_ordinal: found.device_ordinal,
-        memory_type,
-        is_managed: found.is_managed,
-        checked: 1,
-        reserved: [0; CAI_POINTER_INFO_RESERVED_WORDS],
-    })
+    (info.allocation_base, info.allocation_size) = driver.allocation_range(pointer)?;
+    Ok(Reach::Device(info))
+}
+
+fn not_device_reachable(pointer: u64, memory_type: u32) -> Error {
+    Error::new(
+        Status::NotDevicePointer,
+        format!(
+            "data {pointer:#x} is not device-accessible memory (memory type {memory_type}: {}); a consumer that reads host memory passes allow_host",
+            match memory_type {
+                0 => "not known to the driver, e.g. unregistered host memory",
+                MEMORY_TYPE_HOST => "pinned host memory that is not mapped",
+                _ => "a CUDA array, not linear memory",
+            }
+        ),
+    )
 }
 
 /// Whether a pointer check in `mode` (a CAI_POINTER_CHECK_* value) is to run: always, never,
@@ -63,6 +79,15 @@ pub(crate) fn check_is_wanted(mode: i32, library_loads: impl FnOnce() -> bool) -
     }
 }
 
+/// Whether a pointer check accepts host memory the device cannot reach.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum HostMemory {
+    Refused,
+    /// Accepted as the driver describes it (`device_pointer` 0, no allocation): a host
+    /// allocation is not the driver's to bound.
+    Allowed,
+}
+
 /// The pointer check `mode` (a CAI_POINTER_CHECK_* value) asks for, of an array whose
 /// elements touch [data + begin, data + end). Empty arrays never query the driver.
 pub(crate) fn checked_pointer(
@@ -70,13 +95,19 @@ pub(crate) fn checked_pointer(
     extent: (i64, i64),
     element_count: u64,
     mode: i32,
+    host: HostMemory,
 ) -> Result<CaiPointerInfo> {
     if !check_is_wanted(mode, driver_available)? || element_count == 0 {
         return Ok(CaiPointerInfo::default());
     }
-    let info = pointer_info(driver()?, data)?;
-    extent_within_allocation(data, extent, &info)?;
-    Ok(info)
+    match device_pointer_info(driver()?, data)? {
+        Reach::Device(info) => {
+            extent_within_allocation(data, extent, &info)?;
+            Ok(info)
+        }
+        Reach::HostOnly(info) if host == HostMemory::Allowed => Ok(info),
+        Reach::HostOnly(info) => Err(not_device_reachable(data, info.memory_type)),
+    }
 }
 
 /// The array's bytes [data + begin, data + end) lie inside its allocation, so a descriptor
