@@ -34,16 +34,23 @@ fn generate(crate_dir: &str, config_file: &str, out: &PathBuf) {
         .write_to_file(out);
 }
 
+/// The headers in include/ that no generator writes.
+const HAND_WRITTEN_HEADERS: [&str; 4] = ["cai.hpp", "cai_python.h", "cai/pybind11.h", "cai/nanobind.h"];
+
 fn main() {
     let crate_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     generate(&crate_dir, "cbindgen.toml", &out_dir.join("cai.h"));
     generate(&crate_dir, "cbindgen-cffi.toml", &out_dir.join("cai_cffi.h"));
-    // The C++ wrapper beside them, and the folder for dependents (the Python package's build).
-    std::fs::copy(PathBuf::from(&crate_dir).join("include/cai.hpp"), out_dir.join("cai.hpp"))
-        .expect("include/cai.hpp is copied beside the generated headers");
+    // The hand-written headers beside them (the C++ wrapper, the Python extensions' C API and
+    // its pybind11 and nanobind casters), and the folder for dependents (the Python package).
+    std::fs::create_dir_all(out_dir.join("cai")).expect("OUT_DIR/cai is made");
+    for header in HAND_WRITTEN_HEADERS {
+        std::fs::copy(PathBuf::from(&crate_dir).join("include").join(header), out_dir.join(header))
+            .unwrap_or_else(|e| panic!("include/{header} is copied beside the generated headers: {e}"));
+        println!("cargo:rerun-if-changed=include/{header}");
+    }
     println!("cargo:include={}", out_dir.display());
-    println!("cargo:rerun-if-changed=include/cai.hpp");
     // The install (CMake) asks for a versioned SONAME, libcai.so.MAJOR, so that installed
     // copies can sit side by side, and makes the files it names. A plain cargo build sets
     // none: a program linked with -lcai then asks for libcai.so, the file cargo makes.

@@ -183,6 +183,10 @@
 // The array's `abi_version` is a layout this libcai cannot read; it may only be released.
 #define CAI_ERROR_ABI_VERSION 18
 
+// A Python exception stopped `cai_python_from_object` (the object is not an array libcai
+// takes, or its own code raised); the exception is set and its text is the message.
+#define CAI_ERROR_PYTHON 19
+
 // What every status-returning function returns: CAI_OK or one CAI_ERROR_* code.
 typedef int32_t CaiStatus;
 

@@ -109,6 +109,8 @@
 
 #define CAI_ERROR_ABI_VERSION 18
 
+#define CAI_ERROR_PYTHON 19
+
 typedef int32_t CaiStatus;
 
 typedef struct CaiField {

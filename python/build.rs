@@ -1,6 +1,7 @@
-//! Puts libcai's headers (cai.h, cai.hpp, cai_cffi.h), as the core's build generated them,
-//! into cai/include/, which maturin ships in the wheel: `cai.get_include()` finds them there
-//! for C extensions and cffi. The folder is a build output (ignored by git).
+//! Puts libcai's headers (cai.h, cai.hpp, cai_cffi.h, cai_python.h, cai/pybind11.h,
+//! cai/nanobind.h), as the core's build made them, into cai/include/, which maturin ships in
+//! the wheel: `cai.get_include()` finds them there for compiled extensions and cffi. The folder
+//! is a build output (ignored by git).
 
 use std::path::PathBuf;
 
@@ -9,8 +10,8 @@ fn main() {
         PathBuf::from(std::env::var("DEP_CAI_INCLUDE").expect("the cai crate's build names its headers"));
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let include = manifest.join("cai").join("include");
-    std::fs::create_dir_all(&include).expect("cai/include/ is made");
-    for header in ["cai.h", "cai.hpp", "cai_cffi.h"] {
+    std::fs::create_dir_all(include.join("cai")).expect("cai/include/cai/ is made");
+    for header in ["cai.h", "cai.hpp", "cai_cffi.h", "cai_python.h", "cai/pybind11.h", "cai/nanobind.h"] {
         let from = generated.join(header);
         std::fs::copy(&from, include.join(header)).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
         println!("cargo:rerun-if-changed={}", from.display());

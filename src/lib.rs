@@ -60,4 +60,9 @@ pub mod internal {
         in_mask, layout_of, mask_depth_is_within_limit, stream_for_version, typestr_is_a_device_type,
         validate, Validated,
     };
+
+    /// Writes `error` into `out` (NULL: nothing) as every C function does.
+    pub fn write_error(out: *mut crate::CaiError, error: &crate::Error) {
+        crate::ffi::write_error(out, error)
+    }
 }

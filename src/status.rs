@@ -46,6 +46,10 @@ pub const CAI_ERROR_PANIC: i32 = 17;
 /// The array's `abi_version` is a layout this libcai cannot read; it may only be released.
 pub const CAI_ERROR_ABI_VERSION: i32 = 18;
 
+/// A Python exception stopped `cai_python_from_object` (the object is not an array libcai
+/// takes, or its own code raised); the exception is set and its text is the message.
+pub const CAI_ERROR_PYTHON: i32 = 19;
+
 /// Kinds of failure, one per `CAI_ERROR_*` code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
@@ -68,10 +72,11 @@ pub enum Status {
     OutOfBounds = CAI_ERROR_OUT_OF_BOUNDS,
     Panic = CAI_ERROR_PANIC,
     AbiVersion = CAI_ERROR_ABI_VERSION,
+    Python = CAI_ERROR_PYTHON,
 }
 
 impl Status {
-    pub const ALL: [Status; 18] = [
+    pub const ALL: [Status; 19] = [
         Status::NullArgument,
         Status::InvalidArgument,
         Status::InvalidVersion,
@@ -90,6 +95,7 @@ impl Status {
         Status::OutOfBounds,
         Status::Panic,
         Status::AbiVersion,
+        Status::Python,
     ];
 
     pub fn code(self) -> i32 {
@@ -117,6 +123,7 @@ impl Status {
             Status::OutOfBounds => "CAI_ERROR_OUT_OF_BOUNDS\0",
             Status::Panic => "CAI_ERROR_PANIC\0",
             Status::AbiVersion => "CAI_ERROR_ABI_VERSION\0",
+            Status::Python => "CAI_ERROR_PYTHON\0",
         }
     }
 

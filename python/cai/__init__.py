@@ -24,9 +24,12 @@ __version__ = _native.__version__
 
 
 def get_include():
-    """The folder of libcai's C headers shipped in this package (cai.h, cai.hpp, cai_cffi.h):
-    give it to the compiler (`-I`) of an extension or program that includes cai.h, as
-    `numpy.get_include()` is given."""
+    """The folder of libcai's C headers shipped in this package: give it to the compiler (`-I`)
+    of an extension, as `numpy.get_include()` is given. cai_python.h is the C API for compiled
+    extensions (no library to link: the functions come from this package at import), with
+    cai/pybind11.h and cai/nanobind.h its casters for cai::Array; cai.h, cai.hpp and cai_cffi.h
+    are libcai's own C and C++ API. Cython's declarations are `cai/capi.pxd`
+    (`from cai.capi cimport ...`)."""
     import os
 
     return os.path.join(os.path.dirname(__file__), "include")

@@ -11,6 +11,8 @@ POINTER_CHECK_ALWAYS: Final[int]
 POINTER_CHECK_NEVER: Final[int]
 STATUS_CODES: Final[dict[str, int]]
 __version__: Final[str]
+# The C API for compiled extensions (include/cai_python.h): a capsule named "cai._native._C_API".
+_C_API: Final[object]
 
 class Array:
     """A validated device array; pass it to C as `CaiArray*` (ctypes: as is; cffi: `.ptr`)."""

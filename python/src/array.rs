@@ -156,6 +156,21 @@ impl Array {
         Ok(crate::dlpack::export_view(slf))
     }
 
+    /// A new cai.Array that takes over a C producer's `source` once it validates: its release
+    /// then runs when Python lets go of the Array, and `source` no longer owns (its `release`
+    /// cleared). On failure `source` is untouched.
+    pub(crate) fn adopt(py: Python<'_>, source: &mut CaiArray) -> CaiResult<Py<Array>> {
+        validate(source)?;
+        let mut array = Pooled::copy_of(source);
+        let release = array.release.take();
+        let described =
+            Described { array, fields: Box::new([]), info: CaiPointerInfo::default(), device: None };
+        let adopted = Py::new(py, Array::new(described, None, None))?;
+        adopted.get().held().release = release;
+        source.release = None;
+        Ok(adopted)
+    }
+
     /// A DLPack tensor viewing `slf`'s memory on `device`, counted as an export until its
     /// deleter runs, after the consumer's stream (if any) is ordered after the array's.
     pub(crate) fn export_tensor(
@@ -784,7 +799,6 @@ pub fn from_object(
     pointer_check: Option<i32>,
     allow_host: bool,
 ) -> PyResult<Py<Array>> {
-    let py = obj.py();
     let options = CaiImportOptions {
         consumer_stream: consumer_stream(stream)?,
         sync_mode: sync_mode(sync)?,
@@ -793,6 +807,14 @@ pub fn from_object(
         allow_host: u32::from(allow_host),
         ..CaiImportOptions::default()
     };
+    Py::new(obj.py(), import_object(obj, options)?)
+}
+
+/// `cai.from_object`'s negotiation and import, as Python and C (`cai_python_from_object`)
+/// both run it: the Array made, not yet a Python object.
+pub(crate) fn import_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -> CaiResult<Array> {
+    let py = obj.py();
+    let allow_host = options.allow_host != 0;
     // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
     // a CAI property that may raise (a CPU tensor's does) and cost an exception per call.
     if let Ok(dict) = obj.cast::<PyDict>() {
@@ -802,7 +824,7 @@ pub fn from_object(
     if let Ok(array) = obj.cast::<Array>() {
         let converted = Array::view_of(array)?;
         if let Some(device) = converted.described.device {
-            cai::internal::device_is_cuda_or_allowed_host(device, allow_host).map_err(Failure::Cai)?;
+            cai::internal::device_is_cuda_or_allowed_host(device, allow_host)?;
         }
         return finish_import(py, converted, options);
     }
@@ -818,7 +840,7 @@ pub fn from_object(
         }
     }
     if !obj.hasattr(intern!(py, "__dlpack__"))? {
-        return Err(not_an_array(obj));
+        return Err(not_an_array(obj).into());
     }
     let (taken, device) =
         crate::dlpack::take_from_producer(obj, options.consumer_stream, ordering, allow_host)?;
@@ -832,13 +854,13 @@ fn finish_dlpack_import(
     taken: crate::dlpack::Taken,
     device: CaiDLDevice,
     options: CaiImportOptions,
-) -> PyResult<Py<Array>> {
+) -> CaiResult<Array> {
     finish_import(py, Array::from_taken(taken, device, Some(obj.clone().unbind())), options)
 }
 
 /// Imports an Array made from a producer's description, with the GIL released where the host
 /// may wait (a sync the core plans, or the first load of the driver).
-fn finish_import(py: Python<'_>, mut converted: Array, mut options: CaiImportOptions) -> PyResult<Py<Array>> {
+fn finish_import(py: Python<'_>, mut converted: Array, mut options: CaiImportOptions) -> CaiResult<Array> {
     if converted.described.device.is_some_and(|device| device.device_type == CAI_DL_CPU) {
         // Host memory (taken with allow_host): no CUDA pointer to check.
         options.pointer_check = CAI_POINTER_CHECK_NEVER;
@@ -855,8 +877,8 @@ fn finish_import(py: Python<'_>, mut converted: Array, mut options: CaiImportOpt
     } else {
         import(array, &options)
     };
-    converted.described.info = outcome.map_err(Failure::Cai)?;
-    Py::new(py, converted)
+    converted.described.info = outcome?;
+    Ok(converted)
 }
 
 /// Reads one integer attribute of a Buffer Interface object, naming it when it is not one.
@@ -993,7 +1015,7 @@ pub fn from_buffer_interface(
     if converted.array().memory == CAI_MEMORY_OPENCL {
         converted.buffer = Some(buffer);
     }
-    finish_import(py, converted, options)
+    Py::new(py, finish_import(py, converted, options)?)
 }
 
 /// Checks a CAI dict (or an object exposing one) by every rule of the spec without touching

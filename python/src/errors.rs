@@ -35,10 +35,14 @@ impl From<Failure> for PyErr {
     }
 }
 
-fn to_python(py: Python<'_>, error: &cai::Error) -> PyErr {
+/// cai.CaiError, the exception class of libcai's refusals.
+pub fn cai_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     static CAI_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let made = CAI_ERROR
-        .import(py, "cai._errors", "CaiError")
+    CAI_ERROR.import(py, "cai._errors", "CaiError")
+}
+
+fn to_python(py: Python<'_>, error: &cai::Error) -> PyErr {
+    let made = cai_error_type(py)
         .and_then(|class| class.call1((error.status.name(), error.message.as_str(), error.cu_result)));
     match made {
         Ok(instance) => PyErr::from_value(instance),

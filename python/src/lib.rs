@@ -9,6 +9,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod array;
+mod capi;
 mod dlpack;
 mod errors;
 mod exchange;
@@ -44,5 +45,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add("STATUS_CODES", codes)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The C API for compiled extensions (include/cai_python.h).
+    m.add("_C_API", capi::python_api_capsule(py)?)?;
     Ok(())
 }

@@ -43,7 +43,7 @@ def test_the_wheel_carries_the_headers_c_code_builds_against(tmp_path):
     from conftest import ROOT
 
     include = pathlib.Path(cai.get_include())
-    for header in ("cai.h", "cai.hpp", "cai_cffi.h"):
+    for header in ("cai.h", "cai.hpp", "cai_cffi.h", "cai_python.h", "cai/pybind11.h", "cai/nanobind.h"):
         assert (include / header).read_text() == (ROOT / "include" / header).read_text(), header
     source = tmp_path / "checks.c"
     source.write_text(

@@ -19,7 +19,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use crate::abi::{CaiError, CAI_ERROR_MESSAGE_CAPACITY};
 use crate::status::{fail, CaiStatus, Error, Result, Status, CAI_OK};
 
-fn write_error(out: *mut CaiError, error: &Error) {
+/// Writes `error` into `out` (NULL: nothing), its message cut to fit at a character boundary.
+pub(crate) fn write_error(out: *mut CaiError, error: &Error) {
     // SAFETY: the caller passes NULL or a writable CaiError.
     let Some(out) = (unsafe { out.as_mut() }) else { return };
     out.code = error.status.code();

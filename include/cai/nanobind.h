@@ -1,0 +1,76 @@
+// nanobind type caster for cai::Array, over cai_python.h: a function taking cai::Array takes
+// every object cai.from_object takes (CAI dicts and the objects exposing one, cai.Array, DLPack
+// producers); returning a cai::Array gives Python a cai.Array. Call cai::nanobind::import()
+// (or cai_python_import()) in the module's init, before any conversion.
+//
+//   NB_MODULE(m, mod) {
+//     cai::nanobind::import();
+//     mod.def("nbytes", [](cai::Array a) { return a.layout().nbytes; });
+//   }
+//
+// nanobind's casters cannot raise (from_python is noexcept, and a refusal becomes nanobind's
+// own "incompatible function arguments" TypeError), so an object the caster refuses gets that
+// TypeError. For libcai's message (cai.CaiError naming the field), or other import options
+// (allow_host, a consumer stream), take a nanobind::handle and call cai::nanobind::from_object.
+#ifndef CAI_NANOBIND_H
+#define CAI_NANOBIND_H
+
+#include <nanobind/nanobind.h>
+
+#include "cai_python.h"
+#include "cai.hpp"
+
+namespace cai {
+namespace nanobind {
+
+// Reads the table from the installed cai package; throws python_error on failure.
+inline void import() {
+  if (cai_python_import() < 0) throw ::nanobind::python_error();
+}
+
+// cai_python_from_object with `options` (NULL: the defaults); throws python_error with
+// libcai's exception on failure.
+inline Array from_object(::nanobind::handle obj, const CaiImportOptions* options = nullptr) {
+  CaiArray raw;
+  CaiError error;
+  if (cai_python_from_object(obj.ptr(), options, &raw, &error) != CAI_OK) throw ::nanobind::python_error();
+  return Array(std::move(raw));
+}
+
+// A new cai.Array owning `array` (its release runs when Python lets go of it).
+inline ::nanobind::object to_object(Array&& array) {
+  PyObject* made = cai_python_to_object(&array.raw());
+  if (made == nullptr) throw ::nanobind::python_error();
+  return ::nanobind::steal(made);
+}
+
+}  // namespace nanobind
+}  // namespace cai
+
+namespace nanobind {
+namespace detail {
+
+template <>
+struct type_caster<cai::Array> {
+  NB_TYPE_CASTER(cai::Array, const_name("cai.Array"))
+
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    CaiArray raw;
+    CaiError error;
+    if (cai_python_from_object(src.ptr(), nullptr, &raw, &error) != CAI_OK) {
+      PyErr_Clear();
+      return false;
+    }
+    value = cai::Array(std::move(raw));
+    return true;
+  }
+
+  static handle from_cpp(cai::Array&& src, rv_policy, cleanup_list*) noexcept {
+    return cai_python_to_object(&src.raw());
+  }
+};
+
+}  // namespace detail
+}  // namespace nanobind
+
+#endif  // CAI_NANOBIND_H

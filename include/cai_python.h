@@ -1,0 +1,137 @@
+// libcai for compiled Python extensions (C, C++, pybind11, nanobind, Cython): take any array
+// the `cai` package takes from a PyObject*, hand a CaiArray back to Python, and call every
+// function of cai.h by its own name, all through a table of function pointers the installed
+// `cai` package publishes (the capsule cai._native._C_API). No libcai.so and no link flag:
+// build with -I$(python -c "import cai; print(cai.get_include())").
+//
+//   static PyObject *f(PyObject *self, PyObject *arg) {
+//     CaiArray a; CaiError e;
+//     if (cai_python_from_object(arg, NULL, &a, &e) != CAI_OK) return NULL;  // exception set
+//     ... a.data, a.shape, a.typestr ...
+//     cai_release(&a, NULL);
+//     Py_RETURN_NONE;
+//   }
+//   PyMODINIT_FUNC PyInit_m(void) { if (cai_python_import() < 0) return NULL; ... }
+//
+// Every function here needs the caller attached to the interpreter (holding the GIL), but for
+// the release callbacks of what they write, which run on any thread. In a program split over
+// several C files, define CAI_PYTHON_TABLE_EXTERN in every file and define the table pointer
+// once: `const CaiPythonApi *cai_python_api;`. C++17 needs nothing: the pointer is one inline
+// variable. Include this header before any other libcai header, in every file of the
+// extension: cai.h's names are then macros that call through the table.
+#ifndef CAI_PYTHON_H
+#define CAI_PYTHON_H
+
+#include <Python.h>
+
+#include "cai.h"
+
+// The table's version: a major changes its layout, a minor appends members. An extension
+// accepts a table of its own major and of its minor or later.
+#define CAI_PYTHON_API_MAJOR 1
+#define CAI_PYTHON_API_MINOR 0
+// The capsule holding the table (PyCapsule_Import's dotted form).
+#define CAI_PYTHON_CAPSULE_NAME "cai._native._C_API"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// The table. Members are named as the functions they are; see cai.h for cai_* ones.
+typedef struct CaiPythonApi {
+  // CAI_PYTHON_API_MAJOR and _MINOR of the library.
+  uint32_t major;
+  uint32_t minor;
+  // sizeof(CaiPythonApi) as the library was built.
+  uint64_t size;
+  // cai.from_object from C: a CAI dict (versions 0-3) or an object exposing one, a cai.Array
+  // (no dict round trip), a DLPack producer (its type's exchange table, else __dlpack__),
+  // validated, pointer-checked and synchronized as `options` say (NULL: the defaults; set
+  // allow_host to take host memory). On CAI_OK, `out` owns a reference to `obj` (and to any
+  // DLPack tensor taken): release it with cai_release, from any thread. Otherwise `out` is
+  // untouched, `error` (may be NULL) says why, and a Python exception is set: cai.CaiError
+  // (a ValueError) for libcai's refusals, with their status; CAI_ERROR_PYTHON for any other
+  // exception (TypeError or AttributeError for an object that is no array at all).
+  int32_t (*cai_python_from_object)(PyObject *obj, const CaiImportOptions *options, CaiArray *out,
+                                    CaiError *error);
+  // Moves `array` (a C producer's, validated first) into a new cai.Array, which offers the
+  // CAI and DLPack and runs the array's release once Python lets go. Returns the new reference;
+  // on failure NULL with an exception set, and `array` still the caller's.
+  PyObject *(*cai_python_to_object)(CaiArray *array);
+  CaiStatus (*cai_validate)(const CaiArray *array, CaiError *error);
+  CaiStatus (*cai_layout)(const CaiArray *array, CaiLayout *layout, CaiError *error);
+  CaiStatus (*cai_export)(CaiArray *array, const CaiExportOptions *options, CaiError *error);
+  CaiStatus (*cai_release)(CaiArray *array, CaiError *error);
+  CaiStatus (*cai_move)(CaiArray *dst, CaiArray *src, CaiError *error);
+  CaiStatus (*cai_import)(const CaiArray *array, const CaiImportOptions *options, CaiPointerInfo *info,
+                          CaiError *error);
+  CaiStatus (*cai_sync)(const CaiArray *array, uint64_t consumer_stream, int32_t sync_mode, CaiError *error);
+  CaiStatus (*cai_pointer_info)(uint64_t pointer, CaiPointerInfo *info, CaiError *error);
+  CaiStatus (*cai_driver_status)(int32_t *version, CaiError *error);
+  CaiStatus (*cai_from_dlpack)(CaiDLManagedTensorVersioned *tensor, const CaiDlpackOptions *options,
+                               CaiArray *out, CaiError *error);
+  CaiStatus (*cai_from_dlpack_legacy)(CaiDLManagedTensor *tensor, const CaiDlpackOptions *options,
+                                      CaiArray *out, CaiError *error);
+  CaiStatus (*cai_to_dlpack)(CaiArray *array, const CaiDLDevice *device, CaiDLManagedTensorVersioned **out,
+                             CaiError *error);
+  CaiStatus (*cai_to_dlpack_legacy)(CaiArray *array, const CaiDLDevice *device, CaiDLManagedTensor **out,
+                                    CaiError *error);
+  CaiStatus (*cai_typestr_parse)(const char *typestr, CaiDtype *dtype, CaiError *error);
+  const char *(*cai_status_string)(CaiStatus status);
+  const char *(*cai_library_version)(void);
+} CaiPythonApi;
+
+#ifdef __cplusplus
+}
+#endif
+
+// The table read by cai_python_import; NULL before it ran.
+#if defined(__cplusplus) && __cplusplus >= 201703L
+inline const CaiPythonApi *cai_python_api = nullptr;
+#elif defined(CAI_PYTHON_TABLE_EXTERN)
+extern const CaiPythonApi *cai_python_api;
+#else
+static const CaiPythonApi *cai_python_api = NULL;
+#endif
+
+// Reads the table from the installed `cai` package: 0, or -1 with an exception set (an
+// ImportError naming both versions when the package's table is not one this header reads).
+// Call it once, in the module's init function, before any other function here.
+static inline int cai_python_import(void) {
+  const CaiPythonApi *api = (const CaiPythonApi *)PyCapsule_Import(CAI_PYTHON_CAPSULE_NAME, 0);
+  if (api == NULL) return -1;
+  if (api->major != CAI_PYTHON_API_MAJOR || api->minor < CAI_PYTHON_API_MINOR ||
+      api->size < sizeof(CaiPythonApi)) {
+    PyErr_Format(PyExc_ImportError,
+                 "the installed cai package offers C API %u.%u; this extension was built against "
+                 "cai_python.h %d.%d and needs %d.%d or a later minor: install a cai package that "
+                 "matches it, or rebuild the extension against the installed one",
+                 (unsigned)api->major, (unsigned)api->minor, CAI_PYTHON_API_MAJOR, CAI_PYTHON_API_MINOR,
+                 CAI_PYTHON_API_MAJOR, CAI_PYTHON_API_MINOR);
+    return -1;
+  }
+  cai_python_api = api;
+  return 0;
+}
+
+// Every function by its own name, through the table.
+#define cai_python_from_object (cai_python_api->cai_python_from_object)
+#define cai_python_to_object (cai_python_api->cai_python_to_object)
+#define cai_validate (cai_python_api->cai_validate)
+#define cai_layout (cai_python_api->cai_layout)
+#define cai_export (cai_python_api->cai_export)
+#define cai_release (cai_python_api->cai_release)
+#define cai_move (cai_python_api->cai_move)
+#define cai_import (cai_python_api->cai_import)
+#define cai_sync (cai_python_api->cai_sync)
+#define cai_pointer_info (cai_python_api->cai_pointer_info)
+#define cai_driver_status (cai_python_api->cai_driver_status)
+#define cai_from_dlpack (cai_python_api->cai_from_dlpack)
+#define cai_from_dlpack_legacy (cai_python_api->cai_from_dlpack_legacy)
+#define cai_to_dlpack (cai_python_api->cai_to_dlpack)
+#define cai_to_dlpack_legacy (cai_python_api->cai_to_dlpack_legacy)
+#define cai_typestr_parse (cai_python_api->cai_typestr_parse)
+#define cai_status_string (cai_python_api->cai_status_string)
+#define cai_library_version (cai_python_api->cai_library_version)
+
+#endif  // CAI_PYTHON_H

@@ -1,0 +1,135 @@
+# Cython declarations of libcai's C API for compiled extensions (include/cai_python.h):
+#
+#     from cai.capi cimport CaiArray, CaiError, cai_python_import, cai_python_from_object, cai_release
+#     cai_python_import()                          # once, at module level
+#     def nbytes(obj):
+#         cdef CaiArray a
+#         cdef CaiError e
+#         cai_python_from_object(obj, NULL, &a, &e)  # raises libcai's exception on failure
+#         ...
+#         cai_release(&a, NULL)
+#
+# Build with include_dirs=[cai.get_include()]; no library to link. Every name is the one of
+# cai.h and cai_python.h; structs list the fields a consumer reads (all of them).
+
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+
+cdef extern from "cai_python.h":
+    ctypedef int32_t CaiStatus
+
+    enum:
+        CAI_OK
+        CAI_MAX_NDIM
+        CAI_TYPESTR_CAPACITY
+        CAI_ERROR_MESSAGE_CAPACITY
+        CAI_MEMORY_CUDA
+        CAI_MEMORY_OPENCL
+        CAI_STREAM_NONE
+        CAI_STREAM_LEGACY
+        CAI_STREAM_PER_THREAD
+        CAI_SYNC_DEFAULT
+        CAI_SYNC_STREAM_ORDERED
+        CAI_SYNC_BLOCKING
+        CAI_SYNC_NONE
+        CAI_POINTER_CHECK_DEFAULT
+        CAI_POINTER_CHECK_ALWAYS
+        CAI_POINTER_CHECK_NEVER
+        CAI_ERROR_NULL_ARGUMENT
+        CAI_ERROR_INVALID_ARGUMENT
+        CAI_ERROR_INVALID_VERSION
+        CAI_ERROR_INVALID_SHAPE
+        CAI_ERROR_INVALID_STRIDES
+        CAI_ERROR_INVALID_TYPESTR
+        CAI_ERROR_INVALID_DATA
+        CAI_ERROR_INVALID_STREAM
+        CAI_ERROR_INVALID_MASK
+        CAI_ERROR_INVALID_DESCR
+        CAI_ERROR_OVERFLOW
+        CAI_ERROR_READONLY
+        CAI_ERROR_NO_DRIVER
+        CAI_ERROR_DRIVER
+        CAI_ERROR_NOT_DEVICE_POINTER
+        CAI_ERROR_OUT_OF_BOUNDS
+        CAI_ERROR_PANIC
+        CAI_ERROR_ABI_VERSION
+        CAI_ERROR_PYTHON
+        CAI_PYTHON_API_MAJOR
+        CAI_PYTHON_API_MINOR
+
+    ctypedef struct CaiField:
+        char name[64]
+        char typestr[32]
+        uint64_t offset
+
+    ctypedef struct CaiArray:
+        uint32_t abi_version
+        int32_t version
+        void *owner
+        void (*release)(CaiArray *array) noexcept nogil
+        int32_t ndim
+        uint32_t readonly
+        uint32_t strides_given
+        uint32_t descr_count
+        uint64_t data
+        uint64_t stream
+        char typestr[32]
+        int64_t shape[64]
+        int64_t strides[64]
+        const CaiArray *mask
+        const CaiField *descr
+        uint32_t memory
+        uint32_t stream_kind
+        uint64_t byte_offset
+
+    ctypedef struct CaiError:
+        int32_t code
+        int32_t cu_result
+        char message[512]
+
+    ctypedef struct CaiLayout:
+        uint64_t element_count
+        uint64_t nbytes
+        int64_t extent_begin
+        int64_t extent_end
+        uint32_t c_contiguous
+        uint32_t f_contiguous
+        uint32_t strides_itemsize_aligned
+
+    ctypedef struct CaiImportOptions:
+        uint64_t consumer_stream
+        int32_t sync_mode
+        int32_t pointer_check
+        uint32_t writable
+        uint32_t native_only
+        uint32_t allow_host
+
+    ctypedef struct CaiPointerInfo:
+        uint64_t device_pointer
+        uint64_t allocation_base
+        uint64_t allocation_size
+        void *context
+        int32_t device_ordinal
+        uint32_t memory_type
+        uint32_t is_managed
+        uint32_t checked
+
+    # Reads the table from the installed cai package (raises ImportError on a mismatch).
+    int cai_python_import() except -1
+    # Raises libcai's exception (cai.CaiError, or the object's own) when it fails.
+    int32_t cai_python_from_object(object obj, const CaiImportOptions *options, CaiArray *out,
+                                   CaiError *error) except *
+    # A new cai.Array that owns `array`; raises (and leaves `array` the caller's) on failure.
+    object cai_python_to_object(CaiArray *array)
+
+    CaiStatus cai_validate(const CaiArray *array, CaiError *error) noexcept
+    CaiStatus cai_layout(const CaiArray *array, CaiLayout *layout, CaiError *error) noexcept
+    CaiStatus cai_release(CaiArray *array, CaiError *error) noexcept nogil
+    CaiStatus cai_move(CaiArray *dst, CaiArray *src, CaiError *error) noexcept nogil
+    CaiStatus cai_import(const CaiArray *array, const CaiImportOptions *options, CaiPointerInfo *info,
+                         CaiError *error) noexcept nogil
+    CaiStatus cai_sync(const CaiArray *array, uint64_t consumer_stream, int32_t sync_mode,
+                       CaiError *error) noexcept nogil
+    CaiStatus cai_pointer_info(uint64_t pointer, CaiPointerInfo *info, CaiError *error) noexcept nogil
+    CaiStatus cai_driver_status(int32_t *version, CaiError *error) noexcept nogil
+    const char *cai_status_string(CaiStatus status) noexcept
+    const char *cai_library_version() noexcept

@@ -1,0 +1,234 @@
+//! The C API for compiled extensions (include/cai_python.h): a versioned table of function
+//! pointers, published as the capsule `cai._native._C_API`, which an extension reads once in
+//! its module init (`cai_python_import`), so that it needs no link to libcai: NumPy's C-API
+//! capsule and DLPack's exchange table work the same way.
+//!
+//! The table holds the two Python entry points (`cai_python_from_object`,
+//! `cai_python_to_object`) and every function of cai.h, by the names cai_python.h gives them.
+//! The layout is fixed per major version; a minor version appends members only.
+
+use std::ffi::{c_char, c_void, CStr};
+
+use cai::{
+    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDlpackOptions, CaiDtype,
+    CaiError, CaiExportOptions, CaiImportOptions, CaiLayout, CaiPointerInfo, CaiStatus, Error, Status,
+    CAI_OK,
+};
+use pyo3::ffi::PyObject;
+use pyo3::prelude::*;
+
+use crate::array::{import_object, Array};
+use crate::errors::{cai_error_type, Failure};
+
+/// Changes when a member moves or changes type: an extension refuses any other.
+pub const CAI_PYTHON_API_MAJOR: u32 = 1;
+/// Grows when members are appended: an extension refuses a table older than its header.
+pub const CAI_PYTHON_API_MINOR: u32 = 0;
+/// The capsule's name: the module's dotted path and the attribute (PyCapsule_Import's form).
+pub const CAPSULE_NAME: &CStr = c"cai._native._C_API";
+
+type FromObject =
+    unsafe extern "C" fn(*mut PyObject, *const CaiImportOptions, *mut CaiArray, *mut CaiError) -> i32;
+
+/// cai_python.h's CaiPythonApi, member for member.
+#[repr(C)]
+pub struct PythonApi {
+    pub major: u32,
+    pub minor: u32,
+    /// The table's size in bytes as this library built it.
+    pub size: u64,
+    pub cai_python_from_object: FromObject,
+    pub cai_python_to_object: unsafe extern "C" fn(*mut CaiArray) -> *mut PyObject,
+    pub cai_validate: extern "C" fn(*const CaiArray, *mut CaiError) -> CaiStatus,
+    pub cai_layout: extern "C" fn(*const CaiArray, *mut CaiLayout, *mut CaiError) -> CaiStatus,
+    pub cai_export: extern "C" fn(*mut CaiArray, *const CaiExportOptions, *mut CaiError) -> CaiStatus,
+    pub cai_release: extern "C" fn(*mut CaiArray, *mut CaiError) -> CaiStatus,
+    pub cai_move: extern "C" fn(*mut CaiArray, *mut CaiArray, *mut CaiError) -> CaiStatus,
+    pub cai_import: extern "C" fn(
+        *const CaiArray,
+        *const CaiImportOptions,
+        *mut CaiPointerInfo,
+        *mut CaiError,
+    ) -> CaiStatus,
+    pub cai_sync: extern "C" fn(*const CaiArray, u64, i32, *mut CaiError) -> CaiStatus,
+    pub cai_pointer_info: extern "C" fn(u64, *mut CaiPointerInfo, *mut CaiError) -> CaiStatus,
+    pub cai_driver_status: extern "C" fn(*mut i32, *mut CaiError) -> CaiStatus,
+    pub cai_from_dlpack: extern "C" fn(
+        *mut CaiDLManagedTensorVersioned,
+        *const CaiDlpackOptions,
+        *mut CaiArray,
+        *mut CaiError,
+    ) -> CaiStatus,
+    pub cai_from_dlpack_legacy: extern "C" fn(
+        *mut CaiDLManagedTensor,
+        *const CaiDlpackOptions,
+        *mut CaiArray,
+        *mut CaiError,
+    ) -> CaiStatus,
+    pub cai_to_dlpack: extern "C" fn(
+        *mut CaiArray,
+        *const CaiDLDevice,
+        *mut *mut CaiDLManagedTensorVersioned,
+        *mut CaiError,
+    ) -> CaiStatus,
+    pub cai_to_dlpack_legacy: extern "C" fn(
+        *mut CaiArray,
+        *const CaiDLDevice,
+        *mut *mut CaiDLManagedTensor,
+        *mut CaiError,
+    ) -> CaiStatus,
+    pub cai_typestr_parse: extern "C" fn(*const c_char, *mut CaiDtype, *mut CaiError) -> CaiStatus,
+    pub cai_status_string: extern "C" fn(CaiStatus) -> *const c_char,
+    pub cai_library_version: extern "C" fn() -> *const c_char,
+}
+
+/// The table every extension reads: static, immutable, its members functions of this module.
+pub static PYTHON_API: PythonApi = PythonApi {
+    major: CAI_PYTHON_API_MAJOR,
+    minor: CAI_PYTHON_API_MINOR,
+    size: std::mem::size_of::<PythonApi>() as u64,
+    cai_python_from_object: python_from_object,
+    cai_python_to_object: python_to_object,
+    cai_validate: cai::cai_validate,
+    cai_layout: cai::cai_layout,
+    cai_export: cai::cai_export,
+    cai_release: cai::cai_release,
+    cai_move: cai::cai_move,
+    cai_import: cai::cai_import,
+    cai_sync: cai::cai_sync,
+    cai_pointer_info: cai::cai_pointer_info,
+    cai_driver_status: cai::cai_driver_status,
+    cai_from_dlpack: cai::cai_from_dlpack,
+    cai_from_dlpack_legacy: cai::cai_from_dlpack_legacy,
+    cai_to_dlpack: cai::cai_to_dlpack,
+    cai_to_dlpack_legacy: cai::cai_to_dlpack_legacy,
+    cai_typestr_parse: cai::cai_typestr_parse,
+    cai_status_string: cai::cai_status_string,
+    cai_library_version: cai::cai_library_version,
+};
+
+/// The table as the module publishes it: `cai._native._C_API`.
+pub fn python_api_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    let table = &PYTHON_API as *const PythonApi as *mut c_void;
+    // SAFETY: a static table and a static name; neither needs a destructor.
+    let capsule = unsafe { pyo3::ffi::PyCapsule_New(table, CAPSULE_NAME.as_ptr(), None) };
+    // SAFETY: a new reference, or NULL with an exception set.
+    Ok(unsafe { Bound::from_owned_ptr_or_err(py, capsule) }?.unbind())
+}
+
+/// `cai_python_from_object`: `cai.from_object`'s negotiation and import, into `out`, a struct
+/// that owns the imported Array (and through it `obj` and any DLPack tensor taken). On failure
+/// `out` is untouched, `error` written, and a Python exception set: libcai's refusals as
+/// cai.CaiError with their status, any other exception as CAI_ERROR_PYTHON.
+unsafe extern "C" fn python_from_object(
+    obj: *mut PyObject,
+    options: *const CaiImportOptions,
+    out: *mut CaiArray,
+    error: *mut CaiError,
+) -> i32 {
+    // SAFETY: the contract of cai_python_from_object: the caller is attached to the interpreter.
+    let py = unsafe { Python::assume_attached() };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if obj.is_null() || out.is_null() {
+            let name = if obj.is_null() { "obj" } else { "out" };
+            return Err(Failure::Cai(Error::new(Status::NullArgument, format!("{name} is NULL"))));
+        }
+        // SAFETY: NULL (the defaults) or the caller's options.
+        let options = unsafe { options.as_ref() }.copied().unwrap_or_default();
+        // SAFETY: a live object the caller holds, checked non-NULL.
+        let obj = unsafe { pyo3::Borrowed::from_ptr(py, obj) };
+        let imported = Box::new(import_object(&obj, options)?);
+        let mut view = *imported.c_array();
+        view.owner = Box::into_raw(imported).cast();
+        view.release = Some(release_imported);
+        // SAFETY: the caller's out-parameter, checked non-NULL; written only on success.
+        unsafe { out.write(view) };
+        Ok(())
+    }));
+    let failure = match outcome {
+        Ok(Ok(())) => return CAI_OK,
+        Ok(Err(failure)) => failure,
+        Err(_) => Failure::Cai(Error::new(
+            Status::Panic,
+            "libcai panicked in cai_python_from_object (a bug; please report it)",
+        )),
+    };
+    report(py, failure, error)
+}
+
+/// Writes `failure` into `error`, raises it as a Python exception, and returns its status.
+fn report(py: Python<'_>, failure: Failure, error: *mut CaiError) -> i32 {
+    let (written, raised) = match failure {
+        Failure::Cai(e) => {
+            let raised = PyErr::from(Failure::Cai(e.clone()));
+            (e, raised)
+        }
+        Failure::Python(raised) => (error_of_exception(py, &raised), raised),
+    };
+    cai::internal::write_error(error, &written);
+    raised.restore(py);
+    written.status.code()
+}
+
+/// The CaiError an exception stands for: a cai.CaiError's own status, code and message;
+/// CAI_ERROR_PYTHON with "Type: text" for any other.
+fn error_of_exception(py: Python<'_>, raised: &PyErr) -> Error {
+    let value = raised.value(py);
+    let text = value.str().map(|s| s.to_string()).unwrap_or_default();
+    let libcai = cai_error_type(py).is_ok_and(|class| value.is_instance(class).unwrap_or(false));
+    if libcai {
+        let code = value.getattr("code").and_then(|c| c.extract::<i32>()).unwrap_or(-1);
+        if let Some(status) = Status::from_code(code) {
+            let message =
+                text.strip_prefix(status.name()).and_then(|m| m.strip_prefix(": ")).unwrap_or(&text);
+            let cu_result = value.getattr("cu_result").and_then(|c| c.extract::<i32>()).unwrap_or(0);
+            return Error { status, cu_result, message: message.to_string() };
+        }
+    }
+    let kind = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
+    Error::new(Status::Python, format!("{kind}: {text}"))
+}
+
+/// The release of a struct `cai_python_from_object` wrote: drops the Array it owns (letting go
+/// of the producer and any tensor), attached to the interpreter, on whatever thread the
+/// consumer releases it. Once the interpreter is finalizing nothing may attach, so the Array
+/// is then leaked on purpose.
+unsafe extern "C" fn release_imported(array: *mut CaiArray) {
+    // SAFETY: `owner` is the Box this module leaked into the struct; cai_release runs this once.
+    let imported = unsafe { Box::from_raw((*array).owner.cast::<Array>()) };
+    // SAFETY: a plain query, callable at any time.
+    if unsafe { pyo3::ffi::Py_IsInitialized() } == 0 {
+        std::mem::forget(imported);
+        return;
+    }
+    Python::attach(|_| drop(imported));
+}
+
+/// `cai_python_to_object`: a new cai.Array that takes over `array` (validated first): its
+/// release runs when Python lets go of the Array. On failure NULL with an exception set, and
+/// `array` untouched (still the caller's).
+unsafe extern "C" fn python_to_object(array: *mut CaiArray) -> *mut PyObject {
+    // SAFETY: the contract of cai_python_to_object: the caller is attached to the interpreter.
+    let py = unsafe { Python::assume_attached() };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: NULL or the caller's array, handed over only on success.
+        let Some(source) = (unsafe { array.as_mut() }) else {
+            return Err(Failure::Cai(Error::new(Status::NullArgument, "array is NULL")));
+        };
+        Array::adopt(py, source)
+    }));
+    match outcome {
+        Ok(Ok(adopted)) => adopted.into_ptr(),
+        Ok(Err(failure)) => {
+            PyErr::from(failure).restore(py);
+            std::ptr::null_mut()
+        }
+        Err(_) => {
+            pyo3::exceptions::PyRuntimeError::new_err(
+                "libcai panicked in cai_python_to_object (a bug; please report it)",
+            )
+            .restore(py);
+            std::ptr::null_mut()
+        }
+    }
+}

@@ -1,0 +1,64 @@
+"""Builds the test extensions against the installed cai package only: its headers come from
+cai.get_include() (and cai/capi.pxd from the package), the interpreter's from sysconfig, and
+no libcai is named on any command line. Usage: python build.py OUT_DIR [NAME ...]."""
+
+import os
+import pathlib
+import subprocess
+import sys
+import sysconfig
+
+import cai
+
+HERE = pathlib.Path(__file__).resolve().parent
+SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
+PYTHON_INCLUDE = sysconfig.get_paths()["include"]
+
+
+def compile_module(sources, out, cpp, extra_includes=(), extra_flags=()):
+    compiler = os.environ.get("CXX", "c++") if cpp else os.environ.get("CC", "cc")
+    standard = "-std=c++17" if cpp else "-std=c11"
+    includes = [f"-I{d}" for d in (cai.get_include(), PYTHON_INCLUDE, HERE, *extra_includes)]
+    command = [compiler, standard, "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-pthread",
+               "-fvisibility=hidden", *extra_flags, *includes, *map(str, sources), "-o", str(out)]
+    subprocess.run(command, check=True)
+    return out
+
+
+def build_c(out_dir):
+    return compile_module([HERE / "c_ext.c"], out_dir / f"cai_c_ext{SUFFIX}", cpp=False)
+
+
+def build_pybind11(out_dir):
+    import pybind11
+
+    return compile_module([HERE / "pybind11_ext.cpp"], out_dir / f"cai_pybind11_ext{SUFFIX}", cpp=True,
+                          extra_includes=[pybind11.get_include()])
+
+
+def build_nanobind(out_dir):
+    import nanobind
+
+    # nanobind's support library is compiled into the module (what nanobind_add_module does).
+    root = pathlib.Path(nanobind.source_dir()).parent
+    return compile_module([HERE / "nanobind_ext.cpp", root / "src" / "nb_combined.cpp"],
+                          out_dir / f"cai_nanobind_ext{SUFFIX}", cpp=True,
+                          extra_includes=[nanobind.include_dir(), root / "ext" / "robin_map" / "include"],
+                          # as nanobind's own build compiles it
+                          extra_flags=["-fno-strict-aliasing"])
+
+
+def build_cython(out_dir):
+    generated = out_dir / "cai_cython_ext.c"
+    subprocess.run([sys.executable, "-m", "cython", "-3", "--module-name", "cai_cython_ext",
+                    str(HERE / "cython_ext.pyx"), "-o", str(generated)], check=True)
+    return compile_module([generated], out_dir / f"cai_cython_ext{SUFFIX}", cpp=False)
+
+
+BUILDERS = {"c": build_c, "pybind11": build_pybind11, "nanobind": build_nanobind, "cython": build_cython}
+
+if __name__ == "__main__":
+    out_dir = pathlib.Path(sys.argv[1])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in sys.argv[2:] or BUILDERS:
+        print(BUILDERS[name](out_dir))

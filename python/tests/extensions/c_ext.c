@@ -1,0 +1,175 @@
+/* A plain C extension built against the installed cai package only (cai.get_include()):
+   everything it calls comes through cai_python.h's table. */
+#define PY_SSIZE_T_CLEAN
+#include "description.h" /* Python.h first, as CPython asks */
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static CaiImportOptions options_for(int allow_host) {
+  CaiImportOptions options;
+  memset(&options, 0, sizeof options);
+  options.allow_host = (uint32_t)allow_host;
+  return options;
+}
+
+static PyObject *describe(PyObject *self, PyObject *args) {
+  PyObject *obj;
+  int allow_host = 0;
+  if (!PyArg_ParseTuple(args, "O|p", &obj, &allow_host)) return NULL;
+  CaiImportOptions options = options_for(allow_host);
+  CaiArray a;
+  CaiError e;
+  if (cai_python_from_object(obj, &options, &a, &e) != CAI_OK) return NULL;
+  PyObject *seen = cai_test_description(&a);
+  cai_release(&a, NULL);
+  return seen;
+}
+
+/* (status, CaiError message, exception type name) of a refused import; None if it imports. */
+static PyObject *refusal(PyObject *self, PyObject *args) {
+  PyObject *obj;
+  int allow_host = 0;
+  if (!PyArg_ParseTuple(args, "O|p", &obj, &allow_host)) return NULL;
+  CaiImportOptions options = options_for(allow_host);
+  CaiArray a;
+  CaiError e;
+  int32_t status = cai_python_from_object(obj, &options, &a, &e);
+  if (status == CAI_OK) {
+    cai_release(&a, NULL);
+    Py_RETURN_NONE;
+  }
+  if (!PyErr_Occurred()) {
+    PyErr_SetString(PyExc_AssertionError, "a refusal set no exception");
+    return NULL;
+  }
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyObject *result = Py_BuildValue("(isO)", status, e.message, value ? value : Py_None);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  return result;
+}
+
+/* n imports and releases of obj, in C. */
+static PyObject *import_many(PyObject *self, PyObject *args) {
+  PyObject *obj;
+  long long n;
+  int allow_host = 0;
+  if (!PyArg_ParseTuple(args, "OL|p", &obj, &n, &allow_host)) return NULL;
+  CaiImportOptions options = options_for(allow_host);
+  for (long long i = 0; i < n; i++) {
+    CaiArray a;
+    if (cai_python_from_object(obj, &options, &a, NULL) != CAI_OK) return NULL;
+    cai_release(&a, NULL);
+  }
+  Py_RETURN_NONE;
+}
+
+static void *release_array(void *array) {
+  cai_release((CaiArray *)array, NULL);
+  return NULL;
+}
+
+/* Imports obj and releases it on a new thread that never holds the GIL. */
+static PyObject *release_on_a_thread(PyObject *self, PyObject *obj) {
+  CaiArray a;
+  if (cai_python_from_object(obj, NULL, &a, NULL) != CAI_OK) return NULL;
+  pthread_t thread;
+  int failed;
+  Py_BEGIN_ALLOW_THREADS
+  failed = pthread_create(&thread, NULL, release_array, &a);
+  if (!failed) pthread_join(thread, NULL);
+  Py_END_ALLOW_THREADS
+  if (failed) return PyErr_Format(PyExc_OSError, "pthread_create: %d", failed);
+  Py_RETURN_NONE;
+}
+
+/* Imports obj and hands the struct back to Python as a new cai.Array. */
+static PyObject *hand_back(PyObject *self, PyObject *args) {
+  PyObject *obj;
+  int allow_host = 0;
+  if (!PyArg_ParseTuple(args, "O|p", &obj, &allow_host)) return NULL;
+  CaiImportOptions options = options_for(allow_host);
+  CaiArray a;
+  if (cai_python_from_object(obj, &options, &a, NULL) != CAI_OK) return NULL;
+  PyObject *made = cai_python_to_object(&a);
+  if (made == NULL) cai_release(&a, NULL);
+  return made;
+}
+
+/* A C producer: n floats of its own memory, released by counting. */
+static atomic_int released;
+
+static void release_block(CaiArray *array) {
+  free(array->owner);
+  atomic_fetch_add(&released, 1);
+}
+
+static CaiArray block(long long n) {
+  CaiArray a;
+  memset(&a, 0, sizeof a);
+  a.version = 3;
+  a.ndim = 1;
+  a.shape[0] = n;
+  strcpy(a.typestr, "<f4");
+  a.owner = calloc((size_t)n + 1, 4);
+  a.data = (uint64_t)(uintptr_t)a.owner;
+  a.release = release_block;
+  return a;
+}
+
+static PyObject *produce(PyObject *self, PyObject *args) {
+  long long n;
+  if (!PyArg_ParseTuple(args, "L", &n)) return NULL;
+  CaiArray a = block(n);
+  PyObject *made = cai_python_to_object(&a);
+  if (made == NULL) cai_release(&a, NULL); /* still ours on failure */
+  return made;
+}
+
+/* Hands Python an invalid array: returns (the exception, whether the array was still ours). */
+static PyObject *produce_invalid(PyObject *self, PyObject *unused) {
+  CaiArray a = block(4);
+  a.ndim = -1;
+  PyObject *made = cai_python_to_object(&a);
+  if (made != NULL) return made;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  int still_ours = a.release == release_block;
+  cai_release(&a, NULL);
+  PyObject *result = Py_BuildValue("(Oi)", value ? value : Py_None, still_ours);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  return result;
+}
+
+static PyObject *released_count(PyObject *self, PyObject *unused) { return PyLong_FromLong(atomic_load(&released)); }
+
+static PyObject *library_version(PyObject *self, PyObject *unused) {
+  return PyUnicode_FromString(cai_library_version());
+}
+
+static PyMethodDef methods[] = {
+    {"describe", describe, METH_VARARGS, NULL},
+    {"refusal", refusal, METH_VARARGS, NULL},
+    {"import_many", import_many, METH_VARARGS, NULL},
+    {"release_on_a_thread", release_on_a_thread, METH_O, NULL},
+    {"hand_back", hand_back, METH_VARARGS, NULL},
+    {"produce", produce, METH_VARARGS, NULL},
+    {"produce_invalid", produce_invalid, METH_NOARGS, NULL},
+    {"released_count", released_count, METH_NOARGS, NULL},
+    {"library_version", library_version, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cai_c_ext", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_cai_c_ext(void) {
+  if (cai_python_import() < 0) return NULL;
+  return PyModule_Create(&module);
+}

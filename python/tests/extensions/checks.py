@@ -1,0 +1,269 @@
+"""Run in a fresh process by test_extensions.py: the test extensions (built against the
+installed package only) against cai.from_object, on one named check. Exits non-zero with the
+reason on the first mismatch; prints what it compared."""
+
+import ctypes
+import gc
+import os
+import sys
+import threading
+
+import cai
+
+EXTENSIONS = ["cai_c_ext", "cai_pybind11_ext", "cai_nanobind_ext", "cai_cython_ext"]
+
+
+def description(struct):
+    """What cai_test_description (description.h) reports, read from a ctypes CaiArray."""
+    ndim = struct.ndim
+    strides = tuple(struct.strides[:ndim]) if struct.strides_given else None
+    descr = [(struct.descr[i].name.decode(), struct.descr[i].typestr.decode(), struct.descr[i].offset)
+             for i in range(struct.descr_count)]
+    mask = description(struct.mask.contents) if struct.mask else None
+    return (struct.version, ndim, tuple(struct.shape[:ndim]), strides, struct.typestr.decode(), struct.data,
+            struct.readonly, struct.stream, struct.memory, descr, mask)
+
+
+def outcome(take, *args):
+    """What taking an object gave: its description, or the exception's type and text."""
+    try:
+        return take(*args)
+    except Exception as raised:
+        return (type(raised).__name__, str(raised))
+
+
+def expected(obj, allow_host=False):
+    made = cai.from_object(obj, allow_host=allow_host)
+    return description(cai.CaiArray.from_address(made.ptr))
+
+
+def fake_driver():
+    lib = ctypes.CDLL(os.environ["CAI_CUDA_DRIVER"])
+    lib.fake_cuda_alloc.restype = ctypes.c_uint64
+    lib.fake_cuda_alloc.argtypes = [ctypes.c_uint64, ctypes.c_uint, ctypes.c_int, ctypes.c_uint]
+    return lib
+
+
+def device_memory(nbytes=4096):
+    """Memory of the fake driver's device, or an address no driver will be asked about."""
+    if os.environ.get("CAI_TEST_DRIVER") == "fake":
+        return fake_driver().fake_cuda_alloc(nbytes, 2, 0, 0)
+    return 4096
+
+
+def dicts(data):
+    """CAI dicts of every version, as producers write them, over `data`."""
+    mask = {"shape": (4, 3), "typestr": "|b1", "data": (data + 1024, True), "version": 2}
+    return [
+        {"shape": (4, 3), "typestr": "<f4", "data": (data, False), "version": 0},
+        {"shape": (4, 3), "typestr": "<f4", "data": (data, True), "version": 1, "mask": mask},
+        {"shape": (3, 4), "typestr": "<f8", "data": (data, False), "version": 2, "strides": (8, 24)},
+        {"shape": (2,), "typestr": "|V8", "data": (data, False), "version": 2,
+         "descr": [("x", "<f4"), ("y", "<i4")]},
+        {"shape": (12,), "typestr": "<i8", "data": (data, False), "version": 3, "stream": 1},
+        {"shape": (0, 5), "typestr": "<c8", "data": (0, False), "version": 3, "stream": None},
+    ]
+
+
+class Exposes:
+    def __init__(self, d):
+        self.__cuda_array_interface__ = d
+
+
+def same_everywhere(inputs, allow_host=False):
+    """Each extension sees what cai.from_object makes of each input, or fails as it does."""
+    compared = 0
+    for obj in inputs:
+        want = outcome(expected, obj, allow_host)
+        for name in EXTENSIONS:
+            module = __import__(name)
+            if name == "cai_c_ext":
+                got = outcome(module.describe, obj, allow_host)
+            elif allow_host:
+                got = outcome(module.describe_host, obj)
+            elif name == "cai_nanobind_ext" and len(want) == 2:
+                # nanobind's caster cannot raise libcai's error: its from_object does.
+                assert outcome(module.describe, obj)[0] == "TypeError"
+                got = outcome(module.describe_or_raise, obj)
+            else:
+                got = outcome(module.describe, obj)
+            assert got == want, f"{name} saw {got}, cai.from_object {want}, for {obj!r}"
+            compared += 1
+    return compared
+
+
+def check_dicts():
+    inputs = dicts(device_memory())
+    inputs += [Exposes(d) for d in inputs] + [cai.from_object(inputs[2])]
+    return same_everywhere(inputs)
+
+
+def check_dlpack():
+    import numpy
+
+    host = [numpy.arange(12.0).reshape(3, 4), numpy.arange(12, dtype=numpy.int16)[::2]]
+    compared = same_everywhere(host, allow_host=True)
+    lib = ctypes.CDLL(os.environ["CAI_TEST_EXCHANGE_PRODUCER"])
+    lib.producer_exchange_api.restype = ctypes.c_void_p
+    lib.producer_set.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    lib.producer_set(device_memory(256), 0)
+
+    class Producer:
+        __c_dlpack_exchange_api__ = lib.producer_exchange_api()
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    before = lib.producer_deleted()
+    compared += same_everywhere([Producer()])
+    gc.collect()
+    handed, deleted = lib.producer_handed_out(), lib.producer_deleted()
+    assert deleted - before == handed - before, f"{handed - before} tensors taken, {deleted - before} deleted"
+    return compared
+
+
+def hostile():
+    """Objects the Python suite feeds cai.from_object to be refused."""
+
+    class Raises:
+        @property
+        def __cuda_array_interface__(self):
+            raise RuntimeError("the producer's own failure")
+
+    class NotADict:
+        __cuda_array_interface__ = [1, 2]
+
+    class LyingDlpack:
+        def __dlpack__(self, **kwargs):
+            return "not a capsule"
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    good = {"shape": (4,), "typestr": "<f4", "data": (4096, False), "version": 3}
+    return [
+        {**good, "shape": (-1,)},
+        {**good, "typestr": "<f3"},
+        {**good, "data": (0, False)},
+        {**good, "stream": 0},
+        {**good, "version": 9},
+        {**good, "strides": (4, 4)},
+        {**good, "shape": (2**70,)},
+        {key: value for key, value in good.items() if key != "data"},
+        {**good, "mask": {**good, "shape": (5,)}},
+        {**good, "descr": [("a", "<f8")]},
+        Raises(), NotADict(), LyingDlpack(), 7, "a string", None,
+    ]
+
+
+def check_refusals():
+    import cai_c_ext
+
+    compared = 0
+    for obj in hostile():
+        try:
+            cai.from_object(obj)
+        except Exception as raised:
+            want = raised
+        else:
+            raise AssertionError(f"cai.from_object took {obj!r}")
+        status, message, exception = cai_c_ext.refusal(obj)
+        assert type(exception) is type(want) and str(exception) == str(want), (exception, want)
+        if isinstance(want, cai.CaiError):
+            assert status == want.code and message == str(want), (status, message, want)
+        else:
+            assert status == cai._native.STATUS_CODES["CAI_ERROR_PYTHON"], status
+            assert message == f"CAI_ERROR_PYTHON: {type(want).__name__}: {want}", message
+        for name in ["cai_pybind11_ext", "cai_cython_ext"]:
+            try:
+                __import__(name).describe(obj)
+            except Exception as raised:
+                if isinstance(want, cai.CaiError):
+                    assert type(raised) is type(want) and str(raised) == str(want), (name, raised, want)
+                else:
+                    assert isinstance(raised, (type(want), TypeError)) and str(want) in str(raised), (name, raised)
+            else:
+                raise AssertionError(f"{name} took {obj!r}")
+        compared += 1
+    import cai_nanobind_ext
+
+    try:
+        cai_nanobind_ext.describe_or_raise({"shape": (-1,), "typestr": "<f4", "data": (8, False), "version": 3})
+    except cai.CaiError as raised:
+        assert "shape" in str(raised), raised
+    else:
+        raise AssertionError("nanobind's from_object took a negative extent")
+    return compared
+
+
+def check_refcounts():
+    import numpy
+
+    import cai_c_ext
+
+    d = {"shape": (4, 3), "typestr": "<f4", "data": (device_memory(), False), "version": 3}
+    exposing, host, array = Exposes(d), numpy.arange(6.0), cai.from_object(d)
+    inputs = [(d, False), (exposing, False), (host, True), (array, False)]
+    baseline = [sys.getrefcount(obj) for obj, _ in inputs]
+    for taken, allow_host in inputs:
+        cai_c_ext.import_many(taken, 100_000, allow_host)
+    del taken  # the loop's own reference
+    gc.collect()
+    after = [sys.getrefcount(obj) for obj, _ in inputs]
+    assert after == baseline, f"reference counts {baseline} became {after}"
+    array.release()  # no export left alive: a leaked view would refuse this
+    return len(inputs)
+
+
+def check_producer():
+    import cai_c_ext
+
+    made = cai_c_ext.produce(16)
+    assert made.shape == (16,) and made.typestr == "<f4"
+    assert made.__cuda_array_interface__["shape"] == (16,)
+    before = cai_c_ext.released_count()
+    died = threading.Thread(target=lambda held: held.clear(), args=([made],))
+    del made
+    died.start()
+    died.join()
+    gc.collect()
+    assert cai_c_ext.released_count() == before + 1, "released once, on the other thread"
+    exception, still_ours = cai_c_ext.produce_invalid()
+    assert isinstance(exception, cai.CaiError) and "ndim" in str(exception) and still_ours == 1, exception
+    assert cai_c_ext.released_count() == before + 2, "the refused array was the producer's to release"
+    d = {"shape": (2,), "typestr": "<f8", "data": (device_memory(), True), "version": 3}
+    for name in EXTENSIONS:
+        back = __import__(name).hand_back(d)
+        assert isinstance(back, cai.Array) and back.shape == (2,) and back.readonly, (name, back)
+    owner = Exposes(d)
+    baseline = sys.getrefcount(owner)
+    cai_c_ext.release_on_a_thread(owner)
+    assert sys.getrefcount(owner) == baseline, "the reference was let go of on the thread"
+    assert cai_c_ext.library_version() == cai.__version__
+    return 4
+
+
+def check_other_table_version():
+    """cai_python_import refuses a table of another major with an ImportError naming both."""
+
+    class Table(ctypes.Structure):
+        _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("size", ctypes.c_uint64)]
+
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype = ctypes.py_object
+    new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    name = ctypes.create_string_buffer(b"cai._native._C_API")
+    table = Table(2, 0, ctypes.sizeof(Table))
+    cai._native._C_API = new_capsule(ctypes.addressof(table), name, None)
+    try:
+        import cai_c_ext  # noqa: F401
+    except ImportError as refused:
+        assert "offers C API 2.0" in str(refused) and "cai_python.h 1.0" in str(refused), refused
+        return 1
+    raise AssertionError("an extension imported a table of another major version")
+
+
+if __name__ == "__main__":
+    count = globals()["check_" + sys.argv[1]]()
+    assert count > 0
+    print(f"{sys.argv[1]}: {count} compared")

@@ -1,0 +1,44 @@
+# A Cython extension built against the installed cai package only (cai/capi.pxd).
+from libc.string cimport memset
+
+from cai.capi cimport (CaiArray, CaiError, CaiImportOptions, cai_python_from_object, cai_python_import,
+                       cai_python_to_object, cai_release)
+
+cdef extern from "description.h":
+    object cai_test_description(const CaiArray *a)
+
+cai_python_import()
+
+
+def describe(obj):
+    cdef CaiArray a
+    cdef CaiError e
+    cai_python_from_object(obj, NULL, &a, &e)
+    try:
+        return cai_test_description(&a)
+    finally:
+        cai_release(&a, NULL)
+
+
+def describe_host(obj):
+    cdef CaiArray a
+    cdef CaiError e
+    cdef CaiImportOptions options
+    memset(&options, 0, sizeof(options))
+    options.allow_host = 1
+    cai_python_from_object(obj, &options, &a, &e)
+    try:
+        return cai_test_description(&a)
+    finally:
+        cai_release(&a, NULL)
+
+
+def hand_back(obj):
+    cdef CaiArray a
+    cdef CaiError e
+    cai_python_from_object(obj, NULL, &a, &e)
+    try:
+        return cai_python_to_object(&a)
+    except BaseException:
+        cai_release(&a, NULL)
+        raise

@@ -1,0 +1,23 @@
+// A nanobind extension built against the installed cai package only: cai::Array by its caster.
+#include "cai/nanobind.h"
+#include "description.h"
+
+namespace nb = nanobind;
+
+static nb::object described(const cai::Array& a) {
+  PyObject* seen = cai_test_description(&a.raw());
+  if (seen == nullptr) throw nb::python_error();
+  return nb::steal(seen);
+}
+
+NB_MODULE(cai_nanobind_ext, m) {
+  cai::nanobind::import();
+  m.def("describe", [](cai::Array a) { return described(a); });
+  m.def("describe_host", [](nb::handle obj) {
+    CaiImportOptions options{};
+    options.allow_host = 1;
+    return described(cai::nanobind::from_object(obj, &options));
+  });
+  m.def("describe_or_raise", [](nb::handle obj) { return described(cai::nanobind::from_object(obj)); });
+  m.def("hand_back", [](cai::Array a) { return a; });
+}

@@ -1,0 +1,64 @@
+"""Compiled extensions through include/cai_python.h: a plain C extension, a pybind11 module, a
+nanobind module and a Cython module (python/tests/extensions/), each built against the
+installed package only (cai.get_include(), cai/capi.pxd; no libcai on any command line or
+library path), imported in a fresh process, and compared with cai.from_object on what it takes
+and refuses. Pointer checks and syncs run on the fake driver (a test double) or with no driver."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FAKE_DRIVER, ROOT, compile_shared
+
+EXTENSIONS = ROOT / "python" / "tests" / "extensions"
+sys.path.insert(0, str(EXTENSIONS))
+import build  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("extensions")
+    modules = [builder(out) for builder in build.BUILDERS.values()]
+    producer = compile_shared(ROOT / "python" / "tests" / "exchange_producer.c", "libexchange_producer.so")
+    return out, modules, producer
+
+
+def run_check(built, check, driver):
+    out, _, producer = built
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
+    env.update(PYTHONPATH=str(out), CAI_TEST_EXCHANGE_PRODUCER=str(producer), CAI_TEST_DRIVER=driver,
+               CAI_CUDA_DRIVER=str(FAKE_DRIVER) if driver == "fake" else "/nonexistent/libcuda.so.1")
+    done = subprocess.run([sys.executable, str(EXTENSIONS / "checks.py"), check], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_extensions_link_no_libcai_and_leave_no_cai_symbol_undefined(built):
+    _, modules, _ = built
+    assert len(modules) == 4
+    for module in modules:
+        needed = subprocess.run(["readelf", "-d", str(module)], capture_output=True, text=True, check=True).stdout
+        assert "NEEDED" in needed and "cai" not in needed.replace(module.name, ""), needed
+        undefined = subprocess.run(["nm", "-u", str(module)], capture_output=True, text=True, check=True).stdout
+        assert not [line for line in undefined.splitlines() if "cai_" in line], undefined
+
+
+@pytest.mark.parametrize("driver", ["fake", "none"])
+@pytest.mark.parametrize("check", ["dicts", "dlpack", "refusals", "producer"])
+def test_every_extension_takes_what_cai_from_object_takes(built, check, driver):
+    """On the fake driver, or with none: CAI dicts of versions 0-3 and the objects exposing
+    them, a cai.Array, numpy through DLPack (allow_host), an exchange-table producer, the hostile
+    objects; a C producer's array handed to Python and released once, on another thread too."""
+    assert " compared" in run_check(built, check, driver)
+
+
+def test_reference_counts_return_to_baseline_after_100000_imports_fake_driver(built):
+    assert "4 compared" in run_check(built, "refcounts", "fake")
+
+
+def test_a_table_of_another_major_version_is_a_clear_import_error(built):
+    assert "1 compared" in run_check(built, "other_table_version", "none")
