@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <utility>
 
 #include "cai.h"
 
@@ -86,6 +87,15 @@ class Array {
 
  private:
   CaiArray raw_;
+};
+
+// An Array that may be host memory: what the Python casters (cai/pybind11.h, cai/nanobind.h)
+// take with allow_host, so a function declared with it takes numpy arrays and CPU tensors too.
+class HostOrDeviceArray : public Array {
+ public:
+  using Array::Array;
+  HostOrDeviceArray() noexcept = default;
+  HostOrDeviceArray(Array&& array) noexcept : Array(std::move(array)) {}
 };
 
 inline CaiDtype parse_typestr(const char* typestr) {

@@ -10,8 +10,9 @@
 //
 // nanobind's casters cannot raise (from_python is noexcept, and a refusal becomes nanobind's
 // own "incompatible function arguments" TypeError), so an object the caster refuses gets that
-// TypeError. For libcai's message (cai.CaiError naming the field), or other import options
-// (allow_host, a consumer stream), take a nanobind::handle and call cai::nanobind::from_object.
+// TypeError. cai::HostOrDeviceArray takes host memory too (allow_host: numpy arrays, CPU
+// tensors). For libcai's message (cai.CaiError naming the field), or other import options (a
+// consumer stream), take a nanobind::handle and call cai::nanobind::from_object.
 #ifndef CAI_NANOBIND_H
 #define CAI_NANOBIND_H
 
@@ -50,25 +51,28 @@ inline ::nanobind::object to_object(Array&& array) {
 namespace nanobind {
 namespace detail {
 
-template <>
-struct type_caster<cai::Array> {
-  NB_TYPE_CASTER(cai::Array, const_name("cai.Array"))
+// The caster of cai::Array (default import options) and of cai::HostOrDeviceArray (allow_host).
+template <typename T, uint32_t AllowHost>
+struct cai_array_caster {
+  NB_TYPE_CASTER(T, const_name("cai.Array"))
 
   bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
-    CaiArray raw;
+    CaiImportOptions options{};
+    options.allow_host = AllowHost;
     CaiError error;
-    if (cai_python_from_object(src.ptr(), nullptr, &raw, &error) != CAI_OK) {
-      PyErr_Clear();
-      return false;
-    }
-    value = cai::Array(std::move(raw));
-    return true;
+    // Straight into the (empty) value: on failure it is left untouched.
+    if (cai_python_from_object(src.ptr(), &options, &value.raw(), &error) == CAI_OK) return true;
+    PyErr_Clear();
+    return false;
   }
 
-  static handle from_cpp(cai::Array&& src, rv_policy, cleanup_list*) noexcept {
-    return cai_python_to_object(&src.raw());
-  }
+  static handle from_cpp(T&& src, rv_policy, cleanup_list*) noexcept { return cai_python_to_object(&src.raw()); }
 };
+
+template <>
+struct type_caster<cai::Array> : cai_array_caster<cai::Array, 0> {};
+template <>
+struct type_caster<cai::HostOrDeviceArray> : cai_array_caster<cai::HostOrDeviceArray, 1> {};
 
 }  // namespace detail
 }  // namespace nanobind

@@ -11,8 +11,9 @@
 // An object libcai refuses raises libcai's cai.CaiError (a ValueError) naming the field; one
 // that is no array at all lets pybind11 try the function's other overloads, and raises
 // libcai's TypeError when none takes it (so declare cai::Array overloads after the others).
-// Conversions use the default import options (no host memory, blocking sync); call
-// cai::pybind11::from_object with options for others.
+// cai::Array takes device memory with the default import options (blocking sync);
+// cai::HostOrDeviceArray takes host memory too (allow_host: numpy arrays, CPU tensors). For
+// other options (a consumer stream), call cai::pybind11::from_object.
 #ifndef CAI_PYBIND11_H
 #define CAI_PYBIND11_H
 
@@ -51,17 +52,17 @@ inline ::pybind11::object to_object(Array&& array) {
 namespace pybind11 {
 namespace detail {
 
-template <>
-struct type_caster<cai::Array> {
-  PYBIND11_TYPE_CASTER(cai::Array, const_name("cai.Array"));
+// The caster of cai::Array (default import options) and of cai::HostOrDeviceArray (allow_host).
+template <typename T, uint32_t AllowHost>
+struct cai_array_caster {
+  PYBIND11_TYPE_CASTER(T, const_name("cai.Array"));
 
   bool load(handle src, bool convert) {
-    CaiArray raw;
+    CaiImportOptions options{};
+    options.allow_host = AllowHost;
     CaiError error;
-    if (cai_python_from_object(src.ptr(), nullptr, &raw, &error) == CAI_OK) {
-      value = cai::Array(std::move(raw));
-      return true;
-    }
+    // Straight into the (empty) value: on failure it is left untouched.
+    if (cai_python_from_object(src.ptr(), &options, &value.raw(), &error) == CAI_OK) return true;
     bool not_an_array = error.code == CAI_ERROR_PYTHON &&
                         (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_AttributeError));
     if (not_an_array && !convert) {
@@ -76,10 +77,15 @@ struct type_caster<cai::Array> {
     throw error_already_set();
   }
 
-  static handle cast(cai::Array&& src, return_value_policy, handle) {
+  static handle cast(T&& src, return_value_policy, handle) {
     return cai::pybind11::to_object(std::move(src)).release();
   }
 };
+
+template <>
+struct type_caster<cai::Array> : cai_array_caster<cai::Array, 0> {};
+template <>
+struct type_caster<cai::HostOrDeviceArray> : cai_array_caster<cai::HostOrDeviceArray, 1> {};
 
 }  // namespace detail
 }  // namespace pybind11

@@ -1,30 +1,28 @@
-//! `cai.Array`, `cai.from_object` and `cai.validate`: the consumer side for Python, over the
-//! core's import. An Array owns its `CaiArray` (and the descr fields and mask it points to),
-//! keeps its producer alive, and never changes after it is made, so it is shared freely
-//! between threads.
+//! `cai.Array`: what every import makes (python/src/import.rs for dicts, objects and DLPack,
+//! python/src/buffer_interface.rs for the Buffer Interface). An Array owns its `CaiArray` (and
+//! the descr fields and mask it points to), keeps its producer alive, and never changes after
+//! it is made, so it is shared freely between threads.
 
 use cai::internal::{
-    c_strides, consumer_stream_is_a_handle, export_version, import, import_may_wait, in_mask, layout_of,
-    mask_depth_is_within_limit, normalize_for_export, producer_ordering, stream_for_version,
-    stream_object_handle_is_a_handle, validate, Repr,
+    c_strides, export_version, layout_of, normalize_for_export, stream_for_version, validate, Repr,
 };
 use cai::{
-    CaiArray, CaiDLDevice, CaiDLTensor, CaiField, CaiImportOptions, CaiLayout, CaiPointerInfo, Error, Status,
-    CAI_DL_CPU, CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_DEFAULT,
-    CAI_POINTER_CHECK_NEVER, CAI_STREAM_LEGACY, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
+    CaiArray, CaiDLDevice, CaiDLTensor, CaiField, CaiLayout, CaiPointerInfo, Error, Status, CAI_DL_CPU,
+    CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_STREAM_LEGACY,
 };
-use pyo3::exceptions::{PyAttributeError, PyTypeError};
+use pyo3::exceptions::PyAttributeError;
 use pyo3::gc::{PyTraverseError, PyVisit};
 use pyo3::intern;
 use pyo3::prelude::*;
 use std::sync::Mutex;
 
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::errors::{CaiResult, Failure};
+use crate::import::consumer_stream;
 use crate::pool::Pooled;
-use crate::read::{read_dict, scalar, TypeOf};
+use crate::read::scalar;
 
 /// The struct and what its pointers point into. Never changed once made: the raw pointers in
 /// it refer to memory this Array owns (its fields, its mask's struct) or that a C producer
@@ -123,7 +121,7 @@ impl Array {
 
     /// A new Array over `source`'s struct, its own stream and descr included, with no copy of
     /// the producer's description: counted as an export of `source`, which it keeps alive.
-    fn view_of(source: &Bound<'_, Array>) -> PyResult<Array> {
+    pub(crate) fn view_of(source: &Bound<'_, Array>) -> PyResult<Array> {
         let view = Array::exported_view(source)?;
         let described = Described {
             array: Pooled::copy_of(&view),
@@ -154,6 +152,48 @@ impl Array {
     fn exported_view(slf: &Bound<'_, Array>) -> PyResult<CaiArray> {
         slf.get().begin_export()?;
         Ok(crate::dlpack::export_view(slf))
+    }
+
+    /// An Array over a description read from `owner` (a dict's fields, mask and all), kept
+    /// alive with it; not yet imported.
+    pub(crate) fn from_description(
+        mut array: Pooled,
+        fields: Box<[CaiField]>,
+        mask: Option<Box<Array>>,
+        owner: &Bound<'_, PyAny>,
+    ) -> Array {
+        if !fields.is_empty() {
+            array.descr = fields.as_ptr();
+        }
+        if let Some(mask) = &mask {
+            array.mask = mask.c_array();
+        }
+        let described = Described { array, fields, info: CaiPointerInfo::default(), device: None };
+        Array::new(described, Some(owner.clone().unbind()), mask)
+    }
+
+    /// An Array over a Buffer Interface object `owner`, its `buffer` (the cl_mem holder) kept
+    /// for OpenCL memory; not yet imported.
+    pub(crate) fn from_buffer_interface(
+        array: Pooled,
+        buffer: Option<Py<PyAny>>,
+        owner: &Bound<'_, PyAny>,
+    ) -> Array {
+        let described =
+            Described { array, fields: Box::new([]), info: CaiPointerInfo::default(), device: None };
+        let mut made = Array::new(described, Some(owner.clone().unbind()), None);
+        made.buffer = buffer;
+        made
+    }
+
+    /// The DLPack device of an array taken from a DLPack producer.
+    pub(crate) fn dlpack_device(&self) -> Option<CaiDLDevice> {
+        self.described.device
+    }
+
+    /// Records what the import's pointer check learnt.
+    pub(crate) fn set_pointer_info(&mut self, info: CaiPointerInfo) {
+        self.described.info = info;
     }
 
     /// A new cai.Array that takes over a C producer's `source` once it validates: its release
@@ -221,7 +261,7 @@ impl Array {
         }
     }
 
-    fn array(&self) -> &CaiArray {
+    pub(crate) fn array(&self) -> &CaiArray {
         &self.described.array
     }
 
@@ -643,386 +683,4 @@ fn c_text(buffer: &[std::os::raw::c_char]) -> String {
 fn helper<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
     MODULE.get_or_try_init(py, || Ok::<_, PyErr>(py.import("cai._ctypes")?.unbind()))?.bind(py).getattr(name)
-}
-
-/// The interface dict of `object` (or `object` itself when it is a dict); None when it has no
-/// `__cuda_array_interface__` attribute.
-fn interface_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
-    if let Ok(dict) = object.cast::<PyDict>() {
-        return Ok(Some(dict.clone()));
-    }
-    let py = object.py();
-    let desc = match object.getattr(intern!(py, "__cuda_array_interface__")) {
-        Ok(desc) => desc,
-        Err(e) if e.is_instance_of::<PyAttributeError>(py) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    desc.cast_into::<PyDict>().map(Some).map_err(|e| {
-        PyTypeError::new_err(format!(
-            "{}.__cuda_array_interface__ is a {}, not a dict",
-            TypeOf::new(object),
-            TypeOf::new(&e.into_inner())
-        ))
-    })
-}
-
-/// Converts `object`'s interface into an Array (not imported).
-fn convert(object: &Bound<'_, PyAny>) -> CaiResult<Array> {
-    match interface_of(object)? {
-        Some(dict) => convert_dict(object, &dict, 0),
-        None => Err(not_an_array(object).into()),
-    }
-}
-
-fn not_an_array(object: &Bound<'_, PyAny>) -> PyErr {
-    PyAttributeError::new_err(format!(
-        "'{}' object has no attribute '__cuda_array_interface__' (nor '__dlpack__', which cai.from_object also takes)",
-        TypeOf::new(object)
-    ))
-}
-
-/// Converts `dict`, the interface of `object` (whose mask is `depth` levels down), into an Array.
-fn convert_dict(object: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>, depth: usize) -> CaiResult<Array> {
-    let mut array = Pooled::zeroed();
-    let mut fields = Vec::new();
-    let mask = read_dict(dict, &mut array, &mut fields)?;
-    let fields = fields.into_boxed_slice();
-    if !fields.is_empty() {
-        array.descr = fields.as_ptr();
-    }
-    let mask = match mask {
-        None => None,
-        Some(mask) => {
-            let converted = convert_mask(&mask, depth + 1).map_err(|failure| match failure {
-                Failure::Cai(error) => Failure::Cai(in_mask(error)),
-                other => other,
-            })?;
-            let converted = Box::new(converted);
-            array.mask = &*converted.described.array;
-            Some(converted)
-        }
-    };
-    Ok(Array::new(
-        Described { array, fields, info: CaiPointerInfo::default(), device: None },
-        Some(object.clone().unbind()),
-        mask,
-    ))
-}
-
-fn convert_mask(mask: &Bound<'_, PyAny>, depth: usize) -> CaiResult<Array> {
-    mask_depth_is_within_limit(depth)?;
-    match interface_of(mask)? {
-        Some(dict) => convert_dict(mask, &dict, depth),
-        None => Err(Failure::Cai(Error::new(
-            Status::InvalidMask,
-            format!("mask is a {}, which has no __cuda_array_interface__", TypeOf::new(mask)),
-        ))),
-    }
-}
-
-/// A consumer stream as the import takes it: None, 1, 2, a CUstream int, or a stream object
-/// (cuda.core's `__cuda_stream__`, PyTorch's `.cuda_stream`, CuPy's `.ptr`).
-pub(crate) fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> CaiResult<u64> {
-    let Some(stream) = stream else { return Ok(0) };
-    let py = stream.py();
-    let value = scalar(stream.as_borrowed());
-    if matches!(
-        value,
-        cai::internal::Value::Int(_)
-            | cai::internal::Value::UInt(_)
-            | cai::internal::Value::HugeInt(_)
-            | cai::internal::Value::Bool(_)
-    ) {
-        return Ok(consumer_stream_is_a_handle(&value)?);
-    }
-    let handle = if stream.hasattr(intern!(py, "__cuda_stream__"))? {
-        stream.call_method0(intern!(py, "__cuda_stream__"))?.get_item(1)?
-    } else if stream.hasattr(intern!(py, "cuda_stream"))? {
-        stream.getattr(intern!(py, "cuda_stream"))?
-    } else if stream.hasattr(intern!(py, "ptr"))? {
-        stream.getattr(intern!(py, "ptr"))?
-    } else {
-        return Err(PyTypeError::new_err(format!(
-            "stream must be None, an int or a stream object, not {}",
-            Repr(&value)
-        ))
-        .into());
-    };
-    Ok(stream_object_handle_is_a_handle(&scalar(handle.as_borrowed()))?)
-}
-
-pub(crate) fn sync_mode(sync: Option<&Bound<'_, PyAny>>) -> PyResult<i32> {
-    match sync {
-        None => Ok(CAI_SYNC_DEFAULT),
-        Some(flag) if flag.is_instance_of::<PyBool>() => {
-            Ok(if flag.is_truthy()? { CAI_SYNC_STREAM_ORDERED } else { CAI_SYNC_NONE })
-        }
-        Some(mode) => mode.extract::<i32>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "sync must be None, True, False or a cai.SYNC_* value, not {}",
-                Repr(&scalar(mode.as_borrowed()))
-            ))
-        }),
-    }
-}
-
-/// Moves what the import reads to the thread that runs it with the GIL released.
-struct Unshared<T>(T);
-// SAFETY: the import only reads the struct and the memory it points to, all owned by the
-// caller's stack or by objects nothing else can reach until the import returns.
-unsafe impl<T> Send for Unshared<T> {}
-
-impl<T> Unshared<T> {
-    /// Taken whole, so that a closure captures the wrapper, not the field inside it.
-    fn into_inner(self) -> T {
-        self.0
-    }
-}
-
-/// Imports `obj.__cuda_array_interface__` (or a dict): validates it by every rule of the spec,
-/// checks the pointer where a driver loads (`pointer_check`: a cai.POINTER_CHECK_* mode),
-/// synchronizes with the producer's stream (stream-ordered on `stream` if given, else
-/// blocking; `sync=False` skips it), keeps `obj` alive, and returns a cai.Array. Raises
-/// cai.CaiError (a ValueError) naming the rule broken. The GIL is released while the import
-/// may wait.
-///
-/// An object without `__cuda_array_interface__` but with `__dlpack__` is taken by DLPack: its
-/// producer is passed the consumer's `stream` (-1 when `sync=False`) and orders its work
-/// before it; CUDA memory is taken, host memory only with `allow_host=True`.
-#[pyfunction]
-#[pyo3(signature = (obj, stream=None, sync=None, writable=false, pointer_check=None, allow_host=false))]
-pub fn from_object(
-    obj: &Bound<'_, PyAny>,
-    stream: Option<&Bound<'_, PyAny>>,
-    sync: Option<&Bound<'_, PyAny>>,
-    writable: bool,
-    pointer_check: Option<i32>,
-    allow_host: bool,
-) -> PyResult<Py<Array>> {
-    let options = CaiImportOptions {
-        consumer_stream: consumer_stream(stream)?,
-        sync_mode: sync_mode(sync)?,
-        pointer_check: pointer_check.unwrap_or(CAI_POINTER_CHECK_DEFAULT),
-        writable: u32::from(writable),
-        allow_host: u32::from(allow_host),
-        ..CaiImportOptions::default()
-    };
-    Py::new(obj.py(), import_object(obj, options)?)
-}
-
-/// `cai.from_object`'s negotiation and import, as Python and C (`cai_python_from_object`)
-/// both run it: the Array made, not yet a Python object.
-pub(crate) fn import_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -> CaiResult<Array> {
-    let py = obj.py();
-    let allow_host = options.allow_host != 0;
-    // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
-    // a CAI property that may raise (a CPU tensor's does) and cost an exception per call.
-    if let Ok(dict) = obj.cast::<PyDict>() {
-        let converted = convert_dict(obj, dict, 0)?;
-        return finish_import(py, converted, options);
-    }
-    if let Ok(array) = obj.cast::<Array>() {
-        let converted = Array::view_of(array)?;
-        if let Some(device) = converted.described.device {
-            cai::internal::device_is_cuda_or_allowed_host(device, allow_host)?;
-        }
-        return finish_import(py, converted, options);
-    }
-    let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
-    let facts = crate::dlpack::type_facts(obj)?;
-    if let Some(exchange) = facts.exchange {
-        let (taken, device) = crate::dlpack::take_by_exchange(obj, exchange, ordering, allow_host)?;
-        return finish_dlpack_import(py, obj, taken, device, options);
-    }
-    if facts.may_have_interface {
-        if let Some(dict) = interface_of(obj)? {
-            return finish_import(py, convert_dict(obj, &dict, 0)?, options);
-        }
-    }
-    if !obj.hasattr(intern!(py, "__dlpack__"))? {
-        return Err(not_an_array(obj).into());
-    }
-    let (taken, device) =
-        crate::dlpack::take_from_producer(obj, options.consumer_stream, ordering, allow_host)?;
-    finish_dlpack_import(py, obj, taken, device, options)
-}
-
-/// Imports a tensor taken from `obj` (DLPack) on `device`, keeping `obj` alive.
-fn finish_dlpack_import(
-    py: Python<'_>,
-    obj: &Bound<'_, PyAny>,
-    taken: crate::dlpack::Taken,
-    device: CaiDLDevice,
-    options: CaiImportOptions,
-) -> CaiResult<Array> {
-    finish_import(py, Array::from_taken(taken, device, Some(obj.clone().unbind())), options)
-}
-
-/// Imports an Array made from a producer's description, with the GIL released where the host
-/// may wait (a sync the core plans, or the first load of the driver).
-fn finish_import(py: Python<'_>, mut converted: Array, mut options: CaiImportOptions) -> CaiResult<Array> {
-    if converted.described.device.is_some_and(|device| device.device_type == CAI_DL_CPU) {
-        // Host memory (taken with allow_host): no CUDA pointer to check.
-        options.pointer_check = CAI_POINTER_CHECK_NEVER;
-    }
-    let array = converted.array();
-    let outcome = if import_may_wait(array, &options) {
-        let job = Unshared((array as *const CaiArray, &options));
-        py.detach(move || {
-            let (array, options) = job.into_inner();
-            // SAFETY: `array` points into `converted`, alive and unchanged until this returns.
-            Unshared(import(unsafe { &*array }, options))
-        })
-        .into_inner()
-    } else {
-        import(array, &options)
-    };
-    converted.described.info = outcome?;
-    Ok(converted)
-}
-
-/// Reads one integer attribute of a Buffer Interface object, naming it when it is not one.
-fn int_attribute(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<i64> {
-    obj.getattr(name)?
-        .extract::<i64>()
-        .map_err(|_| PyTypeError::new_err(format!("{}.{name} must be an int", TypeOf::new(obj))))
-}
-
-/// A Buffer Interface handle (a CUDA pointer or a cl_mem): an int, never a bool or a float.
-fn handle(value: &Bound<'_, PyAny>, name: &str, what: &str) -> PyResult<u64> {
-    let refused =
-        || PyTypeError::new_err(format!("{name} must be {what}, not {}", Repr(&scalar(value.as_borrowed()))));
-    if value.is_instance_of::<PyBool>() {
-        return Err(refused());
-    }
-    value.extract::<u64>().map_err(|_| refused())
-}
-
-/// A Buffer Interface `shape` or `strides` read into `out`: at most CAI_MAX_NDIM ints, taken by
-/// iterating, so that a sequence whose `__len__` lies is read for what it holds. Returns the
-/// count.
-fn extents(
-    value: &Bound<'_, PyAny>,
-    name: &str,
-    status: Status,
-    out: &mut [i64; CAI_MAX_NDIM],
-) -> CaiResult<usize> {
-    let not_ints = || PyTypeError::new_err(format!("{name} must be a sequence of ints"));
-    let mut count = 0;
-    for item in value.try_iter().map_err(|_| not_ints())? {
-        let item = item?;
-        if count == CAI_MAX_NDIM {
-            return Err(Failure::Cai(Error::new(
-                status,
-                format!("{name} has more than {CAI_MAX_NDIM} entries; at most {CAI_MAX_NDIM} dimensions"),
-            )));
-        }
-        if item.is_instance_of::<PyBool>() {
-            return Err(not_ints().into());
-        }
-        out[count] = item.extract::<i64>().map_err(|_| not_ints())?;
-        count += 1;
-    }
-    Ok(count)
-}
-
-/// A Buffer Interface object (spec/buffer-interface.txt, or a pyopencl.array.Array as it is)
-/// as a CaiArray: `buffer` with an `int_ptr` is an OpenCL `cl_mem`, else an int CUDA pointer;
-/// `offset`, `dtype`, `shape`, `strides`; a pyopencl array's `queue` is what to order against.
-fn convert_buffer_interface(obj: &Bound<'_, PyAny>) -> CaiResult<(Pooled, Py<PyAny>)> {
-    let py = obj.py();
-    let buffer = match obj.getattr(intern!(py, "base_data")) {
-        Ok(buffer) if !buffer.is_none() => buffer,
-        _ => obj.getattr(intern!(py, "buffer"))?,
-    };
-    let mut array = Pooled::zeroed();
-    array.version = 3;
-    if let Ok(int_ptr) = buffer.getattr(intern!(py, "int_ptr")) {
-        array.memory = CAI_MEMORY_OPENCL;
-        array.data = handle(&int_ptr, "buffer.int_ptr", "the cl_mem handle")?;
-        let offset = int_attribute(obj, "offset")?;
-        array.byte_offset = u64::try_from(offset).map_err(|_| {
-            Failure::Cai(Error::new(Status::OutOfBounds, format!("offset is {offset}; it must be >= 0")))
-        })?;
-        if let Ok(queue) = obj.getattr(intern!(py, "queue")) {
-            if !queue.is_none() {
-                array.stream = queue.getattr(intern!(py, "int_ptr"))?.extract()?;
-            }
-        }
-    } else {
-        array.data = handle(&buffer, "buffer", "an int CUDA pointer, or an object with int_ptr (a cl_mem)")?;
-        // The spec's CUDA offset is always zero; the core refuses any other.
-        array.byte_offset = u64::try_from(int_attribute(obj, "offset")?).unwrap_or(u64::MAX);
-    }
-    let dtype = obj.getattr(intern!(py, "dtype"))?;
-    let typestr: String = match dtype.getattr(intern!(py, "str")) {
-        Ok(text) => text.extract()?,
-        Err(_) => dtype.extract()?,
-    };
-    if !array.set_typestr(&typestr) {
-        return Err(Failure::Cai(Error::new(
-            Status::InvalidTypestr,
-            format!("typestr {typestr:?} does not fit"),
-        )));
-    }
-    let ndim = extents(&obj.getattr(intern!(py, "shape"))?, "shape", Status::InvalidShape, &mut array.shape)?;
-    array.ndim = ndim as i32;
-    let strides = obj.getattr(intern!(py, "strides"))?;
-    if !strides.is_none() {
-        let given = extents(&strides, "strides", Status::InvalidStrides, &mut array.strides)?;
-        if given != ndim {
-            return Err(Failure::Cai(Error::new(
-                Status::InvalidStrides,
-                format!("strides has {given} entries for {ndim} dimensions"),
-            )));
-        }
-        array.strides_given = 1;
-    }
-    Ok((array, buffer.unbind()))
-}
-
-/// Imports an object of the OpenCL/CUDA Buffer Interface (or a pyopencl.array.Array): checks
-/// it by the same rules as a CAI array, and for OpenCL memory that it lies inside its buffer
-/// and, given a consumer `queue` (a pyopencl CommandQueue or its int_ptr), in the queue's
-/// context; orders the consumer queue after the producer's (a pyopencl array's `queue`):
-/// stream-ordered, blocking, or not at all as `sync` says. Keeps `obj` alive.
-#[pyfunction]
-#[pyo3(signature = (obj, queue=None, sync=None, writable=false))]
-pub fn from_buffer_interface(
-    obj: &Bound<'_, PyAny>,
-    queue: Option<&Bound<'_, PyAny>>,
-    sync: Option<&Bound<'_, PyAny>>,
-    writable: bool,
-) -> PyResult<Py<Array>> {
-    let py = obj.py();
-    let (array, buffer) = convert_buffer_interface(obj)?;
-    let consumer = match queue {
-        None => 0,
-        Some(queue) => match queue.getattr(intern!(py, "int_ptr")) {
-            Ok(handle) => handle.extract::<u64>()?,
-            Err(_) => consumer_stream(Some(queue))?,
-        },
-    };
-    let options = CaiImportOptions {
-        consumer_stream: consumer,
-        sync_mode: sync_mode(sync)?,
-        pointer_check: CAI_POINTER_CHECK_DEFAULT,
-        writable: u32::from(writable),
-        ..CaiImportOptions::default()
-    };
-    let described = Described { array, fields: Box::new([]), info: CaiPointerInfo::default(), device: None };
-    let mut converted = Array::new(described, Some(obj.clone().unbind()), None);
-    if converted.array().memory == CAI_MEMORY_OPENCL {
-        converted.buffer = Some(buffer);
-    }
-    Py::new(py, finish_import(py, converted, options)?)
-}
-
-/// Checks a CAI dict (or an object exposing one) by every rule of the spec without touching
-/// the driver. Raises cai.CaiError naming the rule broken; returns None.
-#[pyfunction(name = "validate")]
-pub fn validate_interface(obj: &Bound<'_, PyAny>) -> PyResult<()> {
-    let converted = convert(obj)?;
-    validate(converted.array()).map_err(Failure::Cai)?;
-    Ok(())
 }

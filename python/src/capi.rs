@@ -17,8 +17,9 @@ use cai::{
 use pyo3::ffi::PyObject;
 use pyo3::prelude::*;
 
-use crate::array::{import_object, Array};
+use crate::array::Array;
 use crate::errors::{cai_error_type, Failure};
+use crate::import::import_object;
 
 /// Changes when a member moves or changes type: an extension refuses any other.
 pub const CAI_PYTHON_API_MAJOR: u32 = 1;
@@ -126,34 +127,36 @@ unsafe extern "C" fn python_from_object(
     out: *mut CaiArray,
     error: *mut CaiError,
 ) -> i32 {
-    // SAFETY: the contract of cai_python_from_object: the caller is attached to the interpreter.
-    let py = unsafe { Python::assume_attached() };
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if obj.is_null() || out.is_null() {
-            let name = if obj.is_null() { "obj" } else { "out" };
-            return Err(Failure::Cai(Error::new(Status::NullArgument, format!("{name} is NULL"))));
-        }
-        // SAFETY: NULL (the defaults) or the caller's options.
-        let options = unsafe { options.as_ref() }.copied().unwrap_or_default();
-        // SAFETY: a live object the caller holds, checked non-NULL.
-        let obj = unsafe { pyo3::Borrowed::from_ptr(py, obj) };
-        let imported = Box::new(import_object(&obj, options)?);
-        let mut view = *imported.c_array();
-        view.owner = Box::into_raw(imported).cast();
-        view.release = Some(release_imported);
-        // SAFETY: the caller's out-parameter, checked non-NULL; written only on success.
-        unsafe { out.write(view) };
-        Ok(())
-    }));
-    let failure = match outcome {
-        Ok(Ok(())) => return CAI_OK,
-        Ok(Err(failure)) => failure,
-        Err(_) => Failure::Cai(Error::new(
-            Status::Panic,
-            "libcai panicked in cai_python_from_object (a bug; please report it)",
-        )),
-    };
-    report(py, failure, error)
+    // The caller is attached (the function's contract); attaching again only counts it, so
+    // that what is dropped here is let go of at once, not deferred.
+    Python::attach(|py| {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if obj.is_null() || out.is_null() {
+                let name = if obj.is_null() { "obj" } else { "out" };
+                return Err(Failure::Cai(Error::new(Status::NullArgument, format!("{name} is NULL"))));
+            }
+            // SAFETY: NULL (the defaults) or the caller's options.
+            let options = unsafe { options.as_ref() }.copied().unwrap_or_default();
+            // SAFETY: a live object the caller holds, checked non-NULL.
+            let obj = unsafe { pyo3::Borrowed::from_ptr(py, obj) };
+            let imported = Box::new(import_object(&obj, options)?);
+            // SAFETY: the caller's out-parameter, checked non-NULL; written only on success.
+            let written = unsafe { &mut *out };
+            *written = *imported.c_array();
+            written.owner = Box::into_raw(imported).cast();
+            written.release = Some(release_imported);
+            Ok(())
+        }));
+        let failure = match outcome {
+            Ok(Ok(())) => return CAI_OK,
+            Ok(Err(failure)) => failure,
+            Err(_) => Failure::Cai(Error::new(
+                Status::Panic,
+                "libcai panicked in cai_python_from_object (a bug; please report it)",
+            )),
+        };
+        report(py, failure, error)
+    })
 }
 
 /// Writes `failure` into `error`, raises it as a Python exception, and returns its status.

@@ -9,10 +9,12 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod array;
+mod buffer_interface;
 mod capi;
 mod dlpack;
 mod errors;
 mod exchange;
+mod import;
 mod pool;
 mod read;
 
@@ -29,9 +31,9 @@ pub use cai::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<array::Array>()?;
-    m.add_function(wrap_pyfunction!(array::from_object, m)?)?;
-    m.add_function(wrap_pyfunction!(array::from_buffer_interface, m)?)?;
-    m.add_function(wrap_pyfunction!(array::validate_interface, m)?)?;
+    m.add_function(wrap_pyfunction!(import::from_object, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer_interface::from_buffer_interface, m)?)?;
+    m.add_function(wrap_pyfunction!(import::validate_interface, m)?)?;
     m.add("SYNC_DEFAULT", CAI_SYNC_DEFAULT)?;
     m.add("SYNC_STREAM_ORDERED", CAI_SYNC_STREAM_ORDERED)?;
     m.add("SYNC_BLOCKING", CAI_SYNC_BLOCKING)?;

@@ -62,3 +62,18 @@ def test_reference_counts_return_to_baseline_after_100000_imports_fake_driver(bu
 
 def test_a_table_of_another_major_version_is_a_clear_import_error(built):
     assert "1 compared" in run_check(built, "other_table_version", "none")
+
+
+def test_the_pybind11_example_builds_with_cmake_against_the_installed_package(tmp_path):
+    """examples/pybind11_extension, as its README section says to build and run it (no driver)."""
+    example = ROOT / "examples" / "pybind11_extension"
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env["PATH"] = f"{pathlib.Path(sys.executable).parent}:{env['PATH']}"
+    for command in (["cmake", "-S", str(example), "-B", str(tmp_path), f"-DPython_EXECUTABLE={sys.executable}"],
+                    ["cmake", "--build", str(tmp_path)]):
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    env.update(PYTHONPATH=str(tmp_path), CAI_CUDA_DRIVER="/nonexistent/libcuda.so.1")
+    done = subprocess.run([sys.executable, str(example / "use.py")], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["<f4 (2, 3), 24 bytes", "<i2 (4, 5), 40 bytes"]

@@ -32,7 +32,8 @@ static void launch_my_kernel(uint64_t data, int32_t ndim, const int64_t *shape, 
 
 def test_the_readme_marks_its_code_blocks():
     assert [(how.split(":")[0], lang) for how, lang, _ in BLOCKS] == [
-        ("function body", "c"), ("file", "c"), ("with stand-ins for cupy_array, my_stream, my_c_library, torch and ptr", "python")]
+        ("function body", "c"), ("file", "c"), ("with stand-ins for cupy_array, my_stream, my_c_library, torch and ptr", "python"),
+        ("examples/pybind11_extension/arrays.cpp", "cpp"), ("cython module", "cython")]
 
 
 @pytest.mark.parametrize("index", [i for i, (_, lang, _) in enumerate(BLOCKS) if lang == "c"])
@@ -78,3 +79,30 @@ def test_the_python_block_of_the_readme_runs_fake_driver(capsys):
     exec(compile(code, "README.md", "exec"), stand_ins)
     assert stand_ins["a"].shape == (2, 3) and MyCLibrary.calls == [0]
     assert "CAI_ERROR_INVALID_STREAM: stream 0 is disallowed" in capsys.readouterr().out
+
+
+def test_the_readme_shows_the_pybind11_example_as_it_is():
+    """The example itself is built and run by test_extensions.py."""
+    [(_, _, code)] = [block for block in BLOCKS if block[1] == "cpp"]
+    assert code == (ROOT / "examples" / "pybind11_extension" / "arrays.cpp").read_text()
+
+
+def test_the_cython_block_of_the_readme_builds_and_runs(tmp_path):
+    """Cythonized and compiled against the installed package only, then run on a CAI dict."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
+    import build
+
+    [(_, _, code)] = [block for block in BLOCKS if block[1] == "cython"]
+    (tmp_path / "readme_block.pyx").write_text(code)
+    subprocess.run([sys.executable, "-m", "cython", "-3", str(tmp_path / "readme_block.pyx"), "-o",
+                    str(tmp_path / "readme_block.c")], check=True)
+    build.compile_module([tmp_path / "readme_block.c"], tmp_path / f"readme_block{build.SUFFIX}", cpp=False)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(tmp_path), CAI_CUDA_DRIVER="/nonexistent/libcuda.so.1")
+    done = subprocess.run(
+        [sys.executable, "-c", "import readme_block; print(readme_block.nbytes("
+         "{'shape': (2, 3), 'typestr': '<f8', 'data': (4096, False), 'version': 3}))"],
+        env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == "48\n", done.stdout + done.stderr

@@ -81,6 +81,8 @@ def same_everywhere(inputs, allow_host=False):
                 got = outcome(module.describe, obj, allow_host)
             elif allow_host:
                 got = outcome(module.describe_host, obj)
+                if hasattr(module, "describe_any_memory"):  # the cai::HostOrDeviceArray caster
+                    assert outcome(module.describe_any_memory, obj) == want, name
             elif name == "cai_nanobind_ext" and len(want) == 2:
                 # nanobind's caster cannot raise libcai's error: its from_object does.
                 assert outcome(module.describe, obj)[0] == "TypeError"

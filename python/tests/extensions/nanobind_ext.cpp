@@ -20,4 +20,5 @@ NB_MODULE(cai_nanobind_ext, m) {
   });
   m.def("describe_or_raise", [](nb::handle obj) { return described(cai::nanobind::from_object(obj)); });
   m.def("hand_back", [](cai::Array a) { return a; });
+  m.def("describe_any_memory", [](cai::HostOrDeviceArray a) { return described(a); });
 }

@@ -19,6 +19,7 @@ PYBIND11_MODULE(cai_pybind11_ext, m) {
     return described(cai::pybind11::from_object(obj, &options));
   });
   m.def("hand_back", [](cai::Array a) { return a; });
+  m.def("describe_any_memory", [](cai::HostOrDeviceArray a) { return described(a); });
   m.def("overloaded", [](int) { return "int"; });
   m.def("overloaded", [](cai::Array) { return "array"; });
 }

@@ -1,0 +1,190 @@
+"""The C API for compiled extensions (include/cai_python.h) next to the peers an extension
+author would use instead, all measured in one interleaved run (best of 9 rounds per row):
+
+- cai_python_from_object + cai_release in a C loop, on the dicts CuPy, PyTorch, Numba and JAX
+  export (benchmarks/framework_dicts.py), next to NumPy's C-level import of the same layout
+  (PyArray_FromAny on an object exposing __array_interface__);
+- the same on DLPack producers' CPU tensors (paddle, and torch where installed: both offer
+  DLPack 1.3's C exchange table), next to the producer's raw dltensor_from_py_object_no_sync
+  (the floor for any consumer) and managed_tensor_from_py_object_no_sync + deleter;
+- a pybind11 function taking cai::Array next to the same function taking py::array through
+  py::array::ensure of the numpy twin, called from Python.
+
+Builds its two modules (benchmarks/extension/) against the installed package first. With
+--instructions, the C loops' rows are also counted by callgrind (instructions inside the loop
+function only, per call): repeatable where time on a shared machine is not.
+
+    OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/extension_bench.py [--instructions]
+"""
+
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import tempfile
+import timeit
+
+import numpy as np
+
+import cai
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "python" / "tests" / "extensions"))
+import build  # noqa: E402
+from framework_dicts import PRODUCERS  # noqa: E402
+
+ROUNDS, CALLS = 9, 20_000
+
+
+def build_modules():
+    import pybind11
+
+    if os.environ.get("CAI_BENCH_MODULES"):  # a child counting instructions: built already
+        sys.path.insert(0, os.environ["CAI_BENCH_MODULES"])
+        return
+    out = pathlib.Path(tempfile.mkdtemp(prefix="cai-extension-bench-"))
+    os.environ["CAI_BENCH_MODULES"] = str(out)
+    build.compile_module([HERE / "extension" / "loops.c"], out / f"cai_bench_loops{build.SUFFIX}", cpp=False,
+                         extra_includes=[np.get_include()])
+    build.compile_module([HERE / "extension" / "pybind11_calls.cpp"], out / f"cai_bench_pybind11{build.SUFFIX}",
+                         cpp=True, extra_includes=[pybind11.get_include()])
+    sys.path.insert(0, str(out))
+
+
+def best(rows):
+    """Each row's best ns per call over ROUNDS interleaved rounds."""
+    times = {name: [] for name, _ in rows}
+    for _ in range(ROUNDS):
+        for name, run in rows:
+            times[name].append(run())
+    return {name: min(values) for name, values in times.items()}
+
+
+def python_call(function, argument):
+    return lambda: timeit.timeit(lambda: function(argument), number=CALLS) / CALLS * 1e9
+
+
+def c_loop_rows(with_tensors=True):
+    """(name, loop function's symbol, call) of every C loop row; the DLPack rows (which import
+    paddle and torch) only `with_tensors`."""
+    import cai_bench_loops as loops
+
+    for name, (cuda, host) in PRODUCERS.items():
+        yield f"{name}: PyArray_FromAny", "numpy_loop", lambda n, h=host: loops.numpy_loop(h, n)
+        yield (f"{name}: cai_python_from_object", "cai_loop",
+               lambda n, c=cuda: loops.cai_loop(c, n, False, cai.SYNC_NONE))
+    for name, tensor in (dlpack_tensors() if with_tensors else {}).items():
+        yield (f"{name}: dltensor_from_py_object_no_sync", "exchange_loop",
+               lambda n, t=tensor: loops.exchange_loop(t, n, False))
+        yield (f"{name}: managed_tensor_from_py_object_no_sync + deleter", "exchange_loop",
+               lambda n, t=tensor: loops.exchange_loop(t, n, True))
+        yield f"{name}: cai_python_from_object", "cai_loop", lambda n, t=tensor: loops.cai_loop(t, n, True, 0)
+
+
+def instructions(pairs=(2, 2, 2, 2, 2, 2, 3, 3)):
+    """Each C loop row counted by callgrind in a child process, N calls, per call."""
+    n = 2000
+    print(f"\ninstructions per call (callgrind, inside the C loop only, {n} calls)")
+    counts = {}
+    for name, symbol, _ in c_loop_rows():
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--toggle-collect={symbol}", "--callgrind-out-file=/dev/null",
+             sys.executable, __file__, "--run-one", name, str(n)],
+            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
+        refs = [line for line in done.stderr.splitlines() if "refs:" in line][0]
+        counts[name] = int(refs.split()[-1].replace(",", "")) / n
+    names, start = list(counts), 0
+    for size in pairs:
+        peer = counts[names[start]]
+        for name in names[start:start + size]:
+            print(f"  {name:<70} {counts[name]:8.0f}  {counts[name] / peer:5.2f}x")
+        start += size
+        if start >= len(names):
+            break
+
+
+def main():
+    build_modules()
+    if sys.argv[1:2] == ["--run-one"]:
+        framework = sys.argv[2].split(":")[0]
+        [run] = [call for name, _, call in c_loop_rows(framework not in PRODUCERS) if name == sys.argv[2]]
+        run(int(sys.argv[3]))
+        return
+    import cai_bench_loops as loops
+    import cai_bench_pybind11 as calls
+
+    print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, numpy {np.__version__}")
+    print("\nC loop: cai_python_from_object + cai_release (sync off: the dicts name streams no driver here knows)"
+          " vs PyArray_FromAny of the numpy twin")
+    rows = []
+    for name, (cuda, host) in PRODUCERS.items():
+        rows.append((f"{name}: PyArray_FromAny", lambda h=host: loops.numpy_loop(h, CALLS)))
+        rows.append((f"{name}: cai_python_from_object",
+                     lambda c=cuda: loops.cai_loop(c, CALLS, False, cai.SYNC_NONE)))
+    report(best(rows), pairs=2)
+
+    tensors = dlpack_tensors()
+    if tensors:
+        print("\nC loop on CPU tensors (allow_host): cai_python_from_object + cai_release vs the producer's exchange table")
+        rows = []
+        for name, tensor in tensors.items():
+            rows.append((f"{name}: dltensor_from_py_object_no_sync", lambda t=tensor: loops.exchange_loop(t, CALLS, False)))
+            rows.append((f"{name}: managed_tensor_from_py_object_no_sync + deleter",
+                         lambda t=tensor: loops.exchange_loop(t, CALLS, True)))
+            rows.append((f"{name}: cai_python_from_object",
+                         lambda t=tensor: loops.cai_loop(t, CALLS, True, cai.SYNC_DEFAULT)))
+        report(best(rows), pairs=3)
+
+    print("\npybind11, called from Python: f(cai::Array) vs f(py::handle) with py::array::ensure of the numpy twin")
+    rows = []
+    for name, (cuda, host) in PRODUCERS.items():
+        rows.append((f"{name}: py::array::ensure", python_call(calls.take_numpy, host)))
+        if "stream" in cuda.__cuda_array_interface__ and cuda.__cuda_array_interface__["stream"] is not None:
+            # the caster's default sync needs a driver for a stream handle: options with sync off
+            rows.append((f"{name}: cai::pybind11::from_object (sync off)", python_call(calls.take_cai_no_sync, cuda)))
+        else:
+            rows.append((f"{name}: cai::Array caster", python_call(calls.take_cai, cuda)))
+    report(best(rows), pairs=2)
+    if "--instructions" in sys.argv:
+        instructions()
+
+
+def dlpack_tensors():
+    quiet = "--run-one" in sys.argv
+    tensors = {}
+    try:
+        import paddle
+
+        tensors["paddle"] = paddle.zeros([512, 256], dtype="float32")
+    except ImportError:
+        quiet or print("(paddle is not installed: no paddle row)")
+    try:
+        import torch
+
+        tensors["torch"] = torch.zeros((512, 256), dtype=torch.float32)
+    except ImportError:
+        quiet or print("(torch is not installed: no torch row)")
+    return tensors
+
+
+def report(results, pairs):
+    names = list(results)
+    for start in range(0, len(names), pairs):
+        peer = results[names[start]]
+        for name in names[start:start + pairs]:
+            print(f"  {name:<70} {results[name]:8.1f} ns  {results[name] / peer:5.2f}x")
+
+
+def cpu_name():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} CPUs"
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+//! `cai.from_buffer_interface`: an object of the OpenCL/CUDA Buffer Interface
+//! (spec/buffer-interface.txt), or a pyopencl array as it is, read into an Array and imported
+//! by the core's rules for CUDA or OpenCL memory.
+
+use cai::{CaiImportOptions, Error, Status, CAI_MAX_NDIM, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_DEFAULT};
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::PyBool;
+
+use crate::array::Array;
+use crate::errors::{CaiResult, Failure};
+use crate::import::{consumer_stream, finish_import, sync_mode};
+use crate::pool::Pooled;
+use crate::read::{scalar, TypeOf};
+use cai::internal::Repr;
+
+/// Reads one integer attribute of a Buffer Interface object, naming it when it is not one.
+fn int_attribute(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<i64> {
+    obj.getattr(name)?
+        .extract::<i64>()
+        .map_err(|_| PyTypeError::new_err(format!("{}.{name} must be an int", TypeOf::new(obj))))
+}
+
+/// A Buffer Interface handle (a CUDA pointer or a cl_mem): an int, never a bool or a float.
+fn handle(value: &Bound<'_, PyAny>, name: &str, what: &str) -> PyResult<u64> {
+    let refused =
+        || PyTypeError::new_err(format!("{name} must be {what}, not {}", Repr(&scalar(value.as_borrowed()))));
+    if value.is_instance_of::<PyBool>() {
+        return Err(refused());
+    }
+    value.extract::<u64>().map_err(|_| refused())
+}
+
+/// A Buffer Interface `shape` or `strides` read into `out`: at most CAI_MAX_NDIM ints, taken by
+/// iterating, so that a sequence whose `__len__` lies is read for what it holds. Returns the
+/// count.
+fn extents(
+    value: &Bound<'_, PyAny>,
+    name: &str,
+    status: Status,
+    out: &mut [i64; CAI_MAX_NDIM],
+) -> CaiResult<usize> {
+    let not_ints = || PyTypeError::new_err(format!("{name} must be a sequence of ints"));
+    let mut count = 0;
+    for item in value.try_iter().map_err(|_| not_ints())? {
+        let item = item?;
+        if count == CAI_MAX_NDIM {
+            return Err(Failure::Cai(Error::new(
+                status,
+                format!("{name} has more than {CAI_MAX_NDIM} entries; at most {CAI_MAX_NDIM} dimensions"),
+            )));
+        }
+        if item.is_instance_of::<PyBool>() {
+            return Err(not_ints().into());
+        }
+        out[count] = item.extract::<i64>().map_err(|_| not_ints())?;
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// A Buffer Interface object (spec/buffer-interface.txt, or a pyopencl.array.Array as it is)
+/// as a CaiArray: `buffer` with an `int_ptr` is an OpenCL `cl_mem`, else an int CUDA pointer;
+/// `offset`, `dtype`, `shape`, `strides`; a pyopencl array's `queue` is what to order against.
+fn convert_buffer_interface(obj: &Bound<'_, PyAny>) -> CaiResult<(Pooled, Py<PyAny>)> {
+    let py = obj.py();
+    let buffer = match obj.getattr(intern!(py, "base_data")) {
+        Ok(buffer) if !buffer.is_none() => buffer,
+        _ => obj.getattr(intern!(py, "buffer"))?,
+    };
+    let mut array = Pooled::zeroed();
+    array.version = 3;
+    if let Ok(int_ptr) = buffer.getattr(intern!(py, "int_ptr")) {
+        array.memory = CAI_MEMORY_OPENCL;
+        array.data = handle(&int_ptr, "buffer.int_ptr", "the cl_mem handle")?;
+        let offset = int_attribute(obj, "offset")?;
+        array.byte_offset = u64::try_from(offset).map_err(|_| {
+            Failure::Cai(Error::new(Status::OutOfBounds, format!("offset is {offset}; it must be >= 0")))
+        })?;
+        if let Ok(queue) = obj.getattr(intern!(py, "queue")) {
+            if !queue.is_none() {
+                array.stream = queue.getattr(intern!(py, "int_ptr"))?.extract()?;
+            }
+        }
+    } else {
+        array.data = handle(&buffer, "buffer", "an int CUDA pointer, or an object with int_ptr (a cl_mem)")?;
+        // The spec's CUDA offset is always zero; the core refuses any other.
+        array.byte_offset = u64::try_from(int_attribute(obj, "offset")?).unwrap_or(u64::MAX);
+    }
+    let dtype = obj.getattr(intern!(py, "dtype"))?;
+    let typestr: String = match dtype.getattr(intern!(py, "str")) {
+        Ok(text) => text.extract()?,
+        Err(_) => dtype.extract()?,
+    };
+    if !array.set_typestr(&typestr) {
+        return Err(Failure::Cai(Error::new(
+            Status::InvalidTypestr,
+            format!("typestr {typestr:?} does not fit"),
+        )));
+    }
+    let ndim = extents(&obj.getattr(intern!(py, "shape"))?, "shape", Status::InvalidShape, &mut array.shape)?;
+    array.ndim = ndim as i32;
+    let strides = obj.getattr(intern!(py, "strides"))?;
+    if !strides.is_none() {
+        let given = extents(&strides, "strides", Status::InvalidStrides, &mut array.strides)?;
+        if given != ndim {
+            return Err(Failure::Cai(Error::new(
+                Status::InvalidStrides,
+                format!("strides has {given} entries for {ndim} dimensions"),
+            )));
+        }
+        array.strides_given = 1;
+    }
+    Ok((array, buffer.unbind()))
+}
+
+/// Imports an object of the OpenCL/CUDA Buffer Interface (or a pyopencl.array.Array): checks
+/// it by the same rules as a CAI array, and for OpenCL memory that it lies inside its buffer
+/// and, given a consumer `queue` (a pyopencl CommandQueue or its int_ptr), in the queue's
+/// context; orders the consumer queue after the producer's (a pyopencl array's `queue`):
+/// stream-ordered, blocking, or not at all as `sync` says. Keeps `obj` alive.
+#[pyfunction]
+#[pyo3(signature = (obj, queue=None, sync=None, writable=false))]
+pub fn from_buffer_interface(
+    obj: &Bound<'_, PyAny>,
+    queue: Option<&Bound<'_, PyAny>>,
+    sync: Option<&Bound<'_, PyAny>>,
+    writable: bool,
+) -> PyResult<Py<Array>> {
+    let py = obj.py();
+    let (array, buffer) = convert_buffer_interface(obj)?;
+    let consumer = match queue {
+        None => 0,
+        Some(queue) => match queue.getattr(intern!(py, "int_ptr")) {
+            Ok(handle) => handle.extract::<u64>()?,
+            Err(_) => consumer_stream(Some(queue))?,
+        },
+    };
+    let options = CaiImportOptions {
+        consumer_stream: consumer,
+        sync_mode: sync_mode(sync)?,
+        pointer_check: CAI_POINTER_CHECK_DEFAULT,
+        writable: u32::from(writable),
+        ..CaiImportOptions::default()
+    };
+    let buffer = (array.memory == CAI_MEMORY_OPENCL).then_some(buffer);
+    let converted = Array::from_buffer_interface(array, buffer, obj);
+    Py::new(py, finish_import(py, converted, options)?)
+}
