@@ -60,6 +60,8 @@ pub struct Array {
     /// The strides in elements a DLTensor view points to (the exchange table's
     /// `dltensor_from_py_object_no_sync`), made on first use.
     element_strides: std::sync::OnceLock<Box<[i64; CAI_MAX_NDIM]>>,
+    /// The layout properties read (size, nbytes, contiguity), made on first use.
+    layout: std::sync::OnceLock<CaiLayout>,
 }
 
 /// The producer object kept alive, and the release callback of an array taken over from C or
@@ -98,8 +100,14 @@ fn run_release(release: Option<unsafe extern "C" fn(*mut CaiArray)>, array: &Cai
 impl Drop for Array {
     fn drop(&mut self) {
         let held = self.held.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (_, release) = held.take();
-        run_release(release, &self.described.array);
+        if let (_, Some(release)) = held.take() {
+            // Nothing else can reach the struct any more: the callback is given it in place,
+            // with no copy.
+            let array: &mut CaiArray = &mut self.described.array;
+            array.release = Some(release);
+            // SAFETY: the producer that set `release` promised it may be called with the array.
+            unsafe { release(array) };
+        }
     }
 }
 
@@ -116,6 +124,7 @@ impl Array {
             keep: None,
             as_parameter: PyOnceLock::new(),
             element_strides: std::sync::OnceLock::new(),
+            layout: std::sync::OnceLock::new(),
         }
     }
 
@@ -293,8 +302,14 @@ impl Array {
         &self.array().shape[..self.array().ndim as usize]
     }
 
+    /// The layout, worked out (and the array validated) once, on first use: the array never
+    /// changes, so neither does its layout.
     fn layout(&self) -> CaiResult<CaiLayout> {
-        Ok(layout_of(self.array())?)
+        if let Some(layout) = self.layout.get() {
+            return Ok(*layout);
+        }
+        let layout = layout_of(self.array())?;
+        Ok(*self.layout.get_or_init(|| layout))
     }
 
     /// The descr fields the struct points to (this Array's own, or a C producer's).
