@@ -78,6 +78,10 @@ _Static_assert(sizeof(void *) != 8 || offsetof(CaiExportOptions, reserved) == 28
 _Static_assert(sizeof(void *) != 8 || sizeof(CaiExportOptions) == 48, "sizeof(CaiExportOptions)");
 _Static_assert(CAI_ABI_VERSION == 0, "CAI_ABI_VERSION");
 _Static_assert(CAI_MAX_NDIM == 64, "CAI_MAX_NDIM");
+/* Every reserved tail is sized by its named constant. */
+_Static_assert(sizeof(((CaiImportOptions *)0)->reserved) == CAI_IMPORT_OPTIONS_RESERVED_WORDS * 4, "import reserved");
+_Static_assert(sizeof(((CaiExportOptions *)0)->reserved) == CAI_EXPORT_OPTIONS_RESERVED_WORDS * 4, "export reserved");
+_Static_assert(sizeof(((CaiDlpackOptions *)0)->reserved) == CAI_DLPACK_OPTIONS_RESERVED_WORDS * 4, "dlpack reserved");
 
 static CaiArray make(int32_t ndim, const int64_t *shape, const char *typestr) {
   CaiArray a;

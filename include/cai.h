@@ -88,6 +88,9 @@
 // Number of reserved words at the end of `CaiImportOptions`; they must be zero.
 #define CAI_IMPORT_OPTIONS_RESERVED_WORDS 5
 
+// Number of reserved words at the end of `CaiExportOptions`; they must be zero.
+#define CAI_EXPORT_OPTIONS_RESERVED_WORDS 5
+
 // Stream-ordered when the consumer names a stream, else blocking; off when
 // CAI_ARRAY_INTERFACE_SYNC=0.
 #define CAI_SYNC_DEFAULT 0
@@ -122,6 +125,9 @@
 
 // kDLCUDAManaged: CUDA managed memory (cudaMallocManaged).
 #define CAI_DL_CUDA_MANAGED 13
+
+// Number of reserved words at the end of `CaiDlpackOptions`; they must be zero.
+#define CAI_DLPACK_OPTIONS_RESERVED_WORDS 7
 
 // Version written when the caller does not choose one.
 #define CAI_EXPORT_VERSION_DEFAULT 3
@@ -289,7 +295,7 @@ typedef struct CaiExportOptions {
   // 1: the producer's NULL stream is the per-thread default stream (exported as 2, not 1).
   uint32_t per_thread_default_stream;
   // Zero; later options go here, zero meaning their default.
-  uint32_t reserved[5];
+  uint32_t reserved[CAI_EXPORT_OPTIONS_RESERVED_WORDS];
 } CaiExportOptions;
 
 // How `cai_import` accepts an array. Zero-initialized means the defaults.
@@ -398,7 +404,7 @@ typedef struct CaiDlpackOptions {
   // 1: a tensor in host memory (kDLCPU) is taken too; else it is refused.
   uint32_t allow_host;
   // Zero; later options go here, zero meaning their default.
-  uint32_t reserved[7];
+  uint32_t reserved[CAI_DLPACK_OPTIONS_RESERVED_WORDS];
 } CaiDlpackOptions;
 
 // dlpack.h's DLManagedTensor (the legacy, unversioned struct), field for field: cast a

@@ -47,6 +47,8 @@
 
 #define CAI_IMPORT_OPTIONS_RESERVED_WORDS 5
 
+#define CAI_EXPORT_OPTIONS_RESERVED_WORDS 5
+
 #define CAI_SYNC_DEFAULT 0
 
 #define CAI_SYNC_STREAM_ORDERED 1
@@ -68,6 +70,8 @@
 #define CAI_DL_CUDA_HOST 3
 
 #define CAI_DL_CUDA_MANAGED 13
+
+#define CAI_DLPACK_OPTIONS_RESERVED_WORDS 7
 
 #define CAI_EXPORT_VERSION_DEFAULT 3
 
@@ -164,7 +168,7 @@ typedef struct CaiExportOptions {
   int32_t version;
   uint32_t check_pointer;
   uint32_t per_thread_default_stream;
-  uint32_t reserved[5];
+  uint32_t reserved[CAI_EXPORT_OPTIONS_RESERVED_WORDS];
 } CaiExportOptions;
 
 typedef struct CaiImportOptions {
@@ -225,7 +229,7 @@ typedef struct CaiDLManagedTensorVersioned {
 
 typedef struct CaiDlpackOptions {
   uint32_t allow_host;
-  uint32_t reserved[7];
+  uint32_t reserved[CAI_DLPACK_OPTIONS_RESERVED_WORDS];
 } CaiDlpackOptions;
 
 typedef struct CaiDLManagedTensor {

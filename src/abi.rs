@@ -317,6 +317,9 @@ pub struct CaiImportOptions {
 /// Number of reserved words at the end of `CaiImportOptions`; they must be zero.
 pub const CAI_IMPORT_OPTIONS_RESERVED_WORDS: usize = 5;
 
+/// Number of reserved words at the end of `CaiExportOptions`; they must be zero.
+pub const CAI_EXPORT_OPTIONS_RESERVED_WORDS: usize = 5;
+
 /// How `cai_export` writes a descriptor. Zero-initialized means the defaults.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -332,7 +335,7 @@ pub struct CaiExportOptions {
     /// 1: the producer's NULL stream is the per-thread default stream (exported as 2, not 1).
     pub per_thread_default_stream: u32,
     /// Zero; later options go here, zero meaning their default.
-    pub reserved: [u32; 5],
+    pub reserved: [u32; CAI_EXPORT_OPTIONS_RESERVED_WORDS],
 }
 
 impl Default for CaiExportOptions {
@@ -343,7 +346,7 @@ impl Default for CaiExportOptions {
             version: 0,
             check_pointer: 0,
             per_thread_default_stream: 0,
-            reserved: [0; 5],
+            reserved: [0; CAI_EXPORT_OPTIONS_RESERVED_WORDS],
         }
     }
 }
@@ -458,6 +461,9 @@ pub struct CaiDLManagedTensorVersioned {
     pub dl_tensor: CaiDLTensor,
 }
 
+/// Number of reserved words at the end of `CaiDlpackOptions`; they must be zero.
+pub const CAI_DLPACK_OPTIONS_RESERVED_WORDS: usize = 7;
+
 /// How `cai_from_dlpack` takes a tensor. Zero-initialized means the defaults.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -465,7 +471,7 @@ pub struct CaiDlpackOptions {
     /// 1: a tensor in host memory (kDLCPU) is taken too; else it is refused.
     pub allow_host: u32,
     /// Zero; later options go here, zero meaning their default.
-    pub reserved: [u32; 7],
+    pub reserved: [u32; CAI_DLPACK_OPTIONS_RESERVED_WORDS],
 }
 
 /// Runs `array`'s release callback if it is set and clears it, exactly once even when calls
