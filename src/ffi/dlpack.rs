@@ -89,12 +89,7 @@ pub extern "C" fn cai_to_dlpack(
     out: *mut *mut CaiDLManagedTensorVersioned,
     error: *mut CaiError,
 ) -> CaiStatus {
-    guard(error, || {
-        let array = required_mut(array, "array")?;
-        let out = required_mut(out, "out")?;
-        *out = crate::dlpack::to_dlpack(array, optional(device).copied())?;
-        Ok(())
-    })
+    guard(error, || export(array, device, out, crate::dlpack::to_dlpack))
 }
 
 /// As `cai_to_dlpack`, as the legacy struct (a `DLManagedTensor *` once cast), which cannot
@@ -106,10 +101,19 @@ pub extern "C" fn cai_to_dlpack_legacy(
     out: *mut *mut CaiDLManagedTensor,
     error: *mut CaiError,
 ) -> CaiStatus {
-    guard(error, || {
-        let array = required_mut(array, "array")?;
-        let out = required_mut(out, "out")?;
-        *out = crate::dlpack::to_dlpack_legacy(array, optional(device).copied())?;
-        Ok(())
-    })
+    guard(error, || export(array, device, out, crate::dlpack::to_dlpack_legacy))
+}
+
+/// The arguments of both `cai_to_dlpack`s: `array` and `out` required, `device` optional;
+/// `*out` written only on success.
+fn export<T>(
+    array: *mut CaiArray,
+    device: *const CaiDLDevice,
+    out: *mut *mut T,
+    to: fn(&mut CaiArray, Option<CaiDLDevice>) -> crate::status::Result<*mut T>,
+) -> crate::status::Result<()> {
+    let array = required_mut(array, "array")?;
+    let out = required_mut(out, "out")?;
+    *out = to(array, optional(device).copied())?;
+    Ok(())
 }
