@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every way a C or C++ user builds and links libcai:
-# - CMake configured with no prefix, installed with `--prefix` given at install time (the usual
-#   way) and `--strip`; a downstream project against that install through find_package (shared
-#   and static) and pkg-config (shared and static), and against the build tree; the installed
+# - the README's build command, its CMake and its pkg-config blocks, run as the README has them
+#   (scripts/readme-block.py extracts them);
+# - the build installed again with `--prefix` given at install time (the usual way) and
+#   `--strip`; a downstream project against that install through find_package (shared and
+#   static) and pkg-config (shared and static), and against the build tree; the installed
 #   examples;
 # - a program linked against a plain `cargo build --release` (no install, no symlinks);
 # - `cmake --build` picking up an edit to a Rust source.
@@ -11,10 +13,19 @@ cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
+root=$PWD
 
-cmake -S . -B "$work/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$work/build" >/dev/null
-cmake --install "$work/build" --prefix "$prefix" --strip >/dev/null
+readme_block() { python3 "$root/scripts/readme-block.py" "$@"; }
+
+echo "== the README's build command, as written: $(readme_block sh 0)"
+if ! bash -euo pipefail -c "$(readme_block sh 0)" >"$work/build.log" 2>&1; then
+  tail -n 30 "$work/build.log" >&2
+  exit 1
+fi
+grep -q "Installed into" "$work/build.log"
+echo "README build command: 1 passed, 0 failed"
+# The same build, installed again with the prefix given only at install time.
+cmake --install build --prefix "$prefix" --strip >/dev/null
 
 echo "== SONAME, symlinks, stripped libraries"
 readelf -d "$prefix/lib/libcai.so.0.1.0" | grep -q 'Library soname: \[libcai.so.0\]'
@@ -42,16 +53,27 @@ fi
 echo "static link carries no libcai.so dependency: 1 passed, 0 failed"
 
 echo "== find_package against the build tree"
-cmake -S tests/downstream -B "$work/down-build-tree" -Dcai_DIR="$work/build" >/dev/null
+cmake -S tests/downstream -B "$work/down-build-tree" -Dcai_DIR="$PWD/build" >/dev/null
 cmake --build "$work/down-build-tree" >/dev/null
 "$work/down-build-tree/downstream_c"
 
-echo "== pkg-config, the prefix given only at install time"
+echo "== the README's CMake block, in a project of its own against the install"
+mkdir "$work/readme-cmake"
+cp tests/downstream/main.c "$work/readme-cmake/app.c"
+{
+  printf 'cmake_minimum_required(VERSION 3.19)\nproject(readme_app LANGUAGES C)\nadd_executable(app app.c)\n'
+  readme_block cmake 0
+} >"$work/readme-cmake/CMakeLists.txt"
+cmake -S "$work/readme-cmake" -B "$work/readme-cmake/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/readme-cmake/build" >/dev/null
+"$work/readme-cmake/build/app"
+
+echo "== pkg-config, the prefix given only at install time: the README's block as written"
+pkg_config_block=$(readme_block sh 2 | sed "s#<prefix>#$prefix#g; s#app\.c#app.c -o pc_c#")
+(cd "$work/readme-cmake" && bash -euo pipefail -c "$pkg_config_block")
+"$work/readme-cmake/pc_c"
+echo "README CMake and pkg-config blocks: 2 passed, 0 failed"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-# The README's line, as written there (the rpath from pkg-config's libdir).
-cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_c" \
-  $(pkg-config --cflags --libs cai) -Wl,-rpath,"$(pkg-config --variable=libdir cai)"
-"$work/pc_c"
 cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_static" $(pkg-config --cflags cai) \
   "$prefix/lib/libcai.a" $(pkg-config --static --libs-only-l cai | sed 's/-lcai//')
 "$work/pc_static"
@@ -68,7 +90,9 @@ echo "== installed examples"
 "$prefix/bin/cai-examples/consumer_cpp"
 "$prefix/bin/cai-examples/dlpack_consumer"
 "$prefix/bin/cai-examples/demo" >/dev/null
-echo "examples: 5 passed, 0 failed"
+# The OpenCL Buffer Interface consumer, on the OpenCL driver the test command requires (PoCL).
+"$prefix/bin/cai-examples/opencl_consumer"
+echo "examples: 6 passed, 0 failed"
 
 echo "== a program linked against a plain cargo build"
 cargo build --release --quiet
@@ -77,11 +101,11 @@ cc -std=c11 -Wall -Werror tests/downstream/main.c -Iinclude -Ltarget/release -lc
 "$work/plain_cargo"
 
 echo "== cmake --build rebuilds after an edit to a Rust source"
-built="$work/build/cargo/release/libcai.so"
+built="build/cargo/release/libcai.so"
 before=$(stat -c %Y "$built")
 sleep 1
 touch src/validate.rs
-cmake --build "$work/build" >/dev/null
+cmake --build build >/dev/null
 after=$(stat -c %Y "$built")
 if [ "$after" = "$before" ]; then
   echo "cmake --build did not rebuild libcai after src/validate.rs changed" >&2

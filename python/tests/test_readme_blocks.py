@@ -31,9 +31,21 @@ static void launch_my_kernel(uint64_t data, int32_t ndim, const int64_t *shape, 
 
 
 def test_the_readme_marks_its_code_blocks():
+    """Every fenced block says how the test command exercises it."""
+    assert len(BLOCKS) == len(re.findall(r"^```\w", README, re.M))
     assert [(how.split(":")[0], lang) for how, lang, _ in BLOCKS] == [
-        ("function body", "c"), ("file", "c"), ("with stand-ins for cupy_array, my_stream, my_c_library, torch and ptr", "python"),
+        ("run by scripts/test-packaging.sh", "sh"), ("what .ci/run runs", "sh"), ("function body", "c"),
+        ("file", "c"), ("run by scripts/test-packaging.sh", "cmake"), ("run by scripts/test-packaging.sh", "sh"),
+        ("with stand-ins for cupy_array, my_stream, my_c_library, torch and ptr", "python"),
         ("examples/pybind11_extension/arrays.cpp", "cpp"), ("cython module", "cython")]
+
+
+def test_ci_runs_the_readmes_test_command_and_packaging_runs_its_other_shell_blocks():
+    [(_, _, command)] = [block for block in BLOCKS if block[0] == "what .ci/run runs"]
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    assert ci[-1] == command.strip()
+    packaging = (ROOT / "scripts" / "test-packaging.sh").read_text()
+    assert all(f"readme_block {lang} {n}" in packaging for lang, n in [("sh", 0), ("cmake", 0), ("sh", 2)])
 
 
 @pytest.mark.parametrize("index", [i for i, (_, lang, _) in enumerate(BLOCKS) if lang == "c"])
