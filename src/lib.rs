@@ -11,7 +11,8 @@
 //! - `device`: pointer checks, stream sync and the event pool, through `driver`'s typed calls.
 //! - `driver`: libcuda opened at run time, every entry point wrapped once; `opencl`: the same
 //!   for libOpenCL (the Buffer Interface's OpenCL half).
-//! - `abi` and `status`: the C types and codes every layer shares.
+//! - `abi` and `status`: the C types and codes every layer shares; `config`: the environment
+//!   variables, read once.
 //!
 //! The crate root is the C API as Rust sees it. `internal` holds what libcai's own Python
 //! extension, benches and tests need besides; it is not a stable Rust API.
@@ -20,6 +21,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod abi;
+mod config;
 mod device;
 mod dict;
 mod dlpack;

@@ -10,22 +10,11 @@ use crate::validate::{validate, Validated};
 /// Version written when the caller does not choose one.
 pub const CAI_EXPORT_VERSION_DEFAULT: i32 = 3;
 
-/// Environment variable that makes exports default to version 2, without `stream` (as CuPy's
-/// CUPY_CUDA_ARRAY_INTERFACE_EXPORT_VERSION does).
-pub(crate) const EXPORT_VERSION_ENV: &str = "CAI_ARRAY_INTERFACE_EXPORT_VERSION";
-
-/// The version an export writes: the one asked for (2 or 3), else the environment's, else 3.
+/// The version an export writes: the one asked for (2 or 3), else the environment's
+/// (CAI_ARRAY_INTERFACE_EXPORT_VERSION, read once: src/config.rs), else 3.
 pub fn export_version(requested: i32) -> Result<i32> {
     match requested {
-        0 => match std::env::var(EXPORT_VERSION_ENV).ok().as_deref().map(str::trim) {
-            None | Some("") => Ok(CAI_EXPORT_VERSION_DEFAULT),
-            Some("3") => Ok(3),
-            Some("2") => Ok(2),
-            Some(other) => Err(Error::new(
-                Status::InvalidArgument,
-                format!("{EXPORT_VERSION_ENV}={other:?}; it must be 2 or 3"),
-            )),
-        },
+        0 => Ok(crate::config::export_version_from_environment()?.unwrap_or(CAI_EXPORT_VERSION_DEFAULT)),
         2 | 3 => Ok(requested),
         other => Err(Error::new(Status::InvalidArgument, format!("export version {other} is not 2 or 3"))),
     }

@@ -4,7 +4,7 @@
 //! CAI stream values double as CUstream handles: 1 is CU_STREAM_LEGACY and 2 is
 //! CU_STREAM_PER_THREAD in the driver too, so only 0 ("None") needs a rule of its own.
 
-use std::sync::OnceLock;
+use crate::config::default_sync_disabled;
 
 use cuda_driver_sys::CUcontext;
 
@@ -17,20 +17,12 @@ use crate::abi::{
 use crate::driver::Driver;
 use crate::status::{Error, Result, Status};
 
-/// Environment variable that turns the default sync off when "0" (read once per process).
-pub(crate) const SYNC_ENV: &str = "CAI_ARRAY_INTERFACE_SYNC";
-
 /// What a consumer sync does, as `planned_action` decides it before any driver call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncAction {
     Nothing,
     StreamOrdered,
     Blocked,
-}
-
-fn default_sync_disabled() -> bool {
-    static DISABLED: OnceLock<bool> = OnceLock::new();
-    *DISABLED.get_or_init(|| std::env::var(SYNC_ENV).map(|v| v.trim() == "0").unwrap_or(false))
 }
 
 /// Checks a sync mode value from C.
