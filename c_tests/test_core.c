@@ -48,7 +48,7 @@ _Static_assert(sizeof(void *) != 8 || offsetof(CaiLayout, strides_itemsize_align
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiLayout, reserved) == 44, "CaiLayout.reserved");
 _Static_assert(sizeof(void *) != 8 || sizeof(CaiLayout) == 64, "sizeof(CaiLayout)");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiError, code) == 0, "CaiError.code");
-_Static_assert(sizeof(void *) != 8 || offsetof(CaiError, cu_result) == 4, "CaiError.cu_result");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiError, driver_result) == 4, "CaiError.driver_result");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiError, message) == 8, "CaiError.message");
 _Static_assert(sizeof(void *) != 8 || sizeof(CaiError) == 520, "sizeof(CaiError)");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiPointerInfo, device_pointer) == 0, "CaiPointerInfo.device_pointer");

@@ -171,13 +171,17 @@
 // Writable access was asked for on a read-only array.
 #define CAI_ERROR_READONLY 12
 
-// libcuda.so.1 could not be loaded (message has the loader's reason).
+// The driver library the call needs (libcuda.so.1, or libOpenCL.so.1 for OpenCL memory) could
+// not be loaded, or its initialization failed; the message has the loader's reason.
 #define CAI_ERROR_NO_DRIVER 13
 
-// A CUDA driver call failed; `CaiError.cu_result` holds the raw CUresult.
+// A driver call failed; `CaiError.driver_result` holds its raw result (a CUresult, or an OpenCL
+// cl_int for OpenCL memory).
 #define CAI_ERROR_DRIVER 14
 
-// The data pointer is not accessible from the device.
+// The data is not memory the consumer can use: a CUDA pointer the device cannot reach (host
+// memory without `allow_host` included), or an OpenCL buffer of another context than the
+// consumer queue's.
 #define CAI_ERROR_NOT_DEVICE_POINTER 15
 
 // The array's byte extent runs outside the allocation that holds its data pointer.
@@ -256,8 +260,9 @@ typedef struct CaiArray {
 typedef struct CaiError {
   // The CAI_ERROR_* status the function returned.
   int32_t code;
-  // Raw CUresult (or OpenCL cl_int) of the driver call that failed; 0 when none failed.
-  int32_t cu_result;
+  // The raw result of the driver call that failed: a CUresult, or an OpenCL cl_int for
+  // OpenCL memory; 0 when no driver call failed.
+  int32_t driver_result;
   // NUL-terminated message naming the field and value at fault; truncated to fit.
   char message[CAI_ERROR_MESSAGE_CAPACITY];
 } CaiError;
@@ -300,7 +305,8 @@ typedef struct CaiExportOptions {
 
 // How `cai_import` accepts an array. Zero-initialized means the defaults.
 typedef struct CaiImportOptions {
-  // The consumer's stream, as a CAI stream value (0: none, 1 legacy, 2 per-thread, else a CUstream).
+  // The consumer's stream: for CUDA memory a CAI stream value (0: none, 1 legacy, 2
+  // per-thread, else a CUstream); for OpenCL memory 0 (none) or a cl_command_queue.
   uint64_t consumer_stream;
   // One of CAI_SYNC_*.
   int32_t sync_mode;
@@ -317,7 +323,9 @@ typedef struct CaiImportOptions {
   uint32_t reserved[CAI_IMPORT_OPTIONS_RESERVED_WORDS];
 } CaiImportOptions;
 
-// What the driver reports about a data pointer.
+// What the driver reports about a data pointer (CUDA) or buffer (OpenCL: `device_pointer`
+// and `allocation_base` the cl_mem, `allocation_size` its CL_MEM_SIZE, `context` its
+// cl_context, `device_ordinal` -1, `memory_type` 0).
 typedef struct CaiPointerInfo {
   // The pointer as usable in the calling thread's current context.
   uint64_t device_pointer;
@@ -325,7 +333,8 @@ typedef struct CaiPointerInfo {
   uint64_t allocation_base;
   // Size in bytes of that allocation.
   uint64_t allocation_size;
-  // CUcontext the allocation belongs to (may be NULL for managed memory).
+  // The context the allocation belongs to: a CUcontext (may be NULL for managed memory), or
+  // the buffer's cl_context.
   void *context;
   // Ordinal of the device the allocation belongs to.
   int32_t device_ordinal;

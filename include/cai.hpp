@@ -1,5 +1,5 @@
 // libcai for C++17: cai::Array owns a CaiArray and releases it exactly once; failures throw
-// cai::Error carrying the status code, the raw CUresult and libcai's message.
+// cai::Error carrying the status code, the driver's raw result and libcai's message.
 // Hand-written over the generated cai.h; adds no state of its own.
 #ifndef CAI_HPP
 #define CAI_HPP
@@ -12,17 +12,18 @@
 
 namespace cai {
 
-// A failed libcai call: code() is the CAI_ERROR_* status, cu_result() the raw CUresult or 0.
+// A failed libcai call: code() is the CAI_ERROR_* status, driver_result() the driver's raw result
+// (a CUresult, or a cl_int for OpenCL memory) or 0.
 class Error : public std::runtime_error {
  public:
   explicit Error(const CaiError& error)
-      : std::runtime_error(error.message), code_(error.code), cu_result_(error.cu_result) {}
+      : std::runtime_error(error.message), code_(error.code), driver_result_(error.driver_result) {}
   int32_t code() const noexcept { return code_; }
-  int32_t cu_result() const noexcept { return cu_result_; }
+  int32_t driver_result() const noexcept { return driver_result_; }
 
  private:
   int32_t code_;
-  int32_t cu_result_;
+  int32_t driver_result_;
 };
 
 namespace detail {

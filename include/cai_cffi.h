@@ -147,7 +147,7 @@ typedef struct CaiArray {
 
 typedef struct CaiError {
   int32_t code;
-  int32_t cu_result;
+  int32_t driver_result;
   char message[CAI_ERROR_MESSAGE_CAPACITY];
 } CaiError;
 

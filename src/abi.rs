@@ -224,8 +224,9 @@ pub const CAI_ERROR_MESSAGE_CAPACITY: usize = 512;
 pub struct CaiError {
     /// The CAI_ERROR_* status the function returned.
     pub code: i32,
-    /// Raw CUresult (or OpenCL cl_int) of the driver call that failed; 0 when none failed.
-    pub cu_result: i32,
+    /// The raw result of the driver call that failed: a CUresult, or an OpenCL cl_int for
+    /// OpenCL memory; 0 when no driver call failed.
+    pub driver_result: i32,
     /// NUL-terminated message naming the field and value at fault; truncated to fit.
     pub message: [c_char; CAI_ERROR_MESSAGE_CAPACITY],
 }
@@ -240,7 +241,9 @@ impl CaiError {
 /// Number of reserved words at the end of `CaiPointerInfo`; libcai writes them zero.
 pub const CAI_POINTER_INFO_RESERVED_WORDS: usize = 2;
 
-/// What the driver reports about a data pointer.
+/// What the driver reports about a data pointer (CUDA) or buffer (OpenCL: `device_pointer`
+/// and `allocation_base` the cl_mem, `allocation_size` its CL_MEM_SIZE, `context` its
+/// cl_context, `device_ordinal` -1, `memory_type` 0).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CaiPointerInfo {
@@ -250,7 +253,8 @@ pub struct CaiPointerInfo {
     pub allocation_base: u64,
     /// Size in bytes of that allocation.
     pub allocation_size: u64,
-    /// CUcontext the allocation belongs to (may be NULL for managed memory).
+    /// The context the allocation belongs to: a CUcontext (may be NULL for managed memory), or
+    /// the buffer's cl_context.
     pub context: *mut c_void,
     /// Ordinal of the device the allocation belongs to.
     pub device_ordinal: i32,
@@ -297,7 +301,8 @@ pub const CAI_POINTER_CHECK_NEVER: i32 = 2;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CaiImportOptions {
-    /// The consumer's stream, as a CAI stream value (0: none, 1 legacy, 2 per-thread, else a CUstream).
+    /// The consumer's stream: for CUDA memory a CAI stream value (0: none, 1 legacy, 2
+    /// per-thread, else a CUstream); for OpenCL memory 0 (none) or a cl_command_queue.
     pub consumer_stream: u64,
     /// One of CAI_SYNC_*.
     pub sync_mode: i32,
@@ -584,7 +589,7 @@ const _: () = {
     assert!(size_of::<CaiLayout>() == 64);
 
     assert!(offset_of!(CaiError, code) == 0);
-    assert!(offset_of!(CaiError, cu_result) == 4);
+    assert!(offset_of!(CaiError, driver_result) == 4);
     assert!(offset_of!(CaiError, message) == 8);
     assert!(size_of::<CaiError>() == 520);
 

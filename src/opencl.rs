@@ -1,7 +1,7 @@
 //! The OpenCL library, opened at run time with dlopen like the CUDA driver (never linked; path
 //! override by `CAI_OPENCL_LIBRARY`), for the OpenCL half of the Buffer Interface. No library
 //! is a status (CAI_ERROR_NO_DRIVER), never a panic. One typed wrapper per entry point; its
-//! error names the call and keeps the raw `cl_int` in `CaiError.cu_result`.
+//! error names the call and keeps the raw `cl_int` in `CaiError.driver_result`.
 
 use std::ffi::{c_void, CStr, CString};
 use std::sync::OnceLock;

@@ -32,11 +32,15 @@ pub const CAI_ERROR_INVALID_DESCR: i32 = 10;
 pub const CAI_ERROR_OVERFLOW: i32 = 11;
 /// Writable access was asked for on a read-only array.
 pub const CAI_ERROR_READONLY: i32 = 12;
-/// libcuda.so.1 could not be loaded (message has the loader's reason).
+/// The driver library the call needs (libcuda.so.1, or libOpenCL.so.1 for OpenCL memory) could
+/// not be loaded, or its initialization failed; the message has the loader's reason.
 pub const CAI_ERROR_NO_DRIVER: i32 = 13;
-/// A CUDA driver call failed; `CaiError.cu_result` holds the raw CUresult.
+/// A driver call failed; `CaiError.driver_result` holds its raw result (a CUresult, or an OpenCL
+/// cl_int for OpenCL memory).
 pub const CAI_ERROR_DRIVER: i32 = 14;
-/// The data pointer is not accessible from the device.
+/// The data is not memory the consumer can use: a CUDA pointer the device cannot reach (host
+/// memory without `allow_host` included), or an OpenCL buffer of another context than the
+/// consumer queue's.
 pub const CAI_ERROR_NOT_DEVICE_POINTER: i32 = 15;
 /// The array's byte extent runs outside the allocation that holds its data pointer.
 pub const CAI_ERROR_OUT_OF_BOUNDS: i32 = 16;
@@ -136,23 +140,24 @@ impl Status {
     }
 }
 
-/// A failure: its kind, the raw CUresult where a driver call failed (0 otherwise), and a
+/// A failure: its kind, the driver's raw result where a driver call failed (a CUresult or a
+/// cl_int; 0 otherwise), and a
 /// message that names the offending field and value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {message}", status.name())]
 pub struct Error {
     pub status: Status,
-    pub cu_result: i32,
+    pub driver_result: i32,
     pub message: String,
 }
 
 impl Error {
     pub fn new(status: Status, message: impl Into<String>) -> Error {
-        Error { status, cu_result: 0, message: message.into() }
+        Error { status, driver_result: 0, message: message.into() }
     }
 
-    pub fn driver(cu_result: i32, message: impl Into<String>) -> Error {
-        Error { status: Status::Driver, cu_result, message: message.into() }
+    pub fn driver(driver_result: i32, message: impl Into<String>) -> Error {
+        Error { status: Status::Driver, driver_result, message: message.into() }
     }
 }
 

@@ -50,7 +50,7 @@ fn failing_context_id_query_is_cai_error_driver_naming_it_fake_driver() {
     f.fail("cuCtxGetId", CUDA_ERROR_LAUNCH_FAILED);
     let (status, e) = stream_ordered_import(f, 1);
     assert_eq!(status, CAI_ERROR_DRIVER, "{}", e.message_str());
-    assert_eq!(e.cu_result, CUDA_ERROR_LAUNCH_FAILED);
+    assert_eq!(e.driver_result, CUDA_ERROR_LAUNCH_FAILED);
     assert!(e.message_str().contains("cuCtxGetId"), "{}", e.message_str());
     assert_eq!(f.context_depth(), 1);
 }

@@ -92,7 +92,7 @@ fn every_entry_point_failing_is_cai_error_driver_naming_it_fake_driver() {
         let (status, e) = import_across_devices(f, sync_mode);
         let message = e.message_str();
         assert_eq!(status, CAI_ERROR_DRIVER, "{name}: {message}");
-        assert_eq!(e.cu_result, CUDA_ERROR_LAUNCH_FAILED, "{name}: {message}");
+        assert_eq!(e.driver_result, CUDA_ERROR_LAUNCH_FAILED, "{name}: {message}");
         let named = if name == "cuGetErrorName" { "cuEventRecord" } else { name };
         assert!(message.contains(named), "{name}: {message}");
         if name == "cuGetErrorName" {

@@ -11,6 +11,6 @@ fn failing_cuinit_is_no_driver_naming_the_result() {
     f.fail("cuInit", 100); // CUDA_ERROR_NO_DEVICE, before the driver's first use
     let mut e = blank_error();
     assert_eq!(cai_driver_status(std::ptr::null_mut(), &mut e), CAI_ERROR_NO_DRIVER);
-    assert_eq!(e.cu_result, 100);
+    assert_eq!(e.driver_result, 100);
     assert!(e.message_str().contains("cuInit failed"), "{}", e.message_str());
 }

@@ -13,7 +13,7 @@ fn failing_version_query_is_a_driver_error_naming_the_call() {
     let mut e = blank_error();
     let mut version = -1;
     assert_eq!(cai_driver_status(&mut version, &mut e), CAI_ERROR_DRIVER);
-    assert_eq!(e.cu_result, 999);
+    assert_eq!(e.driver_result, 999);
     assert!(e.message_str().contains("cuDriverGetVersion"), "{}", e.message_str());
     assert_eq!(version, -1, "outputs are written only on success");
 }

@@ -45,7 +45,7 @@ CaiArray._fields_ = [
 
 
 class CaiError(Structure):
-    _fields_ = [("code", c_int32), ("cu_result", c_int32), ("message", c_char * ERROR_MESSAGE_CAPACITY)]
+    _fields_ = [("code", c_int32), ("driver_result", c_int32), ("message", c_char * ERROR_MESSAGE_CAPACITY)]
 
 
 class CaiLayout(Structure):

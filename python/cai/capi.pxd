@@ -83,7 +83,7 @@ cdef extern from "cai_python.h":
 
     ctypedef struct CaiError:
         int32_t code
-        int32_t cu_result
+        int32_t driver_result
         char message[512]
 
     ctypedef struct CaiLayout:

@@ -184,8 +184,8 @@ fn error_of_exception(py: Python<'_>, raised: &PyErr) -> Error {
         if let Some(status) = Status::from_code(code) {
             let message =
                 text.strip_prefix(status.name()).and_then(|m| m.strip_prefix(": ")).unwrap_or(&text);
-            let cu_result = value.getattr("cu_result").and_then(|c| c.extract::<i32>()).unwrap_or(0);
-            return Error { status, cu_result, message: message.to_string() };
+            let driver_result = value.getattr("driver_result").and_then(|c| c.extract::<i32>()).unwrap_or(0);
+            return Error { status, driver_result, message: message.to_string() };
         }
     }
     let kind = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());

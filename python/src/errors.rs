@@ -43,7 +43,7 @@ pub fn cai_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
 
 fn to_python(py: Python<'_>, error: &cai::Error) -> PyErr {
     let made = cai_error_type(py)
-        .and_then(|class| class.call1((error.status.name(), error.message.as_str(), error.cu_result)));
+        .and_then(|class| class.call1((error.status.name(), error.message.as_str(), error.driver_result)));
     match made {
         Ok(instance) => PyErr::from_value(instance),
         Err(failed) => failed,

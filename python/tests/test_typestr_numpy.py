@@ -17,7 +17,7 @@ class CaiDtype(ctypes.Structure):
 
 
 class CaiError(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_int32), ("cu_result", ctypes.c_int32), ("message", ctypes.c_char * 512)]
+    _fields_ = [("code", ctypes.c_int32), ("driver_result", ctypes.c_int32), ("message", ctypes.c_char * 512)]
 
 
 BYTE_ORDERS = ["", "<", ">", "|", "="]

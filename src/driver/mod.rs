@@ -117,7 +117,7 @@ fn load() -> std::result::Result<Driver, Error> {
         let name = error_name(&api, init);
         return Err(Error {
             status: Status::NoDriver,
-            cu_result: init,
+            driver_result: init,
             message: format!("cuInit failed in {path:?}: {name} ({init})"),
         });
     }

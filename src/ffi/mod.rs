@@ -24,7 +24,7 @@ pub(crate) fn write_error(out: *mut CaiError, error: &Error) {
     // SAFETY: the caller passes NULL or a writable CaiError.
     let Some(out) = (unsafe { out.as_mut() }) else { return };
     out.code = error.status.code();
-    out.cu_result = error.cu_result;
+    out.driver_result = error.driver_result;
     let text = format!("{}: {}", error.status.name(), error.message);
     let mut end = text.len().min(CAI_ERROR_MESSAGE_CAPACITY - 1);
     while !text.is_char_boundary(end) {
@@ -99,7 +99,7 @@ mod tests {
     use super::*;
 
     fn blank_error() -> CaiError {
-        CaiError { code: -1, cu_result: -1, message: [0; CAI_ERROR_MESSAGE_CAPACITY] }
+        CaiError { code: -1, driver_result: -1, message: [0; CAI_ERROR_MESSAGE_CAPACITY] }
     }
 
     #[test]

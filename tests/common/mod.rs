@@ -25,7 +25,7 @@ pub fn with_strides(mut a: CaiArray, strides: &[i64]) -> CaiArray {
 }
 
 pub fn blank_error() -> CaiError {
-    CaiError { code: 0, cu_result: 0, message: [0; cai::CAI_ERROR_MESSAGE_CAPACITY] }
+    CaiError { code: 0, driver_result: 0, message: [0; cai::CAI_ERROR_MESSAGE_CAPACITY] }
 }
 
 /// cai_validate's status and message.
