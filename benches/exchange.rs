@@ -137,7 +137,12 @@ fn fake_driver_paths(c: &mut Criterion) {
     streamed.stream = producer;
     g.bench_function("sync stream-ordered (event record + wait)", |b| {
         b.iter(|| {
-            let status = cai_sync(black_box(&streamed), consumer, CAI_SYNC_STREAM_ORDERED, null_mut());
+            let options = CaiSyncOptions {
+                consumer_stream: consumer,
+                sync_mode: CAI_SYNC_STREAM_ORDERED,
+                ..Default::default()
+            };
+            let status = cai_sync(black_box(&streamed), &options, null_mut());
             f.begin(0); // keeps the fake's per-thread call log from filling up
             status
         })

@@ -79,6 +79,8 @@ _Static_assert(sizeof(void *) != 8 || sizeof(CaiExportOptions) == 48, "sizeof(Ca
 _Static_assert(CAI_ABI_VERSION == 0, "CAI_ABI_VERSION");
 _Static_assert(CAI_MAX_NDIM == 64, "CAI_MAX_NDIM");
 /* Every reserved tail is sized by its named constant. */
+_Static_assert(sizeof(void *) != 8 || sizeof(CaiSyncOptions) == 32, "sizeof(CaiSyncOptions)");
+_Static_assert(sizeof(((CaiSyncOptions *)0)->reserved) == CAI_SYNC_OPTIONS_RESERVED_WORDS * 4, "sync reserved");
 _Static_assert(sizeof(((CaiImportOptions *)0)->reserved) == CAI_IMPORT_OPTIONS_RESERVED_WORDS * 4, "import reserved");
 _Static_assert(sizeof(((CaiExportOptions *)0)->reserved) == CAI_EXPORT_OPTIONS_RESERVED_WORDS * 4, "export reserved");
 _Static_assert(sizeof(((CaiDlpackOptions *)0)->reserved) == CAI_DLPACK_OPTIONS_RESERVED_WORDS * 4, "dlpack reserved");
@@ -319,6 +321,25 @@ static void test_bad_input(void) {
   CHECK(status == CAI_ERROR_INVALID_DATA);
 }
 
+/* cai_sync takes its options as a struct that can grow: NULL is the defaults, reserved words
+   must be zero. A NULL-stream array needs no driver. */
+static void test_sync_options(void) {
+  const int64_t shape[] = {4};
+  CaiArray a = make(1, shape, "<f4");
+  CaiSyncOptions options;
+  memset(&options, 0, sizeof options);
+  CaiError e;
+  CHECK_STATUS(cai_sync(NULL, &options, &e), CAI_ERROR_NULL_ARGUMENT);
+  CHECK_STATUS(cai_sync(&a, NULL, &e), CAI_OK);
+  CHECK_STATUS(cai_sync(&a, &options, &e), CAI_OK);
+  options.reserved[4] = 1;
+  CHECK_STATUS(cai_sync(&a, &options, &e), CAI_ERROR_INVALID_ARGUMENT);
+  CHECK(message_has(&e, "CaiSyncOptions.reserved"));
+  options.reserved[4] = 0;
+  options.sync_mode = 9;
+  CHECK_STATUS(cai_sync(&a, &options, &e), CAI_ERROR_INVALID_ARGUMENT);
+}
+
 static void test_typestr_parse(void) {
   CaiDtype d;
   CHECK_STATUS(cai_typestr_parse("<U3", &d, NULL), CAI_OK); /* row 30 */
@@ -337,5 +358,6 @@ int main(void) {
   test_move();
   test_bad_input();
   test_typestr_parse();
+  test_sync_options();
   return check_summary("c_tests/test_core");
 }

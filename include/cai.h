@@ -22,7 +22,7 @@
 
 // libcai's version (its Cargo.toml), for compile-time checks.
 #define CAI_VERSION_MAJOR 0
-#define CAI_VERSION_MINOR 1
+#define CAI_VERSION_MINOR 2
 #define CAI_VERSION_PATCH 0
 
 // Most dimensions an array may have (NumPy 2, PEP 3118).
@@ -87,6 +87,9 @@
 
 // Number of reserved words at the end of `CaiImportOptions`; they must be zero.
 #define CAI_IMPORT_OPTIONS_RESERVED_WORDS 5
+
+// Number of reserved words at the end of `CaiSyncOptions`; they must be zero.
+#define CAI_SYNC_OPTIONS_RESERVED_WORDS 5
 
 // Number of reserved words at the end of `CaiExportOptions`; they must be zero.
 #define CAI_EXPORT_OPTIONS_RESERVED_WORDS 5
@@ -348,6 +351,17 @@ typedef struct CaiPointerInfo {
   uint64_t reserved[CAI_POINTER_INFO_RESERVED_WORDS];
 } CaiPointerInfo;
 
+// How `cai_sync` orders the consumer after the producer. Zero-initialized (or NULL) means
+// the defaults: no consumer stream, CAI_SYNC_DEFAULT (the host waits).
+typedef struct CaiSyncOptions {
+  // The consumer's stream, as in `CaiImportOptions.consumer_stream`.
+  uint64_t consumer_stream;
+  // One of CAI_SYNC_*.
+  int32_t sync_mode;
+  // Zero; later options go here, zero meaning their default.
+  uint32_t reserved[CAI_SYNC_OPTIONS_RESERVED_WORDS];
+} CaiSyncOptions;
+
 // dlpack.h's DLPackVersion.
 typedef struct CaiDLPackVersion {
   // Changes when the layout does: a reader refuses a major it does not know.
@@ -493,14 +507,14 @@ CaiStatus cai_import(const struct CaiArray *array,
                      struct CaiPointerInfo *info,
                      struct CaiError *error);
 
-// Synchronizes with `array`'s stream from `consumer_stream` (a CAI stream value; 0 for none)
-// in `sync_mode` (a CAI_SYNC_* value), without the other import checks. A NULL-stream
-// (`stream` 0, "None") array needs nothing and loads no driver. With no pointer query to name
-// the array's context, the default-stream handles 1 and 2 mean those of the calling thread's
-// current context; `cai_import`, once it has queried the pointer, uses the allocation's.
+// Synchronizes with `array`'s stream from `options->consumer_stream` in
+// `options->sync_mode` (NULL: no consumer stream, CAI_SYNC_DEFAULT), without the other import
+// checks. A NULL-stream (`stream` 0, "None") array needs nothing and loads no driver. With no
+// pointer query to name the array's context, the default-stream handles 1 and 2 mean those of
+// the calling thread's current context; `cai_import`, once it has queried the pointer, uses
+// the allocation's.
 CaiStatus cai_sync(const struct CaiArray *array,
-                   uint64_t consumer_stream,
-                   int32_t sync_mode,
+                   const struct CaiSyncOptions *options,
                    struct CaiError *error);
 
 // Asks the driver about a data pointer: context, device, memory type, managed, and the

@@ -4,7 +4,7 @@
 
 
 #define CAI_VERSION_MAJOR 0
-#define CAI_VERSION_MINOR 1
+#define CAI_VERSION_MINOR 2
 #define CAI_VERSION_PATCH 0
 
 #define CAI_MAX_NDIM 64
@@ -46,6 +46,8 @@
 #define CAI_POINTER_CHECK_NEVER 2
 
 #define CAI_IMPORT_OPTIONS_RESERVED_WORDS 5
+
+#define CAI_SYNC_OPTIONS_RESERVED_WORDS 5
 
 #define CAI_EXPORT_OPTIONS_RESERVED_WORDS 5
 
@@ -193,6 +195,12 @@ typedef struct CaiPointerInfo {
   uint64_t reserved[CAI_POINTER_INFO_RESERVED_WORDS];
 } CaiPointerInfo;
 
+typedef struct CaiSyncOptions {
+  uint64_t consumer_stream;
+  int32_t sync_mode;
+  uint32_t reserved[CAI_SYNC_OPTIONS_RESERVED_WORDS];
+} CaiSyncOptions;
+
 typedef struct CaiDLPackVersion {
   uint32_t major;
   uint32_t minor;
@@ -266,8 +274,7 @@ CaiStatus cai_import(const struct CaiArray *array,
                      struct CaiError *error);
 
 CaiStatus cai_sync(const struct CaiArray *array,
-                   uint64_t consumer_stream,
-                   int32_t sync_mode,
+                   const struct CaiSyncOptions *options,
                    struct CaiError *error);
 
 CaiStatus cai_pointer_info(uint64_t pointer, struct CaiPointerInfo *info, struct CaiError *error);

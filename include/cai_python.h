@@ -65,7 +65,7 @@ typedef struct CaiPythonApi {
   CaiStatus (*cai_move)(CaiArray *dst, CaiArray *src, CaiError *error);
   CaiStatus (*cai_import)(const CaiArray *array, const CaiImportOptions *options, CaiPointerInfo *info,
                           CaiError *error);
-  CaiStatus (*cai_sync)(const CaiArray *array, uint64_t consumer_stream, int32_t sync_mode, CaiError *error);
+  CaiStatus (*cai_sync)(const CaiArray *array, const CaiSyncOptions *options, CaiError *error);
   CaiStatus (*cai_pointer_info)(uint64_t pointer, CaiPointerInfo *info, CaiError *error);
   CaiStatus (*cai_driver_status)(int32_t *version, CaiError *error);
   CaiStatus (*cai_from_dlpack)(CaiDLManagedTensorVersioned *tensor, const CaiDlpackOptions *options,

@@ -19,5 +19,5 @@ cmake --install build
 echo
 "$prefix/bin/cai-examples/demo"
 echo
-echo "Installed into $prefix: include/cai.h, include/cai.hpp, lib/libcai.so.0, lib/libcai.a,"
+echo "Installed into $prefix: include/cai.h, include/cai.hpp, lib/libcai.so.0.2, lib/libcai.a,"
 echo "lib/cmake/cai (find_package(cai)), lib/pkgconfig/cai.pc, bin/cai-examples/."

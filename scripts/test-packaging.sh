@@ -28,9 +28,9 @@ echo "README build command: 1 passed, 0 failed"
 cmake --install build --prefix "$prefix" --strip >/dev/null
 
 echo "== SONAME, symlinks, stripped libraries"
-readelf -d "$prefix/lib/libcai.so.0.1.0" | grep -q 'Library soname: \[libcai.so.0\]'
-[ "$(readlink "$prefix/lib/libcai.so")" = libcai.so.0 ] && [ "$(readlink "$prefix/lib/libcai.so.0")" = libcai.so.0.1.0 ]
-if readelf -S "$prefix/lib/libcai.so.0.1.0" | grep -qE '\.(symtab|debug_)'; then
+readelf -d "$prefix/lib/libcai.so.0.2.0" | grep -q 'Library soname: \[libcai.so.0.2\]'
+[ "$(readlink "$prefix/lib/libcai.so")" = libcai.so.0.2 ] && [ "$(readlink "$prefix/lib/libcai.so.0.2")" = libcai.so.0.2.0 ]
+if readelf -S "$prefix/lib/libcai.so.0.2.0" | grep -qE '\.(symtab|debug_)'; then
   echo "--strip left a symbol table or debug info in libcai.so" >&2
   exit 1
 fi
@@ -51,6 +51,16 @@ if readelf -d "$work/down/downstream_static" | grep -q 'NEEDED.*libcai'; then
   exit 1
 fi
 echo "static link carries no libcai.so dependency: 1 passed, 0 failed"
+# Before 1.0 a minor version is an ABI of its own: asking for the previous minor finds nothing
+# (SameMajorVersion would have accepted it).
+mkdir "$work/other-minor"
+printf 'cmake_minimum_required(VERSION 3.19)\nproject(other LANGUAGES C)\nfind_package(cai 0.%s CONFIG REQUIRED)\n' \
+  "$(( $(sed -n 's/^#define CAI_VERSION_MINOR //p' include/cai.h) - 1 ))" >"$work/other-minor/CMakeLists.txt"
+if cmake -S "$work/other-minor" -B "$work/other-minor/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null 2>&1; then
+  echo "find_package(cai) accepted another 0.x minor version" >&2
+  exit 1
+fi
+echo "another 0.x minor is refused by find_package: 1 passed, 0 failed"
 
 echo "== find_package against the build tree"
 cmake -S tests/downstream -B "$work/down-build-tree" -Dcai_DIR="$PWD/build" >/dev/null

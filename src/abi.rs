@@ -322,6 +322,22 @@ pub struct CaiImportOptions {
 /// Number of reserved words at the end of `CaiImportOptions`; they must be zero.
 pub const CAI_IMPORT_OPTIONS_RESERVED_WORDS: usize = 5;
 
+/// Number of reserved words at the end of `CaiSyncOptions`; they must be zero.
+pub const CAI_SYNC_OPTIONS_RESERVED_WORDS: usize = 5;
+
+/// How `cai_sync` orders the consumer after the producer. Zero-initialized (or NULL) means
+/// the defaults: no consumer stream, CAI_SYNC_DEFAULT (the host waits).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CaiSyncOptions {
+    /// The consumer's stream, as in `CaiImportOptions.consumer_stream`.
+    pub consumer_stream: u64,
+    /// One of CAI_SYNC_*.
+    pub sync_mode: i32,
+    /// Zero; later options go here, zero meaning their default.
+    pub reserved: [u32; CAI_SYNC_OPTIONS_RESERVED_WORDS],
+}
+
 /// Number of reserved words at the end of `CaiExportOptions`; they must be zero.
 pub const CAI_EXPORT_OPTIONS_RESERVED_WORDS: usize = 5;
 
@@ -612,6 +628,11 @@ const _: () = {
     assert!(offset_of!(CaiImportOptions, allow_host) == 24);
     assert!(offset_of!(CaiImportOptions, reserved) == 28);
     assert!(size_of::<CaiImportOptions>() == 48);
+
+    assert!(offset_of!(CaiSyncOptions, consumer_stream) == 0);
+    assert!(offset_of!(CaiSyncOptions, sync_mode) == 8);
+    assert!(offset_of!(CaiSyncOptions, reserved) == 12);
+    assert!(size_of::<CaiSyncOptions>() == 32);
 
     assert!(offset_of!(CaiExportOptions, work_streams) == 0);
     assert!(offset_of!(CaiExportOptions, work_stream_count) == 8);

@@ -1,7 +1,9 @@
 //! Consumer side: accept a descriptor for use: validate it, check its pointer with the driver,
 //! and synchronize with the producer's stream.
 
-use crate::abi::{CaiArray, CaiImportOptions, CaiPointerInfo, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_NEVER};
+use crate::abi::{
+    CaiArray, CaiImportOptions, CaiPointerInfo, CaiSyncOptions, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_NEVER,
+};
 use crate::device::opencl::{checked_buffer, opencl_sync};
 use crate::device::pointer::{checked_pointer, HostMemory};
 use crate::device::sync::{planned_action, sync_if_needed, sync_mode_is_known, SyncAction};
@@ -61,9 +63,11 @@ pub(crate) fn pointer_info(pointer: u64) -> Result<CaiPointerInfo> {
     crate::device::pointer::pointer_info(crate::driver::driver()?, pointer)
 }
 
-/// Synchronizes with `array`'s stream from `consumer_stream` in `sync_mode`, without the
-/// pointer check: the default-stream handles 1 and 2 then mean the current context's.
-pub fn sync(array: &CaiArray, consumer_stream: u64, sync_mode: i32) -> Result<()> {
+/// Synchronizes with `array`'s stream as `options` say, without the pointer check: the
+/// default-stream handles 1 and 2 then mean the current context's.
+pub fn sync(array: &CaiArray, options: &CaiSyncOptions) -> Result<()> {
+    reserved_are_zero("CaiSyncOptions.reserved", &options.reserved)?;
+    let (consumer_stream, sync_mode) = (options.consumer_stream, options.sync_mode);
     sync_mode_is_known(sync_mode)?;
     validate(array)?;
     if array.memory == CAI_MEMORY_OPENCL {

@@ -395,9 +395,19 @@ fn cai_sync_and_pointer_info_work_on_their_own() {
     let mut a = device_array(f, &[4], "<f4", 0);
     a.stream = f.stream(0);
     let consumer = f.stream(0);
-    assert_eq!(cai_sync(&a, consumer, CAI_SYNC_DEFAULT, null_mut()), CAI_OK);
+    let options = CaiSyncOptions { consumer_stream: consumer, ..Default::default() };
+    assert_eq!(cai_sync(&a, &options, null_mut()), CAI_OK);
     assert_eq!(lines(&f.log(), "cuStreamWaitEvent").len(), 1);
-    assert_eq!(cai_sync(&a, consumer, 9, null_mut()), CAI_ERROR_INVALID_ARGUMENT);
+    assert_eq!(
+        cai_sync(&a, &CaiSyncOptions { sync_mode: 9, ..options }, null_mut()),
+        CAI_ERROR_INVALID_ARGUMENT
+    );
+    let reserved = CaiSyncOptions { reserved: [0, 0, 1, 0, 0], ..options };
+    assert_eq!(cai_sync(&a, &reserved, null_mut()), CAI_ERROR_INVALID_ARGUMENT);
+    f.begin(0);
+    // NULL options: no consumer stream, the default mode: the host waits for the producer.
+    assert_eq!(cai_sync(&a, std::ptr::null(), null_mut()), CAI_OK);
+    assert!(f.log().contains("cuStreamSynchronize") || f.log().contains("cuEventSynchronize"), "{}", f.log());
     let mut info = CaiPointerInfo::default();
     assert_eq!(cai_pointer_info(a.data, &mut info, null_mut()), CAI_OK);
     assert_eq!(info.allocation_size, 4096);

@@ -76,6 +76,14 @@ class CaiExportOptions(Structure):
     ]
 
 
+class CaiSyncOptions(Structure):
+    _fields_ = [
+        ("consumer_stream", c_uint64),
+        ("sync_mode", c_int32),
+        ("reserved", c_uint32 * 5),
+    ]
+
+
 class CaiImportOptions(Structure):
     _fields_ = [
         ("consumer_stream", c_uint64),
@@ -162,7 +170,7 @@ FUNCTIONS = {
     "cai_release": (c_int32, [POINTER(CaiArray), POINTER(CaiError)]),
     "cai_move": (c_int32, [POINTER(CaiArray), POINTER(CaiArray), POINTER(CaiError)]),
     "cai_import": (c_int32, [POINTER(CaiArray), POINTER(CaiImportOptions), POINTER(CaiPointerInfo), POINTER(CaiError)]),
-    "cai_sync": (c_int32, [POINTER(CaiArray), c_uint64, c_int32, POINTER(CaiError)]),
+    "cai_sync": (c_int32, [POINTER(CaiArray), POINTER(CaiSyncOptions), POINTER(CaiError)]),
     "cai_pointer_info": (c_int32, [c_uint64, POINTER(CaiPointerInfo), POINTER(CaiError)]),
     "cai_driver_status": (c_int32, [POINTER(c_int32), POINTER(CaiError)]),
     "cai_typestr_parse": (c_int32, [c_char_p, POINTER(CaiDtype), POINTER(CaiError)]),

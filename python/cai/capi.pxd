@@ -103,6 +103,10 @@ cdef extern from "cai_python.h":
         uint32_t native_only
         uint32_t allow_host
 
+    ctypedef struct CaiSyncOptions:
+        uint64_t consumer_stream
+        int32_t sync_mode
+
     ctypedef struct CaiPointerInfo:
         uint64_t device_pointer
         uint64_t allocation_base
@@ -127,8 +131,7 @@ cdef extern from "cai_python.h":
     CaiStatus cai_move(CaiArray *dst, CaiArray *src, CaiError *error) noexcept nogil
     CaiStatus cai_import(const CaiArray *array, const CaiImportOptions *options, CaiPointerInfo *info,
                          CaiError *error) noexcept nogil
-    CaiStatus cai_sync(const CaiArray *array, uint64_t consumer_stream, int32_t sync_mode,
-                       CaiError *error) noexcept nogil
+    CaiStatus cai_sync(const CaiArray *array, const CaiSyncOptions *options, CaiError *error) noexcept nogil
     CaiStatus cai_pointer_info(uint64_t pointer, CaiPointerInfo *info, CaiError *error) noexcept nogil
     CaiStatus cai_driver_status(int32_t *version, CaiError *error) noexcept nogil
     const char *cai_status_string(CaiStatus status) noexcept

@@ -11,8 +11,8 @@ use std::ffi::{c_char, c_void, CStr};
 
 use cai::{
     CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDlpackOptions, CaiDtype,
-    CaiError, CaiExportOptions, CaiImportOptions, CaiLayout, CaiPointerInfo, CaiStatus, Error, Status,
-    CAI_OK,
+    CaiError, CaiExportOptions, CaiImportOptions, CaiLayout, CaiPointerInfo, CaiStatus, CaiSyncOptions,
+    Error, Status, CAI_OK,
 };
 use pyo3::ffi::PyObject;
 use pyo3::prelude::*;
@@ -51,7 +51,7 @@ pub struct PythonApi {
         *mut CaiPointerInfo,
         *mut CaiError,
     ) -> CaiStatus,
-    pub cai_sync: extern "C" fn(*const CaiArray, u64, i32, *mut CaiError) -> CaiStatus,
+    pub cai_sync: extern "C" fn(*const CaiArray, *const CaiSyncOptions, *mut CaiError) -> CaiStatus,
     pub cai_pointer_info: extern "C" fn(u64, *mut CaiPointerInfo, *mut CaiError) -> CaiStatus,
     pub cai_driver_status: extern "C" fn(*mut i32, *mut CaiError) -> CaiStatus,
     pub cai_from_dlpack: extern "C" fn(

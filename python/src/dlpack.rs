@@ -12,7 +12,7 @@ use cai::internal::{
     ProducerOrdering,
 };
 use cai::{
-    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDlpackOptions,
+    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDlpackOptions, CaiSyncOptions,
     CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY, CAI_STREAM_NONE,
     CAI_SYNC_DEFAULT,
 };
@@ -412,7 +412,10 @@ pub fn tensor_of(
     versioned: bool,
 ) -> Result<*mut c_void, cai::Error> {
     let ordered = match consumer {
-        Some(consumer) => cai::internal::sync(&view, consumer, CAI_SYNC_DEFAULT),
+        Some(consumer) => cai::internal::sync(
+            &view,
+            &CaiSyncOptions { consumer_stream: consumer, sync_mode: CAI_SYNC_DEFAULT, ..Default::default() },
+        ),
         None => Ok(()),
     };
     let made = ordered.and_then(|()| {

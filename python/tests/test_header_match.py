@@ -11,6 +11,7 @@ from conftest import ROOT
 
 HEADER = (ROOT / "include" / "cai_cffi.h").read_text()
 STRUCTS = ["CaiArray", "CaiField", "CaiError", "CaiLayout", "CaiDtype", "CaiExportOptions", "CaiImportOptions",
+           "CaiSyncOptions",
            "CaiPointerInfo", "CaiDLPackVersion", "CaiDLDevice", "CaiDLDataType", "CaiDLTensor",
            "CaiDLManagedTensorVersioned", "CaiDLManagedTensor", "CaiDlpackOptions"]
 

@@ -1,7 +1,7 @@
 //! Import, sync, pointer queries and driver status: the functions that use the CUDA driver.
 
 use super::{guard, optional, optional_mut, required, required_mut};
-use crate::abi::{CaiArray, CaiError, CaiImportOptions, CaiPointerInfo};
+use crate::abi::{CaiArray, CaiError, CaiImportOptions, CaiPointerInfo, CaiSyncOptions};
 use crate::import::{import, pointer_info, sync};
 use crate::status::CaiStatus;
 
@@ -31,19 +31,22 @@ pub extern "C" fn cai_import(
     })
 }
 
-/// Synchronizes with `array`'s stream from `consumer_stream` (a CAI stream value; 0 for none)
-/// in `sync_mode` (a CAI_SYNC_* value), without the other import checks. A NULL-stream
-/// (`stream` 0, "None") array needs nothing and loads no driver. With no pointer query to name
-/// the array's context, the default-stream handles 1 and 2 mean those of the calling thread's
-/// current context; `cai_import`, once it has queried the pointer, uses the allocation's.
+/// Synchronizes with `array`'s stream from `options->consumer_stream` in
+/// `options->sync_mode` (NULL: no consumer stream, CAI_SYNC_DEFAULT), without the other import
+/// checks. A NULL-stream (`stream` 0, "None") array needs nothing and loads no driver. With no
+/// pointer query to name the array's context, the default-stream handles 1 and 2 mean those of
+/// the calling thread's current context; `cai_import`, once it has queried the pointer, uses
+/// the allocation's.
 #[no_mangle]
 pub extern "C" fn cai_sync(
     array: *const CaiArray,
-    consumer_stream: u64,
-    sync_mode: i32,
+    options: *const CaiSyncOptions,
     error: *mut CaiError,
 ) -> CaiStatus {
-    guard(error, || sync(required(array, "array")?, consumer_stream, sync_mode))
+    guard(error, || {
+        let options = optional(options).copied().unwrap_or_default();
+        sync(required(array, "array")?, &options)
+    })
 }
 
 /// Asks the driver about a data pointer: context, device, memory type, managed, and the
