@@ -1,5 +1,6 @@
-//! The environment variables that change libcai's defaults, each read once per process, at its
-//! first use, and kept: POSIX leaves `getenv` racing with another thread's `setenv` undefined,
+//! Every environment variable libcai reads, each once per process, at its first use, and kept.
+//! The two library paths are read when their library is first opened (once: it stays open).
+//! The two defaults likewise: POSIX leaves `getenv` racing with another thread's `setenv` undefined,
 //! so a library that read them on every call would race with any host program that sets its
 //! environment late; and a default that changes mid-process would make two exports of one array
 //! disagree. CuPy reads its own two variables (`CUPY_CUDA_ARRAY_INTERFACE_SYNC`,
@@ -9,6 +10,12 @@
 use std::sync::OnceLock;
 
 use crate::status::{Error, Result, Status};
+
+/// The CUDA driver to open instead of libcuda.so.1 (tests point it at the fake driver).
+pub(crate) const DRIVER_PATH_ENV: &str = "CAI_CUDA_DRIVER";
+
+/// The OpenCL library to open instead of libOpenCL.so.1.
+pub(crate) const OPENCL_PATH_ENV: &str = "CAI_OPENCL_LIBRARY";
 
 /// "0" turns the default consumer sync off (CAI_SYNC_DEFAULT then syncs nothing).
 pub(crate) const SYNC_ENV: &str = "CAI_ARRAY_INTERFACE_SYNC";

@@ -9,8 +9,9 @@
 //! - core, pure: `validate` (one function per spec rule) over `layout` and `dtype`;
 //!   `normalize` (the export form); `dict` (the dict's rules, for bindings that read one).
 //! - `device`: pointer checks, stream sync and the event pool, through `driver`'s typed calls.
-//! - `driver`: libcuda opened at run time, every entry point wrapped once; `opencl`: the same
-//!   for libOpenCL (the Buffer Interface's OpenCL half).
+//! - `driver`: libcuda opened at run time, every entry point wrapped once, and in
+//!   `driver::opencl` the same for libOpenCL (the Buffer Interface's OpenCL half); both open
+//!   their library through `driver::library`.
 //! - `abi` and `status`: the C types and codes every layer shares; `config`: the environment
 //!   variables, read once.
 //!
@@ -33,7 +34,6 @@ mod headers;
 mod import;
 mod layout;
 mod normalize;
-mod opencl;
 mod status;
 mod validate;
 

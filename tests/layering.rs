@@ -6,12 +6,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Layers, lowest first.
-const LAYERS: [(&str, u32); 16] = [
+const LAYERS: [(&str, u32); 15] = [
     ("status", 0),
     ("abi", 1),
     ("config", 1),
     ("driver", 2),
-    ("opencl", 2),
     ("dtype", 2),
     ("layout", 2),
     ("device", 3),

@@ -5,7 +5,7 @@
 use super::pointer::check_is_wanted;
 use super::sync::{planned_action, SyncAction};
 use crate::abi::{CaiPointerInfo, CAI_OPENCL_STREAM_EVENT, CAI_POINTER_INFO_RESERVED_WORDS};
-use crate::opencl::opencl;
+use crate::driver::opencl::opencl;
 use crate::status::{Error, Result, Status};
 
 /// The check `mode` (a CAI_POINTER_CHECK_* value) asks for of an OpenCL array whose elements

@@ -16,9 +16,12 @@ use cuda_driver_sys::{CUcontext, CUdeviceptr, CUevent, CUstream};
 use crate::status::{Error, Result, Status};
 
 mod calls;
+mod library;
+pub(crate) mod opencl;
 
-/// Environment variable naming the driver library to open instead of libcuda.so.1.
-pub(crate) const DRIVER_PATH_ENV: &str = "CAI_CUDA_DRIVER";
+use crate::config::DRIVER_PATH_ENV;
+use library::{path_from, Library};
+
 const DEFAULT_DRIVER: &str = "libcuda.so.1";
 
 pub(crate) const CUDA_SUCCESS: i32 = 0;
@@ -87,30 +90,13 @@ pub(crate) fn driver_available() -> bool {
     DRIVER.get_or_init(load).is_ok() // not driver(): no copy of the error on every call
 }
 
-fn dl_error() -> String {
-    // SAFETY: dlerror returns NULL or a NUL-terminated string owned by libc.
-    let message = unsafe { libc::dlerror() };
-    if message.is_null() {
-        "unknown dlopen error".into()
-    } else {
-        // SAFETY: not NULL: the NUL-terminated string dlerror returned, read at once.
-        unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned()
-    }
-}
-
 fn load() -> std::result::Result<Driver, Error> {
-    let path = std::env::var(DRIVER_PATH_ENV).ok().filter(|p| !p.is_empty());
-    let path = path.as_deref().unwrap_or(DEFAULT_DRIVER);
-    let no_driver = |why: String| {
+    let no_driver = |(path, why): (String, String)| {
         Error::new(Status::NoDriver, format!("cannot load the CUDA driver {path:?}: {why}; without a driver no pointer check or sync can run: pass sync=False and pointer_check=cai.POINTER_CHECK_NEVER (from C: CAI_SYNC_NONE, CAI_POINTER_CHECK_NEVER) to skip them"))
     };
-    let c_path = CString::new(path).map_err(|_| no_driver("the path contains a NUL byte".into()))?;
-    // SAFETY: dlopen with a valid C string. The handle is kept for the process's lifetime.
-    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if handle.is_null() {
-        return Err(no_driver(dl_error()));
-    }
-    let api = resolve_all(handle).map_err(no_driver)?;
+    let library = Library::open(path_from(DRIVER_PATH_ENV, DEFAULT_DRIVER)).map_err(no_driver)?;
+    let path = library.path.clone();
+    let api = resolve_all(&library).map_err(|why| no_driver((path.clone(), why)))?;
     // SAFETY: entry points resolved from the driver with their documented signatures.
     let init = unsafe { (api.cuInit)(0) };
     if init != CUDA_SUCCESS {
@@ -130,11 +116,11 @@ fn load() -> std::result::Result<Driver, Error> {
     Ok(driver)
 }
 
-fn resolve_all(handle: *mut c_void) -> std::result::Result<Api, String> {
+fn resolve_all(library: &Library) -> std::result::Result<Api, String> {
     // SAFETY: a symbol address (or NULL) as an optional function pointer of the same size; the
     // driver's cuGetProcAddress has this signature.
     let get_proc_address: Option<CuGetProcAddress> = unsafe {
-        std::mem::transmute::<*mut c_void, Option<CuGetProcAddress>>(dlsym(handle, "cuGetProcAddress"))
+        std::mem::transmute::<*mut c_void, Option<CuGetProcAddress>>(library.symbol("cuGetProcAddress"))
     };
     let resolve = |name: &str, versioned: &str| -> std::result::Result<*mut c_void, String> {
         if let Some(get) = get_proc_address {
@@ -148,7 +134,7 @@ fn resolve_all(handle: *mut c_void) -> std::result::Result<Api, String> {
                 return Ok(pointer);
             }
         }
-        let pointer = dlsym(handle, versioned);
+        let pointer = library.symbol(versioned);
         if pointer.is_null() {
             Err(format!("the driver has no entry point {versioned}"))
         } else {
@@ -177,7 +163,7 @@ fn resolve_all(handle: *mut c_void) -> std::result::Result<Api, String> {
         cuEventCreate: entry!("cuEventCreate", "cuEventCreate"),
         cuEventRecord: entry!("cuEventRecord", "cuEventRecord"),
         cuEventDestroy: entry!("cuEventDestroy", "cuEventDestroy_v2"),
-        cuCtxGetId: optional_entry_point(get_proc_address, handle, "cuCtxGetId", CONTEXT_ID_CUDA_VERSION),
+        cuCtxGetId: optional_entry_point(get_proc_address, library, "cuCtxGetId", CONTEXT_ID_CUDA_VERSION),
     })
 }
 
@@ -186,7 +172,7 @@ fn resolve_all(handle: *mut c_void) -> std::result::Result<Api, String> {
 /// for that CUDA version does not have it); only a driver without it is searched by name.
 fn optional_entry_point<F: Copy>(
     get_proc_address: Option<CuGetProcAddress>,
-    handle: *mut c_void,
+    library: &Library,
     name: &str,
     cuda_version: c_int,
 ) -> Option<F> {
@@ -203,7 +189,7 @@ fn optional_entry_point<F: Copy>(
                 std::ptr::null_mut()
             }
         }
-        None => dlsym(handle, name),
+        None => library.symbol(name),
     };
     // SAFETY: the symbol is the driver's entry point of that name, whose C signature `F`
     // spells out; a NULL address reads as None.
@@ -216,12 +202,6 @@ fn optional_entry_point<F: Copy>(
 unsafe fn as_fn<F: Copy>(pointer: *mut c_void) -> F {
     assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
     std::mem::transmute_copy(&pointer)
-}
-
-fn dlsym(handle: *mut c_void, name: &str) -> *mut c_void {
-    let c_name = CString::new(name).expect("symbol names have no NUL");
-    // SAFETY: a valid handle from dlopen and a valid C string.
-    unsafe { libc::dlsym(handle, c_name.as_ptr()) }
 }
 
 /// The driver's name for a CUresult ("CUDA_ERROR_INVALID_VALUE"), or "CUresult N" if unknown.

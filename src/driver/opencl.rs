@@ -3,13 +3,13 @@
 //! is a status (CAI_ERROR_NO_DRIVER), never a panic. One typed wrapper per entry point; its
 //! error names the call and keeps the raw `cl_int` in `CaiError.driver_result`.
 
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::c_void;
 use std::sync::OnceLock;
 
+use super::library::{path_from, Library};
+use crate::config::OPENCL_PATH_ENV;
 use crate::status::{Error, Result, Status};
 
-/// Environment variable naming the OpenCL library to open instead of libOpenCL.so.1.
-pub(crate) const OPENCL_PATH_ENV: &str = "CAI_OPENCL_LIBRARY";
 const DEFAULT_LIBRARY: &str = "libOpenCL.so.1";
 
 const CL_SUCCESS: i32 = 0;
@@ -51,31 +51,17 @@ pub(crate) fn opencl() -> Result<&'static OpenCl> {
 }
 
 fn load() -> std::result::Result<OpenCl, Error> {
-    let path = std::env::var(OPENCL_PATH_ENV).ok().filter(|p| !p.is_empty());
-    let path = path.as_deref().unwrap_or(DEFAULT_LIBRARY);
-    let missing =
-        |why: String| Error::new(Status::NoDriver, format!("cannot load the OpenCL library {path:?}: {why}"));
-    let c_path = CString::new(path).map_err(|_| missing("the path contains a NUL byte".into()))?;
-    // SAFETY: dlopen with a valid C string; the handle is kept for the process's lifetime.
-    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if handle.is_null() {
-        // SAFETY: dlerror returns NULL or a NUL-terminated string owned by libc.
-        // SAFETY: dlerror returns NULL or a NUL-terminated string owned by libc.
-        let why = unsafe { libc::dlerror() };
-        let why = if why.is_null() {
-            "unknown dlopen error".into()
-        } else {
-            // SAFETY: not NULL: the NUL-terminated string dlerror returned, read at once.
-            unsafe { CStr::from_ptr(why) }.to_string_lossy().into_owned()
-        };
-        return Err(missing(why));
-    }
+    let missing = |(path, why): (String, String)| {
+        Error::new(Status::NoDriver, format!("cannot load the OpenCL library {path:?}: {why}"))
+    };
+    let library = Library::open(path_from(OPENCL_PATH_ENV, DEFAULT_LIBRARY)).map_err(missing)?;
     let symbol = |name: &str| -> std::result::Result<*mut c_void, Error> {
-        let c_name = CString::new(name).expect("entry point names have no NUL");
-        // SAFETY: a handle from dlopen and a valid C string.
-        let pointer = unsafe { libc::dlsym(handle, c_name.as_ptr()) };
+        let pointer = library.symbol(name);
         if pointer.is_null() {
-            Err(missing(format!("the library has no entry point {name} (OpenCL 1.2 is needed)")))
+            Err(missing((
+                library.path.clone(),
+                format!("the library has no entry point {name} (OpenCL 1.2 is needed)"),
+            )))
         } else {
             Ok(pointer)
         }
