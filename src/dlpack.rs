@@ -9,11 +9,11 @@ use std::ffi::c_void;
 
 use crate::abi::{
     c_chars_until_nul, CaiArray, CaiDLDataType, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned,
-    CaiDLPackVersion, CaiDLTensor, CaiDlpackOptions, CaiPointerInfo, CAI_DLPACK_FLAG_READ_ONLY,
-    CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST,
-    CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
+    CaiDLPackVersion, CaiDLTensor, CaiDlpackOptions, CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION,
+    CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM,
+    CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
 };
-use crate::device::pointer::{checked_pointer, HostMemory};
+use crate::device::memory::{kind_of, Extent};
 use crate::dtype::parse_typestr_buffer;
 use crate::layout::c_strides;
 use crate::status::{Error, Result, Status};
@@ -26,9 +26,6 @@ const DL_OPAQUE_HANDLE: u8 = 3;
 const DL_BFLOAT: u8 = 4;
 const DL_COMPLEX: u8 = 5;
 const DL_BOOL: u8 = 6;
-
-/// CUmemorytype values in CaiPointerInfo.memory_type.
-const MEMORY_TYPE_HOST: u32 = 1;
 
 fn device_name(device_type: i32) -> String {
     let name = match device_type {
@@ -384,36 +381,22 @@ unsafe extern "C" fn delete_exported_legacy(tensor: *mut CaiDLManagedTensor) {
 
 /// The DLPack device of an array's memory: given by the caller, else asked of the driver
 /// (device memory is kDLCUDA, pinned host memory kDLCUDAHost, managed memory kDLCUDAManaged).
-/// An empty array has no memory to ask about: kDLCUDA, device 0.
+/// An empty array has no memory to ask about: kDLCUDA, device 0. OpenCL memory is refused.
 pub fn device_of(array: &CaiArray, given: Option<CaiDLDevice>) -> Result<CaiDLDevice> {
-    if let Some(device) = given {
-        device_is_cuda_or_allowed_host(device, true)?;
-        return Ok(device);
-    }
-    device_of_validated(array, &validate(array)?)
+    device_of_validated(array, &validate(array)?, given)
 }
 
-/// `device_of` for an array validated already, with no device given.
-fn device_of_validated(array: &CaiArray, validated: &Validated) -> Result<CaiDLDevice> {
-    if validated.element_count == 0 {
-        return Ok(CaiDLDevice { device_type: CAI_DL_CUDA, device_id: 0 });
+/// `device_of` for an array validated already: its memory kind's answer.
+fn device_of_validated(
+    array: &CaiArray,
+    validated: &Validated,
+    given: Option<CaiDLDevice>,
+) -> Result<CaiDLDevice> {
+    if let Some(device) = given {
+        device_is_cuda_or_allowed_host(device, true)?;
     }
-    let info: CaiPointerInfo = checked_pointer(
-        array.data,
-        validated.extent,
-        validated.element_count,
-        crate::abi::CAI_POINTER_CHECK_ALWAYS,
-        HostMemory::Refused,
-    )?;
-    let device_type = if info.is_managed == 1 {
-        CAI_DL_CUDA_MANAGED
-    } else if info.memory_type == MEMORY_TYPE_HOST {
-        CAI_DL_CUDA_HOST
-    } else {
-        CAI_DL_CUDA
-    };
-    let device_id = if device_type == CAI_DL_CUDA_HOST { 0 } else { info.device_ordinal };
-    Ok(CaiDLDevice { device_type, device_id })
+    let extent = Extent { bytes: validated.extent, element_count: validated.element_count };
+    kind_of(array).dl_device(array, extent, given)
 }
 
 /// The two DLPack structs a tensor is exported as.
@@ -443,18 +426,8 @@ pub fn dl_tensor_of(
     device: Option<CaiDLDevice>,
     strides: &mut [i64; CAI_MAX_NDIM],
 ) -> Result<CaiDLTensor> {
-    if array.memory != CAI_MEMORY_CUDA {
-        return Err(Error::new(
-            Status::InvalidArgument,
-            "the array is OpenCL memory; libcai exchanges CUDA and host memory through DLPack",
-        ));
-    }
-    let given = device.map(|device| device_of(array, Some(device))).transpose()?;
     let validated = validate(array)?;
-    let device = match given {
-        Some(device) => device,
-        None => device_of_validated(array, &validated)?,
-    };
+    let device = device_of_validated(array, &validated, device)?;
     if !array.mask.is_null() {
         return Err(Error::new(Status::InvalidMask, "the array has a mask, which DLPack cannot carry"));
     }
@@ -545,6 +518,23 @@ mod tests {
 
     fn dt(code: u8, bits: u8, lanes: u16) -> CaiDLDataType {
         CaiDLDataType { code, bits, lanes }
+    }
+
+    #[test]
+    fn opencl_memory_is_never_exported_to_dlpack_with_or_without_a_device() {
+        let mut array = CaiArray::zeroed();
+        array.version = 3;
+        array.ndim = 1;
+        array.shape[0] = 4;
+        array.set_typestr("<f4");
+        array.data = 0x1000;
+        array.memory = crate::abi::CAI_MEMORY_OPENCL;
+        let mut strides = [0; CAI_MAX_NDIM];
+        for given in [None, Some(CaiDLDevice { device_type: CAI_DL_CUDA, device_id: 0 })] {
+            let refused = dl_tensor_of(&array, given, &mut strides).unwrap_err();
+            assert!(refused.message.contains("OpenCL memory"), "{}", refused.message);
+            assert!(device_of(&array, given).is_err());
+        }
     }
 
     #[test]

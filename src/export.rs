@@ -1,13 +1,12 @@
 //! Producer side: turn a producer's array into the descriptor consumers receive.
 
 use crate::abi::{
-    CaiArray, CaiExportOptions, CaiPointerInfo, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_ALWAYS,
-    CAI_POINTER_CHECK_NEVER, CAI_STREAM_NONE, CAI_SYNC_BLOCKING,
+    CaiArray, CaiExportOptions, CaiPointerInfo, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_NEVER,
+    CAI_STREAM_NONE,
 };
-use crate::device::opencl::checked_buffer;
-use crate::device::pointer::{checked_pointer, HostMemory};
-use crate::device::sync::{consumer_sync, exported_stream_value, join_streams};
-use crate::driver::driver;
+use crate::device::memory::{kind_of, Extent};
+use crate::device::pointer::HostMemory;
+use crate::device::sync::exported_stream_value;
 use crate::normalize::{export_version, normalize_for_export};
 use crate::status::{Error, Result, Status};
 use crate::validate::{option_is_a_flag, reserved_are_zero};
@@ -31,40 +30,10 @@ pub fn export(array: &mut CaiArray, options: &CaiExportOptions) -> Result<CaiPoi
 
     let mut exported = *array;
     let validated = normalize_for_export(&mut exported, version)?;
-    if exported.memory == CAI_MEMORY_OPENCL {
-        if !work_streams.is_empty() {
-            return Err(Error::new(
-                Status::InvalidArgument,
-                "work_streams are CUDA streams; OpenCL memory is ordered by its own queue or event (stream)",
-            ));
-        }
-        let (data, offset) = (exported.data, exported.byte_offset);
-        let info = checked_buffer(data, offset, validated.extent, validated.element_count, 0, check_pointer)?;
-        *array = exported;
-        return Ok(info);
-    }
-    let info = checked_pointer(
-        exported.data,
-        validated.extent,
-        validated.element_count,
-        check_pointer,
-        HostMemory::Refused,
-    )?;
-    if exported.stream == CAI_STREAM_NONE && version >= 3 {
-        exported.stream = work_streams.first().copied().unwrap_or(CAI_STREAM_NONE);
-    }
-    if !work_streams.is_empty() {
-        let d = driver()?;
-        if version >= 3 {
-            join_streams(d, exported.stream, &work_streams, info.cu_context())?;
-        } else {
-            // Version 2 has no stream to join into: the work must be finished before the
-            // consumer sees the array, so the host waits for it.
-            for &stream in &work_streams {
-                consumer_sync(d, stream, CAI_STREAM_NONE, CAI_SYNC_BLOCKING, info.cu_context())?;
-            }
-        }
-    }
+    let kind = kind_of(&exported);
+    let extent = Extent { bytes: validated.extent, element_count: validated.element_count };
+    let info = kind.check(&exported, extent, CAI_STREAM_NONE, check_pointer, HostMemory::Refused)?;
+    kind.join_work_streams(&mut exported, version, &work_streams, &info)?;
     *array = exported;
     Ok(info)
 }

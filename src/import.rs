@@ -1,12 +1,10 @@
 //! Consumer side: accept a descriptor for use: validate it, check its pointer with the driver,
 //! and synchronize with the producer's stream.
 
-use crate::abi::{
-    CaiArray, CaiImportOptions, CaiPointerInfo, CaiSyncOptions, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_NEVER,
-};
-use crate::device::opencl::{checked_buffer, opencl_sync};
-use crate::device::pointer::{checked_pointer, HostMemory};
-use crate::device::sync::{planned_action, sync_if_needed, sync_mode_is_known, SyncAction};
+use crate::abi::{CaiArray, CaiImportOptions, CaiPointerInfo, CaiSyncOptions, CAI_POINTER_CHECK_NEVER};
+use crate::device::memory::{kind_of, Extent};
+use crate::device::pointer::HostMemory;
+use crate::device::sync::{planned_action, sync_mode_is_known, SyncAction};
 use crate::status::{Error, Result, Status};
 use crate::validate::{option_is_a_flag, reserved_are_zero, stream_for_version, validate, Validated};
 
@@ -26,26 +24,10 @@ pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<CaiPointer
     if native_only {
         byte_order_is_native(array, &validated)?;
     }
-    if array.memory == CAI_MEMORY_OPENCL {
-        let info = checked_buffer(
-            array.data,
-            array.byte_offset,
-            validated.extent,
-            validated.element_count,
-            options.consumer_stream,
-            options.pointer_check,
-        )?;
-        opencl_sync(
-            stream_for_version(array),
-            array.stream_kind,
-            options.consumer_stream,
-            options.sync_mode,
-        )?;
-        return Ok(info);
-    }
-    let info =
-        checked_pointer(array.data, validated.extent, validated.element_count, options.pointer_check, host)?;
-    sync_if_needed(stream_for_version(array), options.consumer_stream, options.sync_mode, info.cu_context())?;
+    let kind = kind_of(array);
+    let extent = Extent { bytes: validated.extent, element_count: validated.element_count };
+    let info = kind.check(array, extent, options.consumer_stream, options.pointer_check, host)?;
+    kind.sync(array, stream_for_version(array), options.consumer_stream, options.sync_mode, &info)?;
     Ok(info)
 }
 
@@ -70,10 +52,9 @@ pub fn sync(array: &CaiArray, options: &CaiSyncOptions) -> Result<()> {
     let (consumer_stream, sync_mode) = (options.consumer_stream, options.sync_mode);
     sync_mode_is_known(sync_mode)?;
     validate(array)?;
-    if array.memory == CAI_MEMORY_OPENCL {
-        return opencl_sync(stream_for_version(array), array.stream_kind, consumer_stream, sync_mode);
-    }
-    sync_if_needed(stream_for_version(array), consumer_stream, sync_mode, std::ptr::null_mut())
+    // No pointer query names the array's context: the current one's default streams are meant.
+    let unchecked = CaiPointerInfo::default();
+    kind_of(array).sync(array, stream_for_version(array), consumer_stream, sync_mode, &unchecked)
 }
 
 /// Writing through a read-only descriptor is refused (the spec's read-only flag).

@@ -7,7 +7,7 @@ use crate::abi::{
 use crate::driver::{driver, driver_available, Driver};
 use crate::status::{Error, Result, Status};
 
-const MEMORY_TYPE_HOST: u32 = 1;
+pub(crate) const MEMORY_TYPE_HOST: u32 = 1;
 const MEMORY_TYPE_DEVICE: u32 = 2;
 const MEMORY_TYPE_UNIFIED: u32 = 4;
 

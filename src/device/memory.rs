@@ -1,0 +1,195 @@
+//! The seam between memory kinds. What libcai does with an array's data depends on where the
+//! data lies: a CUDA pointer is checked against its allocation and ordered with CUDA events; an
+//! OpenCL buffer against its size and the consumer queue's context, with markers and barriers.
+//! Each kind (a CAI_MEMORY_* value) answers every such question here, so import, export and
+//! DLPack ask `kind_of(array)` instead of branching, and a new kind is one more implementation.
+
+use super::opencl::{checked_buffer, opencl_sync};
+use super::pointer::{checked_pointer, HostMemory, MEMORY_TYPE_HOST};
+use super::sync::{consumer_sync, join_streams, sync_if_needed};
+use crate::abi::{
+    CaiArray, CaiDLDevice, CaiPointerInfo, CAI_DL_CUDA, CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED,
+    CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_ALWAYS, CAI_STREAM_NONE, CAI_SYNC_BLOCKING,
+};
+use crate::driver::driver;
+use crate::status::{Error, Result, Status};
+
+/// The bytes an array's elements touch: [begin, end) from its data, and how many elements.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Extent {
+    pub bytes: (i64, i64),
+    pub element_count: u64,
+}
+
+/// What one memory kind does with an array's data.
+pub(crate) trait MemoryKind: Sync {
+    /// Checks, as `mode` (a CAI_POINTER_CHECK_* value) asks, that the data is memory a
+    /// consumer on `consumer_stream` can use, every byte of `extent` inside its allocation.
+    fn check(
+        &self,
+        array: &CaiArray,
+        extent: Extent,
+        consumer_stream: u64,
+        mode: i32,
+        host: HostMemory,
+    ) -> Result<CaiPointerInfo>;
+
+    /// Orders `consumer_stream` after `producer_stream` as `sync_mode` says; `info` is what the
+    /// check learnt (all zero when there was none).
+    fn sync(
+        &self,
+        array: &CaiArray,
+        producer_stream: u64,
+        consumer_stream: u64,
+        sync_mode: i32,
+        info: &CaiPointerInfo,
+    ) -> Result<()>;
+
+    /// Makes the exported array's stream (or, in `version` 2, the host) wait for the producer's
+    /// other `work_streams`.
+    fn join_work_streams(
+        &self,
+        exported: &mut CaiArray,
+        version: i32,
+        work_streams: &[u64],
+        info: &CaiPointerInfo,
+    ) -> Result<()>;
+
+    /// The DLPack device of the data: `given` (a device the caller named) or asked of the
+    /// driver; refused where DLPack cannot carry the memory.
+    fn dl_device(&self, array: &CaiArray, extent: Extent, given: Option<CaiDLDevice>) -> Result<CaiDLDevice>;
+}
+
+/// The kind of `array`'s memory (validated: `memory` is one libcai knows).
+pub(crate) fn kind_of(array: &CaiArray) -> &'static dyn MemoryKind {
+    match array.memory {
+        CAI_MEMORY_OPENCL => &OpenCl,
+        _ => &Cuda,
+    }
+}
+
+/// CUDA memory: a pointer the driver knows, CUDA streams.
+struct Cuda;
+
+impl MemoryKind for Cuda {
+    fn check(
+        &self,
+        array: &CaiArray,
+        extent: Extent,
+        _: u64,
+        mode: i32,
+        host: HostMemory,
+    ) -> Result<CaiPointerInfo> {
+        checked_pointer(array.data, extent.bytes, extent.element_count, mode, host)
+    }
+
+    fn sync(
+        &self,
+        _: &CaiArray,
+        producer: u64,
+        consumer: u64,
+        mode: i32,
+        info: &CaiPointerInfo,
+    ) -> Result<()> {
+        sync_if_needed(producer, consumer, mode, info.cu_context())
+    }
+
+    fn join_work_streams(
+        &self,
+        exported: &mut CaiArray,
+        version: i32,
+        work_streams: &[u64],
+        info: &CaiPointerInfo,
+    ) -> Result<()> {
+        if exported.stream == CAI_STREAM_NONE && version >= 3 {
+            exported.stream = work_streams.first().copied().unwrap_or(CAI_STREAM_NONE);
+        }
+        if work_streams.is_empty() {
+            return Ok(());
+        }
+        let d = driver()?;
+        let context = info.cu_context();
+        if version >= 3 {
+            return join_streams(d, exported.stream, work_streams, context);
+        }
+        // Version 2 has no stream to join into: the work must be finished before the consumer
+        // sees the array, so the host waits for it.
+        for &stream in work_streams {
+            consumer_sync(d, stream, CAI_STREAM_NONE, CAI_SYNC_BLOCKING, context)?;
+        }
+        Ok(())
+    }
+
+    /// Device memory is kDLCUDA, pinned host memory kDLCUDAHost, managed memory
+    /// kDLCUDAManaged, as the driver says; an empty array has no memory to ask about: kDLCUDA 0.
+    fn dl_device(&self, array: &CaiArray, extent: Extent, given: Option<CaiDLDevice>) -> Result<CaiDLDevice> {
+        if let Some(device) = given {
+            return Ok(device);
+        }
+        if extent.element_count == 0 {
+            return Ok(CaiDLDevice { device_type: CAI_DL_CUDA, device_id: 0 });
+        }
+        let info =
+            self.check(array, extent, CAI_STREAM_NONE, CAI_POINTER_CHECK_ALWAYS, HostMemory::Refused)?;
+        let device_type = if info.is_managed == 1 {
+            CAI_DL_CUDA_MANAGED
+        } else if info.memory_type == MEMORY_TYPE_HOST {
+            CAI_DL_CUDA_HOST
+        } else {
+            CAI_DL_CUDA
+        };
+        let device_id = if device_type == CAI_DL_CUDA_HOST { 0 } else { info.device_ordinal };
+        Ok(CaiDLDevice { device_type, device_id })
+    }
+}
+
+/// OpenCL memory: a cl_mem and a byte offset in it, a queue or an event to order against.
+struct OpenCl;
+
+impl MemoryKind for OpenCl {
+    fn check(
+        &self,
+        array: &CaiArray,
+        extent: Extent,
+        consumer: u64,
+        mode: i32,
+        _: HostMemory,
+    ) -> Result<CaiPointerInfo> {
+        checked_buffer(array.data, array.byte_offset, extent.bytes, extent.element_count, consumer, mode)
+    }
+
+    fn sync(
+        &self,
+        array: &CaiArray,
+        producer: u64,
+        consumer: u64,
+        mode: i32,
+        _: &CaiPointerInfo,
+    ) -> Result<()> {
+        opencl_sync(producer, array.stream_kind, consumer, mode)
+    }
+
+    fn join_work_streams(
+        &self,
+        _: &mut CaiArray,
+        _: i32,
+        work_streams: &[u64],
+        _: &CaiPointerInfo,
+    ) -> Result<()> {
+        if work_streams.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::new(
+                Status::InvalidArgument,
+                "work_streams are CUDA streams; OpenCL memory is ordered by its own queue or event (stream)",
+            ))
+        }
+    }
+
+    fn dl_device(&self, _: &CaiArray, _: Extent, _: Option<CaiDLDevice>) -> Result<CaiDLDevice> {
+        Err(Error::new(
+            Status::InvalidArgument,
+            "the array is OpenCL memory; libcai exchanges CUDA and host memory through DLPack",
+        ))
+    }
+}
