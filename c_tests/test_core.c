@@ -83,7 +83,7 @@ _Static_assert(sizeof(void *) != 8 || sizeof(CaiSyncOptions) == 32, "sizeof(CaiS
 _Static_assert(sizeof(((CaiSyncOptions *)0)->reserved) == CAI_SYNC_OPTIONS_RESERVED_WORDS * 4, "sync reserved");
 _Static_assert(sizeof(((CaiImportOptions *)0)->reserved) == CAI_IMPORT_OPTIONS_RESERVED_WORDS * 4, "import reserved");
 _Static_assert(sizeof(((CaiExportOptions *)0)->reserved) == CAI_EXPORT_OPTIONS_RESERVED_WORDS * 4, "export reserved");
-_Static_assert(sizeof(((CaiDlpackOptions *)0)->reserved) == CAI_DLPACK_OPTIONS_RESERVED_WORDS * 4, "dlpack reserved");
+_Static_assert(sizeof(((CaiDLPackOptions *)0)->reserved) == CAI_DLPACK_OPTIONS_RESERVED_WORDS * 4, "dlpack reserved");
 
 static CaiArray make(int32_t ndim, const int64_t *shape, const char *typestr) {
   CaiArray a;

@@ -42,7 +42,7 @@ _Static_assert(sizeof(void *) != 8 || offsetof(CaiDLManagedTensorVersioned, dele
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiDLManagedTensorVersioned, flags) == 24, "flags");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiDLManagedTensorVersioned, dl_tensor) == 32, "dl_tensor");
 _Static_assert(sizeof(void *) != 8 || sizeof(CaiDLTensor) == 48, "DLTensor size");
-_Static_assert(sizeof(CaiDlpackOptions) == 32, "CaiDlpackOptions");
+_Static_assert(sizeof(CaiDLPackOptions) == 32, "CaiDLPackOptions");
 
 static uint64_t (*fake_alloc)(uint64_t, unsigned, int, unsigned);
 static void (*set_device)(int);
@@ -123,7 +123,7 @@ static void test_from_dlpack(void) {
   t = producer(CAI_DL_CPU, F32, 2, shape, NULL, 0, 0);
   CHECK_STATUS(cai_from_dlpack(t, NULL, &a, &e), CAI_ERROR_NOT_DEVICE_POINTER);
   CHECK(message_has(&e, "kDLCPU") && deletes == 1);
-  CaiDlpackOptions host;
+  CaiDLPackOptions host;
   memset(&host, 0, sizeof host);
   host.allow_host = 1;
   t = producer(CAI_DL_CPU, F32, 2, shape, NULL, 0, 0);

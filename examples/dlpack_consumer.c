@@ -43,7 +43,7 @@ static CaiDLManagedTensorVersioned *produce(void) {
 int main(void) {
   CaiDLManagedTensorVersioned *tensor = produce();
   const float *first = (const float *)tensor->dl_tensor.data + 4;
-  CaiDlpackOptions options = {0};
+  CaiDLPackOptions options = {0};
   options.allow_host = 1;
   CaiArray a;
   CaiError error;

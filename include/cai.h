@@ -129,7 +129,7 @@
 // kDLCUDAManaged: CUDA managed memory (cudaMallocManaged).
 #define CAI_DL_CUDA_MANAGED 13
 
-// Number of reserved words at the end of `CaiDlpackOptions`; they must be zero.
+// Number of reserved words at the end of `CaiDLPackOptions`; they must be zero.
 #define CAI_DLPACK_OPTIONS_RESERVED_WORDS 7
 
 // Version written when the caller does not choose one.
@@ -423,12 +423,12 @@ typedef struct CaiDLManagedTensorVersioned {
 } CaiDLManagedTensorVersioned;
 
 // How `cai_from_dlpack` takes a tensor. Zero-initialized means the defaults.
-typedef struct CaiDlpackOptions {
+typedef struct CaiDLPackOptions {
   // 1: a tensor in host memory (kDLCPU) is taken too; else it is refused.
   uint32_t allow_host;
   // Zero; later options go here, zero meaning their default.
   uint32_t reserved[CAI_DLPACK_OPTIONS_RESERVED_WORDS];
-} CaiDlpackOptions;
+} CaiDLPackOptions;
 
 // dlpack.h's DLManagedTensor (the legacy, unversioned struct), field for field: cast a
 // `DLManagedTensor *` to it.
@@ -538,14 +538,14 @@ CaiStatus cai_driver_status(int32_t *version, struct CaiError *error);
 // deleter is read. `*out` is written only on success (overwritten: release what it owned
 // first). The array has no stream: the DLPack exchange orders the data before handing it over.
 CaiStatus cai_from_dlpack(struct CaiDLManagedTensorVersioned *tensor,
-                          const struct CaiDlpackOptions *options,
+                          const struct CaiDLPackOptions *options,
                           struct CaiArray *out,
                           struct CaiError *error);
 
 // As `cai_from_dlpack`, for the legacy struct (cast a `DLManagedTensor *`), which has no
 // version and no read-only flag: the array is writable.
 CaiStatus cai_from_dlpack_legacy(struct CaiDLManagedTensor *tensor,
-                                 const struct CaiDlpackOptions *options,
+                                 const struct CaiDLPackOptions *options,
                                  struct CaiArray *out,
                                  struct CaiError *error);
 

@@ -235,10 +235,10 @@ typedef struct CaiDLManagedTensorVersioned {
   struct CaiDLTensor dl_tensor;
 } CaiDLManagedTensorVersioned;
 
-typedef struct CaiDlpackOptions {
+typedef struct CaiDLPackOptions {
   uint32_t allow_host;
   uint32_t reserved[CAI_DLPACK_OPTIONS_RESERVED_WORDS];
-} CaiDlpackOptions;
+} CaiDLPackOptions;
 
 typedef struct CaiDLManagedTensor {
   struct CaiDLTensor dl_tensor;
@@ -282,12 +282,12 @@ CaiStatus cai_pointer_info(uint64_t pointer, struct CaiPointerInfo *info, struct
 CaiStatus cai_driver_status(int32_t *version, struct CaiError *error);
 
 CaiStatus cai_from_dlpack(struct CaiDLManagedTensorVersioned *tensor,
-                          const struct CaiDlpackOptions *options,
+                          const struct CaiDLPackOptions *options,
                           struct CaiArray *out,
                           struct CaiError *error);
 
 CaiStatus cai_from_dlpack_legacy(struct CaiDLManagedTensor *tensor,
-                                 const struct CaiDlpackOptions *options,
+                                 const struct CaiDLPackOptions *options,
                                  struct CaiArray *out,
                                  struct CaiError *error);
 

@@ -68,9 +68,9 @@ typedef struct CaiPythonApi {
   CaiStatus (*cai_sync)(const CaiArray *array, const CaiSyncOptions *options, CaiError *error);
   CaiStatus (*cai_pointer_info)(uint64_t pointer, CaiPointerInfo *info, CaiError *error);
   CaiStatus (*cai_driver_status)(int32_t *version, CaiError *error);
-  CaiStatus (*cai_from_dlpack)(CaiDLManagedTensorVersioned *tensor, const CaiDlpackOptions *options,
+  CaiStatus (*cai_from_dlpack)(CaiDLManagedTensorVersioned *tensor, const CaiDLPackOptions *options,
                                CaiArray *out, CaiError *error);
-  CaiStatus (*cai_from_dlpack_legacy)(CaiDLManagedTensor *tensor, const CaiDlpackOptions *options,
+  CaiStatus (*cai_from_dlpack_legacy)(CaiDLManagedTensor *tensor, const CaiDLPackOptions *options,
                                       CaiArray *out, CaiError *error);
   CaiStatus (*cai_to_dlpack)(CaiArray *array, const CaiDLDevice *device, CaiDLManagedTensorVersioned **out,
                              CaiError *error);

@@ -482,13 +482,13 @@ pub struct CaiDLManagedTensorVersioned {
     pub dl_tensor: CaiDLTensor,
 }
 
-/// Number of reserved words at the end of `CaiDlpackOptions`; they must be zero.
+/// Number of reserved words at the end of `CaiDLPackOptions`; they must be zero.
 pub const CAI_DLPACK_OPTIONS_RESERVED_WORDS: usize = 7;
 
 /// How `cai_from_dlpack` takes a tensor. Zero-initialized means the defaults.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct CaiDlpackOptions {
+pub struct CaiDLPackOptions {
     /// 1: a tensor in host memory (kDLCPU) is taken too; else it is refused.
     pub allow_host: u32,
     /// Zero; later options go here, zero meaning their default.
@@ -666,6 +666,6 @@ const _: () = {
     assert!(offset_of!(CaiDLManagedTensorVersioned, flags) == 24);
     assert!(offset_of!(CaiDLManagedTensorVersioned, dl_tensor) == 32);
     assert!(size_of::<CaiDLManagedTensorVersioned>() == 80);
-    assert!(offset_of!(CaiDlpackOptions, reserved) == 4);
-    assert!(size_of::<CaiDlpackOptions>() == 32);
+    assert!(offset_of!(CaiDLPackOptions, reserved) == 4);
+    assert!(size_of::<CaiDLPackOptions>() == 32);
 };

@@ -9,7 +9,7 @@ use std::ffi::c_void;
 
 use crate::abi::{
     c_chars_until_nul, CaiArray, CaiDLDataType, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned,
-    CaiDLPackVersion, CaiDLTensor, CaiDlpackOptions, CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION,
+    CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor, CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION,
     CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM,
     CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
 };
@@ -79,7 +79,7 @@ pub fn device_is_cuda_or_allowed_host(device: CaiDLDevice, allow_host: bool) -> 
         CAI_DL_CPU => Err(Error::new(
             Status::NotDevicePointer,
             format!(
-                "the tensor is on {} device {}, host memory; to take it, pass allow_host=True (from C: CaiDlpackOptions.allow_host = 1)",
+                "the tensor is on {} device {}, host memory; to take it, pass allow_host=True (from C: CaiDLPackOptions.allow_host = 1)",
                 device_name(CAI_DL_CPU),
                 device.device_id
             ),
@@ -293,9 +293,9 @@ unsafe extern "C" fn release_legacy(array: *mut CaiArray) {
     discard_legacy((*array).owner.cast());
 }
 
-fn options_of(options: &CaiDlpackOptions) -> Result<bool> {
-    reserved_are_zero("CaiDlpackOptions.reserved", &options.reserved)?;
-    option_is_a_flag("CaiDlpackOptions.allow_host", options.allow_host)
+fn options_of(options: &CaiDLPackOptions) -> Result<bool> {
+    reserved_are_zero("CaiDLPackOptions.reserved", &options.reserved)?;
+    option_is_a_flag("CaiDLPackOptions.allow_host", options.allow_host)
 }
 
 /// Takes a versioned DLPack tensor into `array`, a zeroed struct: on success the array owns
@@ -307,7 +307,7 @@ fn options_of(options: &CaiDlpackOptions) -> Result<bool> {
 /// `tensor` is a valid DLManagedTensorVersioned that the caller hands over.
 pub unsafe fn from_dlpack(
     tensor: *mut CaiDLManagedTensorVersioned,
-    options: &CaiDlpackOptions,
+    options: &CaiDLPackOptions,
     array: &mut CaiArray,
 ) -> Result<()> {
     let read = |array: &mut CaiArray| {
@@ -327,7 +327,7 @@ pub unsafe fn from_dlpack(
 /// `tensor` is a valid DLManagedTensor that the caller hands over.
 pub unsafe fn from_dlpack_legacy(
     tensor: *mut CaiDLManagedTensor,
-    options: &CaiDlpackOptions,
+    options: &CaiDLPackOptions,
     array: &mut CaiArray,
 ) -> Result<()> {
     let read = |array: &mut CaiArray| {

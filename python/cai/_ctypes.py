@@ -158,7 +158,7 @@ CaiDLManagedTensor._fields_ = [
 ]
 
 
-class CaiDlpackOptions(Structure):
+class CaiDLPackOptions(Structure):
     _fields_ = [("allow_host", c_uint32), ("reserved", c_uint32 * 7)]
 
 
@@ -174,9 +174,9 @@ FUNCTIONS = {
     "cai_pointer_info": (c_int32, [c_uint64, POINTER(CaiPointerInfo), POINTER(CaiError)]),
     "cai_driver_status": (c_int32, [POINTER(c_int32), POINTER(CaiError)]),
     "cai_typestr_parse": (c_int32, [c_char_p, POINTER(CaiDtype), POINTER(CaiError)]),
-    "cai_from_dlpack": (c_int32, [POINTER(CaiDLManagedTensorVersioned), POINTER(CaiDlpackOptions), POINTER(CaiArray),
+    "cai_from_dlpack": (c_int32, [POINTER(CaiDLManagedTensorVersioned), POINTER(CaiDLPackOptions), POINTER(CaiArray),
                                   POINTER(CaiError)]),
-    "cai_from_dlpack_legacy": (c_int32, [POINTER(CaiDLManagedTensor), POINTER(CaiDlpackOptions), POINTER(CaiArray),
+    "cai_from_dlpack_legacy": (c_int32, [POINTER(CaiDLManagedTensor), POINTER(CaiDLPackOptions), POINTER(CaiArray),
                                          POINTER(CaiError)]),
     "cai_to_dlpack": (c_int32, [POINTER(CaiArray), POINTER(CaiDLDevice), POINTER(POINTER(CaiDLManagedTensorVersioned)),
                                 POINTER(CaiError)]),

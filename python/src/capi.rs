@@ -10,7 +10,7 @@
 use std::ffi::{c_char, c_void, CStr};
 
 use cai::{
-    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDlpackOptions, CaiDtype,
+    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDtype,
     CaiError, CaiExportOptions, CaiImportOptions, CaiLayout, CaiPointerInfo, CaiStatus, CaiSyncOptions,
     Error, Status, CAI_OK,
 };
@@ -56,13 +56,13 @@ pub struct PythonApi {
     pub cai_driver_status: extern "C" fn(*mut i32, *mut CaiError) -> CaiStatus,
     pub cai_from_dlpack: extern "C" fn(
         *mut CaiDLManagedTensorVersioned,
-        *const CaiDlpackOptions,
+        *const CaiDLPackOptions,
         *mut CaiArray,
         *mut CaiError,
     ) -> CaiStatus,
     pub cai_from_dlpack_legacy: extern "C" fn(
         *mut CaiDLManagedTensor,
-        *const CaiDlpackOptions,
+        *const CaiDLPackOptions,
         *mut CaiArray,
         *mut CaiError,
     ) -> CaiStatus,

@@ -12,7 +12,7 @@ use cai::internal::{
     ProducerOrdering,
 };
 use cai::{
-    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDlpackOptions, CaiSyncOptions,
+    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiSyncOptions,
     CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY, CAI_STREAM_NONE,
     CAI_SYNC_DEFAULT,
 };
@@ -238,7 +238,7 @@ pub fn take_by_exchange(
             .unwrap_or_else(|| PyTypeError::new_err("the DLPack exchange table gave no tensor"))
             .into());
     }
-    let options = CaiDlpackOptions { allow_host: u32::from(allow_host), ..Default::default() };
+    let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
     let mut taken = Taken::new();
     // SAFETY: a tensor handed over by the producer; the core takes it (deleting it on failure).
     unsafe { from_dlpack(tensor, &options, taken.array()) }?;
@@ -300,7 +300,7 @@ pub fn take_from_producer(
         }
         Err(e) => return Err(e.into()),
     };
-    let options = CaiDlpackOptions { allow_host: u32::from(allow_host), ..Default::default() };
+    let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
     let mut taken = Taken::new();
     let versioned = take_capsule(&capsule, &options, taken.array())?;
     // SAFETY: taken by the core, of the kind `versioned` says.
@@ -322,7 +322,7 @@ pub fn take_from_producer(
 /// (with or without a GIL) handed the same capsule never both take its tensor.
 fn take_capsule(
     capsule: &Bound<'_, PyAny>,
-    options: &CaiDlpackOptions,
+    options: &CaiDLPackOptions,
     array: &mut CaiArray,
 ) -> CaiResult<bool> {
     let raw = capsule.as_ptr();

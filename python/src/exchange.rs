@@ -9,7 +9,7 @@
 use std::ffi::{c_int, c_void, CStr};
 
 use cai::{
-    CaiDLManagedTensorVersioned, CaiDLPackVersion, CaiDLTensor, CaiDlpackOptions, CAI_DLPACK_MAJOR_VERSION,
+    CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor, CAI_DLPACK_MAJOR_VERSION,
     CAI_DLPACK_MINOR_VERSION, CAI_STREAM_LEGACY,
 };
 use pyo3::exceptions::PyRuntimeError;
@@ -113,7 +113,7 @@ unsafe extern "C" fn managed_tensor_to_py_object(
 ) -> c_int {
     table_call(|py| {
         let mut taken = Taken::new();
-        let options = CaiDlpackOptions { allow_host: 1, ..Default::default() };
+        let options = CaiDLPackOptions { allow_host: 1, ..Default::default() };
         // SAFETY: the consumer hands the tensor over; the core takes it (deleting it on failure).
         unsafe { cai::internal::from_dlpack(tensor, &options, taken.array()) }?;
         // SAFETY: taken as a versioned tensor.

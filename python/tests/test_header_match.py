@@ -13,7 +13,7 @@ HEADER = (ROOT / "include" / "cai_cffi.h").read_text()
 STRUCTS = ["CaiArray", "CaiField", "CaiError", "CaiLayout", "CaiDtype", "CaiExportOptions", "CaiImportOptions",
            "CaiSyncOptions",
            "CaiPointerInfo", "CaiDLPackVersion", "CaiDLDevice", "CaiDLDataType", "CaiDLTensor",
-           "CaiDLManagedTensorVersioned", "CaiDLManagedTensor", "CaiDlpackOptions"]
+           "CaiDLManagedTensorVersioned", "CaiDLManagedTensor", "CaiDLPackOptions"]
 
 
 def header_ffi():

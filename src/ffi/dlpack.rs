@@ -2,7 +2,7 @@
 
 use super::{guard, optional, required_mut};
 use crate::abi::{
-    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDlpackOptions, CaiError,
+    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiError,
 };
 use crate::status::{CaiStatus, Error, Status};
 
@@ -21,7 +21,7 @@ use crate::status::{CaiStatus, Error, Status};
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub extern "C" fn cai_from_dlpack(
     tensor: *mut CaiDLManagedTensorVersioned,
-    options: *const CaiDlpackOptions,
+    options: *const CaiDLPackOptions,
     out: *mut CaiArray,
     error: *mut CaiError,
 ) -> CaiStatus {
@@ -36,7 +36,7 @@ pub extern "C" fn cai_from_dlpack(
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub extern "C" fn cai_from_dlpack_legacy(
     tensor: *mut CaiDLManagedTensor,
-    options: *const CaiDlpackOptions,
+    options: *const CaiDLPackOptions,
     out: *mut CaiArray,
     error: *mut CaiError,
 ) -> CaiStatus {
@@ -53,10 +53,10 @@ pub extern "C" fn cai_from_dlpack_legacy(
 /// A non-NULL `tensor` is valid, of the kind `discard` and `from` expect, and handed over.
 unsafe fn take<T>(
     tensor: *mut T,
-    options: *const CaiDlpackOptions,
+    options: *const CaiDLPackOptions,
     out: *mut CaiArray,
     discard: unsafe fn(*mut T),
-    from: unsafe fn(*mut T, &CaiDlpackOptions, &mut CaiArray) -> crate::status::Result<()>,
+    from: unsafe fn(*mut T, &CaiDLPackOptions, &mut CaiArray) -> crate::status::Result<()>,
 ) -> crate::status::Result<()> {
     if tensor.is_null() {
         return Err(Error::new(Status::NullArgument, "tensor is NULL"));
