@@ -22,16 +22,59 @@ fn version_macros(with_comment: bool) -> String {
     )
 }
 
+/// The C header's sections, each headed by one line before the first item that opens it (its
+/// doc comment included), so that a reader finds constants, statuses, types and each area's
+/// functions in that order.
+const SECTIONS: [(&str, &str); 7] = [
+    ("#define CAI_MAX_NDIM ", "Constants: limits, versions, the values fields and options take"),
+    ("#define CAI_OK ", "Statuses: what every function returns"),
+    ("typedef struct CaiField ", "Types"),
+    ("CaiStatus cai_validate(", "Arrays: validate, lay out, export, release, move"),
+    ("CaiStatus cai_import(", "Consumers and the driver: import, sync, pointer queries"),
+    ("CaiStatus cai_from_dlpack(", "DLPack: tensors in and out"),
+    ("CaiStatus cai_typestr_parse(", "Typestrs, status names, the library's version"),
+];
+
+/// `header` with a heading line before each section, and no run of blank lines longer than one.
+fn with_section_headings(header: &str) -> String {
+    let mut lines: Vec<String> = header.lines().map(str::to_string).collect();
+    for (anchor, title) in SECTIONS {
+        let at = lines.iter().position(|line| line.starts_with(anchor)).unwrap_or_else(|| panic!("{anchor}"));
+        let mut start = at;
+        while start > 0 && lines[start - 1].starts_with("//") {
+            start -= 1;
+        }
+        let rule = "-".repeat(96usize.saturating_sub(title.len() + 7));
+        lines.insert(start, format!("// ---- {title} {rule}"));
+        lines.insert(start + 1, String::new());
+    }
+    let mut text = String::new();
+    for line in lines {
+        if line.is_empty() && text.ends_with("\n\n") {
+            continue;
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
+
 fn generate(crate_dir: &str, config_file: &str, out: &PathBuf) {
     let mut config = cbindgen::Config::from_file(PathBuf::from(crate_dir).join(config_file))
         .unwrap_or_else(|e| panic!("{config_file}: {e}"));
     config.after_includes = Some(version_macros(config.documentation));
+    let documented = config.documentation;
+    let mut written = Vec::new();
     cbindgen::Builder::new()
         .with_crate(crate_dir)
         .with_config(config)
         .generate()
         .unwrap_or_else(|e| panic!("cbindgen with {config_file}: {e}"))
-        .write_to_file(out);
+        .write(&mut written);
+    let header = String::from_utf8(written).expect("cbindgen writes UTF-8");
+    // cffi's parser takes no comments: its header stays as cbindgen writes it.
+    let header = if documented { with_section_headings(&header) } else { header };
+    std::fs::write(out, header).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
 }
 
 /// The headers in include/ that no generator writes.

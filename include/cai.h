@@ -25,6 +25,8 @@
 #define CAI_VERSION_MINOR 2
 #define CAI_VERSION_PATCH 0
 
+// ---- Constants: limits, versions, the values fields and options take --------------------------
+
 // Most dimensions an array may have (NumPy 2, PEP 3118).
 #define CAI_MAX_NDIM 64
 
@@ -135,6 +137,8 @@
 // Version written when the caller does not choose one.
 #define CAI_EXPORT_VERSION_DEFAULT 3
 
+// ---- Statuses: what every function returns ----------------------------------------------------
+
 // Success.
 #define CAI_OK 0
 
@@ -202,6 +206,8 @@
 
 // What every status-returning function returns: CAI_OK or one CAI_ERROR_* code.
 typedef int32_t CaiStatus;
+
+// ---- Types ------------------------------------------------------------------------------------
 
 // One field of a structured (`|Vn`) type, as one entry of numpy's `descr` list.
 typedef struct CaiField {
@@ -451,11 +457,11 @@ typedef struct CaiDtype {
   char byteorder;
 } CaiDtype;
 
-
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// ---- Arrays: validate, lay out, export, release, move -----------------------------------------
 
 // Checks `array` against every rule of the CUDA Array Interface that needs no driver
 // (the mask recursively). Pure: never loads or calls the CUDA driver.
@@ -494,6 +500,8 @@ CaiStatus cai_release(struct CaiArray *array, struct CaiError *error);
 // nothing is written.
 CaiStatus cai_move(struct CaiArray *dst, struct CaiArray *src, struct CaiError *error);
 
+// ---- Consumers and the driver: import, sync, pointer queries ----------------------------------
+
 // Consumer side: validates `array`, refuses writable access to read-only data, checks the
 // data pointer with the driver (device-accessible, whole extent inside its allocation; by
 // default only where a driver loads, never for zero-size arrays) and synchronizes with the
@@ -526,6 +534,8 @@ CaiStatus cai_pointer_info(uint64_t pointer, struct CaiPointerInfo *info, struct
 // CAI_ERROR_NO_DRIVER with the loader's message. `*version` (may be NULL) receives
 // cuDriverGetVersion's value on success, e.g. 12040.
 CaiStatus cai_driver_status(int32_t *version, struct CaiError *error);
+
+// ---- DLPack: tensors in and out ---------------------------------------------------------------
 
 // Takes a DLPack tensor (cast a `DLManagedTensorVersioned *` to this type) as a CaiArray
 // that owns it: `*out`'s release runs the tensor's deleter exactly once. Accepts kDLCUDA,
@@ -570,6 +580,8 @@ CaiStatus cai_to_dlpack_legacy(struct CaiArray *array,
                                const struct CaiDLDevice *device,
                                struct CaiDLManagedTensor **out,
                                struct CaiError *error);
+
+// ---- Typestrs, status names, the library's version --------------------------------------------
 
 // Parses a NUL-terminated numpy typestr (e.g. "<f4", "|V12", "<M8[ns]") as numpy would.
 //
