@@ -263,34 +263,19 @@ fn array_of_tensor(
     Ok(())
 }
 
-/// Runs the deleter of a versioned tensor that is refused before it is read.
+/// Runs the deleter of a tensor (either struct) that is refused before it is read.
 ///
 /// # Safety
-/// `tensor` is a valid DLManagedTensorVersioned the caller hands over.
-pub unsafe fn discard(tensor: *mut CaiDLManagedTensorVersioned) {
-    if let Some(deleter) = (*tensor).deleter {
+/// `tensor` is a valid tensor of that struct, which the caller hands over.
+pub unsafe fn discard<T: Managed>(tensor: *mut T) {
+    if let Some(deleter) = (*tensor).deleter() {
         deleter(tensor);
     }
 }
 
-/// Runs the deleter of a legacy tensor that is refused before it is read.
-///
-/// # Safety
-/// `tensor` is a valid DLManagedTensor the caller hands over.
-pub unsafe fn discard_legacy(tensor: *mut CaiDLManagedTensor) {
-    if let Some(deleter) = (*tensor).deleter {
-        deleter(tensor);
-    }
-}
-
-/// Releases a CaiArray made by `from_dlpack*` from a versioned tensor: runs its deleter.
-unsafe extern "C" fn release_versioned(array: *mut CaiArray) {
-    discard((*array).owner.cast());
-}
-
-/// Releases a CaiArray made from a legacy tensor: runs its deleter.
-unsafe extern "C" fn release_legacy(array: *mut CaiArray) {
-    discard_legacy((*array).owner.cast());
+/// Releases a CaiArray made by `from_dlpack*` from a tensor of struct `T`: runs its deleter.
+unsafe extern "C" fn release_taken<T: Managed>(array: *mut CaiArray) {
+    discard::<T>((*array).owner.cast());
 }
 
 fn options_of(options: &CaiDLPackOptions) -> Result<bool> {
@@ -317,7 +302,7 @@ pub unsafe fn from_dlpack(
         let readonly = (*tensor).flags & CAI_DLPACK_FLAG_READ_ONLY != 0;
         array_of_tensor(&(*tensor).dl_tensor, readonly, allow_host, array)
     };
-    take_tensor(tensor, array, read, discard, release_versioned)
+    take_tensor(tensor, array, read)
 }
 
 /// Takes a legacy (unversioned) DLPack tensor, as `from_dlpack` does; legacy tensors have no
@@ -334,27 +319,25 @@ pub unsafe fn from_dlpack_legacy(
         let allow_host = options_of(options)?;
         array_of_tensor(&(*tensor).dl_tensor, false, allow_host, array)
     };
-    take_tensor(tensor, array, read, discard_legacy, release_legacy)
+    take_tensor(tensor, array, read)
 }
 
 /// The ownership sequence of both `from_dlpack`s: `read` the tensor into `array`; on success
-/// the array owns it (`release` will run its deleter), on failure `discard` runs the deleter now.
+/// the array owns it (its release runs the deleter), on failure the deleter runs now.
 ///
 /// # Safety
-/// `tensor` is a valid tensor of the kind `discard` and `release` expect, handed over.
-unsafe fn take_tensor<T>(
+/// `tensor` is a valid tensor of struct `T`, handed over.
+unsafe fn take_tensor<T: Managed>(
     tensor: *mut T,
     array: &mut CaiArray,
     read: impl FnOnce(&mut CaiArray) -> Result<()>,
-    discard: unsafe fn(*mut T),
-    release: unsafe extern "C" fn(*mut CaiArray),
 ) -> Result<()> {
     if let Err(e) = read(array) {
         discard(tensor);
         return Err(e);
     }
     array.owner = tensor.cast();
-    array.release = Some(release);
+    array.release = Some(release_taken::<T>);
     Ok(())
 }
 
@@ -368,14 +351,10 @@ struct Exported<T> {
     strides: [i64; CAI_MAX_NDIM],
 }
 
-/// Frees an exported tensor: runs the array's release (once), then frees the allocation.
-unsafe extern "C" fn delete_exported_versioned(tensor: *mut CaiDLManagedTensorVersioned) {
-    let mut exported = Box::from_raw((*tensor).manager_ctx.cast::<Exported<CaiDLManagedTensorVersioned>>());
-    crate::abi::release(&mut exported.array);
-}
-
-unsafe extern "C" fn delete_exported_legacy(tensor: *mut CaiDLManagedTensor) {
-    let mut exported = Box::from_raw((*tensor).manager_ctx.cast::<Exported<CaiDLManagedTensor>>());
+/// Frees an exported tensor of struct `T`: runs the array's release (once), then frees the
+/// allocation.
+unsafe extern "C" fn delete_exported<T: Managed>(tensor: *mut T) {
+    let mut exported = Box::from_raw((*tensor).manager_context().cast::<Exported<T>>());
     crate::abi::release(&mut exported.array);
 }
 
@@ -399,21 +378,38 @@ fn device_of_validated(
     kind_of(array).dl_device(array, extent, given)
 }
 
-/// The two DLPack structs a tensor is exported as.
-trait Managed {
+/// The two DLPack structs a tensor travels in (versioned and legacy): what libcai reads and
+/// writes of either.
+pub trait Managed: Sized {
     /// The DLTensor and the manager context inside the struct.
     fn parts(&mut self) -> (&mut CaiDLTensor, &mut *mut c_void);
+    /// The producer's manager context.
+    fn manager_context(&self) -> *mut c_void;
+    /// The tensor's deleter.
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)>;
 }
 
 impl Managed for CaiDLManagedTensorVersioned {
     fn parts(&mut self) -> (&mut CaiDLTensor, &mut *mut c_void) {
         (&mut self.dl_tensor, &mut self.manager_ctx)
     }
+    fn manager_context(&self) -> *mut c_void {
+        self.manager_ctx
+    }
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
 }
 
 impl Managed for CaiDLManagedTensor {
     fn parts(&mut self) -> (&mut CaiDLTensor, &mut *mut c_void) {
         (&mut self.dl_tensor, &mut self.manager_ctx)
+    }
+    fn manager_context(&self) -> *mut c_void {
+        self.manager_ctx
+    }
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
     }
 }
 
@@ -487,7 +483,7 @@ pub fn to_dlpack(
     export_as(array, device, |dl_tensor, readonly| CaiDLManagedTensorVersioned {
         version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
         manager_ctx: std::ptr::null_mut(),
-        deleter: Some(delete_exported_versioned),
+        deleter: Some(delete_exported::<CaiDLManagedTensorVersioned>),
         flags: if readonly { CAI_DLPACK_FLAG_READ_ONLY } else { 0 },
         dl_tensor,
     })
@@ -508,7 +504,7 @@ pub fn to_dlpack_legacy(
     export_as(array, device, |dl_tensor, _| CaiDLManagedTensor {
         dl_tensor,
         manager_ctx: std::ptr::null_mut(),
-        deleter: Some(delete_exported_legacy),
+        deleter: Some(delete_exported::<CaiDLManagedTensor>),
     })
 }
 

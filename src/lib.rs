@@ -52,8 +52,8 @@ pub mod internal {
         Repr, Value, KEYS,
     };
     pub use crate::dlpack::{
-        device_is_cuda_or_allowed_host, device_of, discard, discard_legacy, dl_tensor_of, from_dlpack,
-        from_dlpack_legacy, to_dlpack, to_dlpack_legacy,
+        device_is_cuda_or_allowed_host, device_of, discard, dl_tensor_of, from_dlpack, from_dlpack_legacy,
+        to_dlpack, to_dlpack_legacy,
     };
     pub use crate::import::{import, import_may_wait, sync};
     pub use crate::layout::c_strides;

@@ -452,9 +452,9 @@ pub fn capsule_of(py: Python<'_>, tensor: *mut c_void, versioned: bool) -> CaiRe
 /// Runs a tensor's deleter (the versioned or the legacy struct).
 unsafe fn delete_tensor(tensor: *mut c_void, versioned: bool) {
     if versioned {
-        cai::internal::discard(tensor.cast());
+        cai::internal::discard(tensor.cast::<CaiDLManagedTensorVersioned>());
     } else {
-        cai::internal::discard_legacy(tensor.cast());
+        cai::internal::discard(tensor.cast::<CaiDLManagedTensor>());
     }
 }
 

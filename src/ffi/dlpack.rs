@@ -26,7 +26,7 @@ pub extern "C" fn cai_from_dlpack(
     error: *mut CaiError,
 ) -> CaiStatus {
     // SAFETY: a tensor the caller hands over, of the kind these two functions expect.
-    guard(error, || unsafe { take(tensor, options, out, crate::dlpack::discard, crate::dlpack::from_dlpack) })
+    guard(error, || unsafe { take(tensor, options, out, crate::dlpack::from_dlpack) })
 }
 
 /// As `cai_from_dlpack`, for the legacy struct (cast a `DLManagedTensor *`), which has no
@@ -41,21 +41,18 @@ pub extern "C" fn cai_from_dlpack_legacy(
     error: *mut CaiError,
 ) -> CaiStatus {
     // SAFETY: a tensor the caller hands over, of the kind these two functions expect.
-    guard(error, || unsafe {
-        take(tensor, options, out, crate::dlpack::discard_legacy, crate::dlpack::from_dlpack_legacy)
-    })
+    guard(error, || unsafe { take(tensor, options, out, crate::dlpack::from_dlpack_legacy) })
 }
 
 /// The arguments of both `cai_from_dlpack`s: a NULL `tensor` is refused as is; a non-NULL one
 /// is taken whatever happens (a NULL `out` releases it), and `*out` is written only on success.
 ///
 /// # Safety
-/// A non-NULL `tensor` is valid, of the kind `discard` and `from` expect, and handed over.
-unsafe fn take<T>(
+/// A non-NULL `tensor` is valid, of the struct `from` expects, and handed over.
+unsafe fn take<T: crate::dlpack::Managed>(
     tensor: *mut T,
     options: *const CaiDLPackOptions,
     out: *mut CaiArray,
-    discard: unsafe fn(*mut T),
     from: unsafe fn(*mut T, &CaiDLPackOptions, &mut CaiArray) -> crate::status::Result<()>,
 ) -> crate::status::Result<()> {
     if tensor.is_null() {
@@ -63,7 +60,7 @@ unsafe fn take<T>(
     }
     let options = optional(options).copied().unwrap_or_default();
     let Some(out) = super::optional_mut(out) else {
-        discard(tensor);
+        crate::dlpack::discard(tensor);
         return Err(Error::new(Status::NullArgument, "out is NULL"));
     };
     let mut taken = CaiArray::zeroed();
