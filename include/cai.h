@@ -204,6 +204,14 @@
 // takes, or its own code raised); the exception is set and its text is the message.
 #define CAI_ERROR_PYTHON 19
 
+// The data is declared host memory (a kDLCPU DLPack tensor) and the call did not allow it:
+// pass allow_host. (A CUDA pointer the driver does not know, which may be anything, is
+// CAI_ERROR_NOT_DEVICE_POINTER.)
+#define CAI_ERROR_HOST_MEMORY 20
+
+// An OpenCL buffer or event belongs to another context than the consumer queue's.
+#define CAI_ERROR_WRONG_CONTEXT 21
+
 // What every status-returning function returns: CAI_OK or one CAI_ERROR_* code.
 typedef int32_t CaiStatus;
 

@@ -117,6 +117,10 @@
 
 #define CAI_ERROR_PYTHON 19
 
+#define CAI_ERROR_HOST_MEMORY 20
+
+#define CAI_ERROR_WRONG_CONTEXT 21
+
 typedef int32_t CaiStatus;
 
 typedef struct CaiField {

@@ -77,7 +77,7 @@ pub fn device_is_cuda_or_allowed_host(device: CaiDLDevice, allow_host: bool) -> 
         CAI_DL_CUDA | CAI_DL_CUDA_HOST | CAI_DL_CUDA_MANAGED => Ok(()),
         CAI_DL_CPU if allow_host => Ok(()),
         CAI_DL_CPU => Err(Error::new(
-            Status::NotDevicePointer,
+            Status::HostMemory,
             format!(
                 "the tensor is on {} device {}, host memory; to take it, pass allow_host=True (from C: CaiDLPackOptions.allow_host = 1)",
                 device_name(CAI_DL_CPU),

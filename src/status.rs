@@ -54,6 +54,14 @@ pub const CAI_ERROR_ABI_VERSION: i32 = 18;
 /// takes, or its own code raised); the exception is set and its text is the message.
 pub const CAI_ERROR_PYTHON: i32 = 19;
 
+/// The data is declared host memory (a kDLCPU DLPack tensor) and the call did not allow it:
+/// pass allow_host. (A CUDA pointer the driver does not know, which may be anything, is
+/// CAI_ERROR_NOT_DEVICE_POINTER.)
+pub const CAI_ERROR_HOST_MEMORY: i32 = 20;
+
+/// An OpenCL buffer or event belongs to another context than the consumer queue's.
+pub const CAI_ERROR_WRONG_CONTEXT: i32 = 21;
+
 /// Kinds of failure, one per `CAI_ERROR_*` code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
@@ -77,10 +85,12 @@ pub enum Status {
     Panic = CAI_ERROR_PANIC,
     AbiVersion = CAI_ERROR_ABI_VERSION,
     Python = CAI_ERROR_PYTHON,
+    HostMemory = CAI_ERROR_HOST_MEMORY,
+    WrongContext = CAI_ERROR_WRONG_CONTEXT,
 }
 
 impl Status {
-    pub const ALL: [Status; 19] = [
+    pub const ALL: [Status; 21] = [
         Status::NullArgument,
         Status::InvalidArgument,
         Status::InvalidVersion,
@@ -100,6 +110,8 @@ impl Status {
         Status::Panic,
         Status::AbiVersion,
         Status::Python,
+        Status::HostMemory,
+        Status::WrongContext,
     ];
 
     pub fn code(self) -> i32 {
@@ -128,6 +140,8 @@ impl Status {
             Status::Panic => "CAI_ERROR_PANIC\0",
             Status::AbiVersion => "CAI_ERROR_ABI_VERSION\0",
             Status::Python => "CAI_ERROR_PYTHON\0",
+            Status::HostMemory => "CAI_ERROR_HOST_MEMORY\0",
+            Status::WrongContext => "CAI_ERROR_WRONG_CONTEXT\0",
         }
     }
 

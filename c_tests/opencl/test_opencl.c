@@ -151,8 +151,21 @@ static void test_views(void) {
   /* a queue of another context */
   a = view(buffer, 0, 4, 8, 32, 4);
   options.consumer_stream = (uint64_t)(uintptr_t)other_queue;
-  CHECK_STATUS(cai_import(&a, &options, NULL, &e), CAI_ERROR_NOT_DEVICE_POINTER);
+  CHECK_STATUS(cai_import(&a, &options, NULL, &e), CAI_ERROR_WRONG_CONTEXT);
   CHECK(strstr(e.message, "context") != NULL);
+  /* an event of another context to wait for, on a queue of this one */
+  cl_event foreign = clCreateUserEvent(other_context, &err);
+  a = view(buffer, 0, 4, 8, 32, 4);
+  a.stream_kind = CAI_OPENCL_STREAM_EVENT;
+  a.stream = (uint64_t)(uintptr_t)foreign;
+  options.consumer_stream = (uint64_t)(uintptr_t)queue;
+  options.sync_mode = CAI_SYNC_STREAM_ORDERED;
+  CHECK_STATUS(cai_import(&a, &options, NULL, &e), CAI_ERROR_WRONG_CONTEXT);
+  CHECK(strstr(e.message, "event") != NULL);
+  clSetUserEventStatus(foreign, CL_COMPLETE);
+  clReleaseEvent(foreign);
+  a.stream_kind = CAI_OPENCL_STREAM_QUEUE;
+  a.stream = 0;
   /* CUDA fields stay CUDA's: an offset or stream kind on CUDA memory is refused */
   a.memory = CAI_MEMORY_CUDA;
   a.byte_offset = 8;

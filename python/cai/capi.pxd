@@ -53,6 +53,8 @@ cdef extern from "cai_python.h":
         CAI_ERROR_PANIC
         CAI_ERROR_ABI_VERSION
         CAI_ERROR_PYTHON
+        CAI_ERROR_HOST_MEMORY
+        CAI_ERROR_WRONG_CONTEXT
         CAI_PYTHON_API_MAJOR
         CAI_PYTHON_API_MINOR
 

@@ -47,7 +47,7 @@ def device_array(fake, stream=None, **extra):
 def test_numpy_host_memory_is_refused_naming_the_device_real_numpy():
     with pytest.raises(cai.CaiError, match=r"kDLCPU \(1\).*allow_host") as refused:
         cai.from_object(numpy.arange(4.0))
-    assert refused.value.status == "CAI_ERROR_NOT_DEVICE_POINTER"
+    assert refused.value.status == "CAI_ERROR_HOST_MEMORY"
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ pub(crate) fn checked_buffer(
         let queue_context = cl.queue_context(consumer_queue)?;
         if queue_context != context {
             return Err(Error::new(
-                Status::NotDevicePointer,
+                Status::WrongContext,
                 format!(
                     "buffer {mem:#x} belongs to OpenCL context {context:#x}, the consumer queue {consumer_queue:#x} to {queue_context:#x}"
                 ),
@@ -76,7 +76,7 @@ pub(crate) fn opencl_sync(producer: u64, stream_kind: u32, consumer_queue: u64, 
                     (cl.event_context(producer)?, cl.queue_context(consumer_queue)?);
                 if event_context != queue_context {
                     return Err(Error::new(
-                        Status::InvalidStream,
+                        Status::WrongContext,
                         format!(
                             "event {producer:#x} belongs to OpenCL context {event_context:#x}, the consumer queue to {queue_context:#x}"
                         ),
