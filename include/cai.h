@@ -238,7 +238,9 @@ typedef struct CaiArray {
   int32_t version;
   // Producer's private handle, passed back through `release`; libcai never reads it.
   void *owner;
-  // NULL for a borrowed array; else called exactly once by `cai_release`.
+  // NULL for a borrowed array; else called exactly once by `cai_release`, with the array
+  // where it then lies: arrays move (cai_move, cai.Array), so it finds its state by `owner`,
+  // never by the address it filled.
   void (*release)(struct CaiArray *array);
   // Number of dimensions, 0 to CAI_MAX_NDIM.
   int32_t ndim;

@@ -75,7 +75,9 @@ pub struct CaiArray {
     pub version: i32,
     /// Producer's private handle, passed back through `release`; libcai never reads it.
     pub owner: *mut c_void,
-    /// NULL for a borrowed array; else called exactly once by `cai_release`.
+    /// NULL for a borrowed array; else called exactly once by `cai_release`, with the array
+    /// where it then lies: arrays move (cai_move, cai.Array), so it finds its state by `owner`,
+    /// never by the address it filled.
     pub release: Option<unsafe extern "C" fn(array: *mut CaiArray)>,
     /// Number of dimensions, 0 to CAI_MAX_NDIM.
     pub ndim: i32,

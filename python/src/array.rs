@@ -85,8 +85,10 @@ impl Held {
     }
 }
 
-/// Runs an array's release callback once, with a copy of its struct (the producer knows it by
-/// its `owner`), so that the callback may write to what it is given.
+/// Runs an array's release callback once, from `release()`, with a copy of its struct (the
+/// producer knows it by its `owner`): other threads may still read this Array's metadata, so
+/// the callback, which may write to what it is given, must not get the shared struct. A
+/// dropped Array, which nothing else reaches, gives its own (see Drop).
 fn run_release(release: Option<unsafe extern "C" fn(*mut CaiArray)>, array: &CaiArray) {
     if let Some(release) = release {
         let mut given = *array;
