@@ -6,9 +6,9 @@
 
 use crate::abi::{
     CaiArray, CaiDtype, CaiLayout, CAI_ABI_VERSION, CAI_LAYOUT_RESERVED_WORDS, CAI_MAX_MASK_DEPTH,
-    CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_MEMORY_OPENCL, CAI_OPENCL_STREAM_EVENT, CAI_OPENCL_STREAM_QUEUE,
-    CAI_STREAM_NONE,
+    CAI_MAX_NDIM, CAI_STREAM_NONE,
 };
+use crate::device::memory::{extent_is_addressable, placement_is_valid};
 use crate::dtype::{parse_typestr_buffer, validate_descr};
 use crate::layout::{
     byte_extent, c_strides, element_count, is_c_contiguous, is_f_contiguous, nbytes, strides_itemsize_aligned,
@@ -36,7 +36,7 @@ fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
     abi_version_is_known(array.abi_version)?;
     version_is_known(array.version)?;
     reserved_are_zero("reserved", &array.reserved)?;
-    memory_is_known(array)?;
+    placement_is_valid(array)?;
     readonly_is_a_flag(array.readonly)?;
     strides_given_is_a_flag(array.strides_given)?;
     let ndim = ndim_is_within_limit(array.ndim)?;
@@ -52,11 +52,7 @@ fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
         (0, nbytes as i64)
     };
     data_is_null_only_when_empty(array.data, element_count)?;
-    if array.memory == CAI_MEMORY_OPENCL {
-        extent_starts_inside_the_buffer(array.byte_offset, extent)?;
-    } else {
-        extent_stays_in_address_space(array.data, extent)?;
-    }
+    extent_is_addressable(array, extent)?;
     mask_matches_array(array, mask_depth)?;
     Ok(Validated { dtype, element_count, nbytes, extent })
 }
@@ -119,39 +115,6 @@ pub fn reserved_are_zero<T: Copy + Into<u64>>(what: &str, reserved: &[T]) -> Res
     fail(Status::InvalidArgument, move || {
         let i = reserved.iter().position(|&w| w.into() != 0).unwrap_or_default();
         format!("{what}[{i}] is {:#x}; reserved words must be zero", reserved[i].into())
-    })
-}
-
-/// `memory` names a kind libcai knows; CUDA memory has no offset and no stream kind (the
-/// pointer is the first element's, the stream a CUstream), OpenCL memory a known stream kind.
-#[inline]
-pub fn memory_is_known(array: &CaiArray) -> Result<()> {
-    match (array.memory, array.stream_kind, array.byte_offset) {
-        (CAI_MEMORY_CUDA, 0, 0) => Ok(()),
-        (CAI_MEMORY_OPENCL, CAI_OPENCL_STREAM_QUEUE | CAI_OPENCL_STREAM_EVENT, _) => Ok(()),
-        (memory, kind, offset) => fail(Status::InvalidArgument, move || {
-            match memory {
-            CAI_MEMORY_CUDA if kind != 0 => format!("stream_kind is {kind} for CUDA memory; it must be 0"),
-            CAI_MEMORY_CUDA => format!("byte_offset is {offset} for CUDA memory, whose data points at the first element; it must be 0"),
-            CAI_MEMORY_OPENCL => format!("stream_kind is {kind}; it must be CAI_OPENCL_STREAM_QUEUE (0) or _EVENT (1)"),
-            _ => format!("memory is {memory}; it must be CAI_MEMORY_CUDA (0) or CAI_MEMORY_OPENCL (1)"),
-        }
-        }),
-    }
-}
-
-/// An OpenCL array's elements start inside its buffer: `byte_offset` plus the lowest byte
-/// reached (below the first element with negative strides) is not before the buffer's start,
-/// and the highest fits in 63 bits. The buffer's end is the driver's to say (import).
-#[inline]
-pub fn extent_starts_inside_the_buffer(byte_offset: u64, (begin, end): (i64, i64)) -> Result<()> {
-    let low = i128::from(byte_offset) + i128::from(begin);
-    let high = i128::from(byte_offset) + i128::from(end);
-    if begin == end || (low >= 0 && high <= i128::from(i64::MAX)) {
-        return Ok(());
-    }
-    fail(Status::OutOfBounds, move || {
-        format!("byte_offset {byte_offset} with byte extent [{begin}, {end}) reaches [{low}, {high}), outside the buffer's start or 63 bits")
     })
 }
 
@@ -247,21 +210,6 @@ pub fn data_is_null_only_when_empty(data: u64, element_count: u64) -> Result<()>
         return Ok(());
     }
     fail(Status::InvalidData, move || format!("data is 0 (NULL) but the array has {element_count} elements"))
-}
-
-/// The bytes the elements touch lie between address 0 and 2^64.
-#[inline]
-pub fn extent_stays_in_address_space(data: u64, (begin, end): (i64, i64)) -> Result<()> {
-    debug_assert!(begin <= 0 && end >= 0);
-    // begin <= 0 <= end: the lowest byte is data - |begin|, one past the highest data + end.
-    let low_fits = data >= begin.unsigned_abs();
-    let high_fits = data.checked_add(end as u64).is_some() || data.wrapping_add(end as u64) == 0;
-    if begin == end || (low_fits && high_fits) {
-        return Ok(());
-    }
-    fail(Status::Overflow, move || {
-        format!("data {data:#x} with byte extent [{begin}, {end}) wraps around the address space")
-    })
 }
 
 /// `mask` came in version 1, is a valid array of the same shape, and is not the array itself

@@ -14,14 +14,14 @@ const LAYERS: [(&str, u32); 15] = [
     ("dtype", 2),
     ("layout", 2),
     ("device", 3),
-    ("validate", 3),
-    ("dict", 4),
-    ("normalize", 4),
-    ("import", 5),
-    ("export", 5),
-    ("dlpack", 5),
-    ("ffi", 6),
-    ("headers", 6),
+    ("validate", 4),
+    ("dict", 5),
+    ("normalize", 5),
+    ("import", 6),
+    ("export", 6),
+    ("dlpack", 6),
+    ("ffi", 7),
+    ("headers", 7),
 ];
 
 fn module_of(path: &Path, src: &Path) -> String {

@@ -1,18 +1,20 @@
 //! The seam between memory kinds. What libcai does with an array's data depends on where the
 //! data lies: a CUDA pointer is checked against its allocation and ordered with CUDA events; an
 //! OpenCL buffer against its size and the consumer queue's context, with markers and barriers.
-//! Each kind (a CAI_MEMORY_* value) answers every such question here, so import, export and
-//! DLPack ask `kind_of(array)` instead of branching, and a new kind is one more implementation.
+//! Each kind (a CAI_MEMORY_* value) answers every such question here, the spec's pure rules on
+//! where its data may lie included, so validate, import, export and DLPack ask the kind instead
+//! of branching, and a new kind is one more implementation.
 
 use super::opencl::{checked_buffer, opencl_sync};
 use super::pointer::{checked_pointer, HostMemory, MEMORY_TYPE_HOST};
 use super::sync::{consumer_sync, join_streams, sync_if_needed};
 use crate::abi::{
     CaiArray, CaiDLDevice, CaiPointerInfo, CAI_DL_CUDA, CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED,
-    CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_ALWAYS, CAI_STREAM_NONE, CAI_SYNC_BLOCKING,
+    CAI_MEMORY_CUDA, CAI_MEMORY_OPENCL, CAI_OPENCL_STREAM_EVENT, CAI_OPENCL_STREAM_QUEUE,
+    CAI_POINTER_CHECK_ALWAYS, CAI_STREAM_NONE, CAI_SYNC_BLOCKING,
 };
 use crate::driver::driver;
-use crate::status::{Error, Result, Status};
+use crate::status::{fail, Error, Result, Status};
 
 /// The bytes an array's elements touch: [begin, end) from its data, and how many elements.
 #[derive(Clone, Copy, Debug)]
@@ -55,9 +57,39 @@ pub(crate) trait MemoryKind: Sync {
         info: &CaiPointerInfo,
     ) -> Result<()>;
 
+    /// The spec's rule on which stream kinds and byte offsets an array of this kind has (pure).
+    fn placement_is_valid(&self, array: &CaiArray) -> Result<()>;
+
+    /// The spec's rule on where the bytes the elements touch (`extent`, from the first
+    /// element) may lie for this kind (pure: the allocation is the driver's to say).
+    fn extent_is_addressable(&self, array: &CaiArray, extent: (i64, i64)) -> Result<()>;
+
     /// The DLPack device of the data: `given` (a device the caller named) or asked of the
     /// driver; refused where DLPack cannot carry the memory.
     fn dl_device(&self, array: &CaiArray, extent: Extent, given: Option<CaiDLDevice>) -> Result<CaiDLDevice>;
+}
+
+/// The spec's rule of `array`'s memory kind on its stream kind and byte offset, `memory` itself
+/// checked first. Validation's hot path: dispatched statically, each kind's method inlined.
+#[inline]
+pub(crate) fn placement_is_valid(array: &CaiArray) -> Result<()> {
+    match array.memory {
+        CAI_MEMORY_CUDA => Cuda.placement_is_valid(array),
+        CAI_MEMORY_OPENCL => OpenCl.placement_is_valid(array),
+        other => fail(Status::InvalidArgument, move || {
+            format!("memory is {other}; it must be CAI_MEMORY_CUDA (0) or CAI_MEMORY_OPENCL (1)")
+        }),
+    }
+}
+
+/// The spec's rule of `array`'s memory kind (known: `placement_is_valid` passed) on where the
+/// bytes its elements touch may lie. Dispatched statically, as above.
+#[inline]
+pub(crate) fn extent_is_addressable(array: &CaiArray, extent: (i64, i64)) -> Result<()> {
+    match array.memory {
+        CAI_MEMORY_OPENCL => OpenCl.extent_is_addressable(array, extent),
+        _ => Cuda.extent_is_addressable(array, extent),
+    }
 }
 
 /// The kind of `array`'s memory (validated: `memory` is one libcai knows).
@@ -72,6 +104,24 @@ pub(crate) fn kind_of(array: &CaiArray) -> &'static dyn MemoryKind {
 struct Cuda;
 
 impl MemoryKind for Cuda {
+    /// CUDA memory has no offset and no stream kind: the pointer is the first element's, the
+    /// stream a CUstream.
+    fn placement_is_valid(&self, array: &CaiArray) -> Result<()> {
+        match (array.stream_kind, array.byte_offset) {
+            (0, 0) => Ok(()),
+            (0, offset) => fail(Status::InvalidArgument, move || {
+                format!("byte_offset is {offset} for CUDA memory, whose data points at the first element; it must be 0")
+            }),
+            (kind, _) => fail(Status::InvalidArgument, move || {
+                format!("stream_kind is {kind} for CUDA memory; it must be 0")
+            }),
+        }
+    }
+
+    fn extent_is_addressable(&self, array: &CaiArray, extent: (i64, i64)) -> Result<()> {
+        extent_stays_in_address_space(array.data, extent)
+    }
+
     fn check(
         &self,
         array: &CaiArray,
@@ -147,6 +197,20 @@ impl MemoryKind for Cuda {
 struct OpenCl;
 
 impl MemoryKind for OpenCl {
+    /// OpenCL memory names what its stream is: a queue or an event.
+    fn placement_is_valid(&self, array: &CaiArray) -> Result<()> {
+        match array.stream_kind {
+            CAI_OPENCL_STREAM_QUEUE | CAI_OPENCL_STREAM_EVENT => Ok(()),
+            kind => fail(Status::InvalidArgument, move || {
+                format!("stream_kind is {kind}; it must be CAI_OPENCL_STREAM_QUEUE (0) or _EVENT (1)")
+            }),
+        }
+    }
+
+    fn extent_is_addressable(&self, array: &CaiArray, extent: (i64, i64)) -> Result<()> {
+        extent_starts_inside_the_buffer(array.byte_offset, extent)
+    }
+
     fn check(
         &self,
         array: &CaiArray,
@@ -192,4 +256,34 @@ impl MemoryKind for OpenCl {
             "the array is OpenCL memory; libcai exchanges CUDA and host memory through DLPack",
         ))
     }
+}
+
+/// The bytes the elements touch lie between address 0 and 2^64.
+#[inline]
+fn extent_stays_in_address_space(data: u64, (begin, end): (i64, i64)) -> Result<()> {
+    debug_assert!(begin <= 0 && end >= 0);
+    // begin <= 0 <= end: the lowest byte is data - |begin|, one past the highest data + end.
+    let low_fits = data >= begin.unsigned_abs();
+    let high_fits = data.checked_add(end as u64).is_some() || data.wrapping_add(end as u64) == 0;
+    if begin == end || (low_fits && high_fits) {
+        return Ok(());
+    }
+    fail(Status::Overflow, move || {
+        format!("data {data:#x} with byte extent [{begin}, {end}) wraps around the address space")
+    })
+}
+
+/// An OpenCL array's elements start inside its buffer: `byte_offset` plus the lowest byte
+/// reached (below the first element with negative strides) is not before the buffer's start,
+/// and the highest fits in 63 bits. The buffer's end is the driver's to say (import).
+#[inline]
+fn extent_starts_inside_the_buffer(byte_offset: u64, (begin, end): (i64, i64)) -> Result<()> {
+    let low = i128::from(byte_offset) + i128::from(begin);
+    let high = i128::from(byte_offset) + i128::from(end);
+    if begin == end || (low >= 0 && high <= i128::from(i64::MAX)) {
+        return Ok(());
+    }
+    fail(Status::OutOfBounds, move || {
+        format!("byte_offset {byte_offset} with byte extent [{begin}, {end}) reaches [{low}, {high}), outside the buffer's start or 63 bits")
+    })
 }
