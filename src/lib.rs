@@ -8,7 +8,9 @@
 //!   same struct to and from DLPack tensors.
 //! - core, pure: `validate` (one function per spec rule) over `layout` and `dtype`;
 //!   `normalize` (the export form); `dict` (the dict's rules, for bindings that read one).
-//! - `device`: pointer checks, stream sync and the event pool, through `driver`'s typed calls.
+//! - `device`: pointer checks, stream sync and the event pool, through `driver`'s typed calls,
+//!   behind `device::memory`, the one seam per memory kind that validate, import, export and
+//!   DLPack ask (validate only its pure rules: where a kind's data may lie).
 //! - `driver`: libcuda opened at run time, every entry point wrapped once, and in
 //!   `driver::opencl` the same for libOpenCL (the Buffer Interface's OpenCL half); both open
 //!   their library through `driver::library`.
