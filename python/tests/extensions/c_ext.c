@@ -8,18 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static CaiImportOptions options_for(int allow_host) {
-  CaiImportOptions options;
-  memset(&options, 0, sizeof options);
-  options.allow_host = (uint32_t)allow_host;
-  return options;
+/* The arguments every import function takes, (obj[, allow_host]), as an object and options. */
+static int import_arguments(PyObject *args, PyObject **obj, CaiImportOptions *options) {
+  int allow_host = 0;
+  if (!PyArg_ParseTuple(args, "O|p", obj, &allow_host)) return 0;
+  memset(options, 0, sizeof *options);
+  options->allow_host = (uint32_t)allow_host;
+  return 1;
 }
 
 static PyObject *describe(PyObject *self, PyObject *args) {
   PyObject *obj;
-  int allow_host = 0;
-  if (!PyArg_ParseTuple(args, "O|p", &obj, &allow_host)) return NULL;
-  CaiImportOptions options = options_for(allow_host);
+  CaiImportOptions options;
+  if (!import_arguments(args, &obj, &options)) return NULL;
   CaiArray a;
   CaiError e;
   if (cai_python_from_object(obj, &options, &a, &e) != CAI_OK) return NULL;
@@ -31,9 +32,8 @@ static PyObject *describe(PyObject *self, PyObject *args) {
 /* (status, CaiError message, exception type name) of a refused import; None if it imports. */
 static PyObject *refusal(PyObject *self, PyObject *args) {
   PyObject *obj;
-  int allow_host = 0;
-  if (!PyArg_ParseTuple(args, "O|p", &obj, &allow_host)) return NULL;
-  CaiImportOptions options = options_for(allow_host);
+  CaiImportOptions options;
+  if (!import_arguments(args, &obj, &options)) return NULL;
   CaiArray a;
   CaiError e;
   int32_t status = cai_python_from_object(obj, &options, &a, &e);
@@ -60,7 +60,9 @@ static PyObject *import_many(PyObject *self, PyObject *args) {
   long long n;
   int allow_host = 0;
   if (!PyArg_ParseTuple(args, "OL|p", &obj, &n, &allow_host)) return NULL;
-  CaiImportOptions options = options_for(allow_host);
+  CaiImportOptions options;
+  memset(&options, 0, sizeof options);
+  options.allow_host = (uint32_t)allow_host;
   for (long long i = 0; i < n; i++) {
     CaiArray a;
     if (cai_python_from_object(obj, &options, &a, NULL) != CAI_OK) return NULL;
@@ -91,9 +93,8 @@ static PyObject *release_on_a_thread(PyObject *self, PyObject *obj) {
 /* Imports obj and hands the struct back to Python as a new cai.Array. */
 static PyObject *hand_back(PyObject *self, PyObject *args) {
   PyObject *obj;
-  int allow_host = 0;
-  if (!PyArg_ParseTuple(args, "O|p", &obj, &allow_host)) return NULL;
-  CaiImportOptions options = options_for(allow_host);
+  CaiImportOptions options;
+  if (!import_arguments(args, &obj, &options)) return NULL;
   CaiArray a;
   if (cai_python_from_object(obj, &options, &a, NULL) != CAI_OK) return NULL;
   PyObject *made = cai_python_to_object(&a);

@@ -10,27 +10,25 @@ cdef extern from "description.h":
 cai_python_import()
 
 
-def describe(obj):
-    cdef CaiArray a
-    cdef CaiError e
-    cai_python_from_object(obj, NULL, &a, &e)
-    try:
-        return cai_test_description(&a)
-    finally:
-        cai_release(&a, NULL)
-
-
-def describe_host(obj):
+cdef object described(obj, bint allow_host):
     cdef CaiArray a
     cdef CaiError e
     cdef CaiImportOptions options
     memset(&options, 0, sizeof(options))
-    options.allow_host = 1
+    options.allow_host = allow_host
     cai_python_from_object(obj, &options, &a, &e)
     try:
         return cai_test_description(&a)
     finally:
         cai_release(&a, NULL)
+
+
+def describe(obj):
+    return described(obj, False)
+
+
+def describe_host(obj):
+    return described(obj, True)
 
 
 def hand_back(obj):
