@@ -8,9 +8,16 @@ use crate::device::sync::{planned_action, sync_mode_is_known, SyncAction};
 use crate::status::{Error, Result, Status};
 use crate::validate::{option_is_a_flag, reserved_are_zero, stream_for_version, validate, Validated};
 
-/// Imports `array` as `options` ask; returns what the driver said about its pointer
-/// (`checked` 0 when it was not asked).
-pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<CaiPointerInfo> {
+/// What an import established: the array's validated facts (so that no later step validates
+/// again) and what the driver said of its data (`checked` 0 when it was not asked).
+#[derive(Clone, Copy, Debug)]
+pub struct Imported {
+    pub validated: Validated,
+    pub info: CaiPointerInfo,
+}
+
+/// Imports `array` as `options` ask.
+pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<Imported> {
     reserved_are_zero("CaiImportOptions.reserved", &options.reserved)?;
     sync_mode_is_known(options.sync_mode)?;
     let writable = option_is_a_flag("CaiImportOptions.writable", options.writable)?;
@@ -28,7 +35,7 @@ pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<CaiPointer
     let extent = Extent { bytes: validated.extent, element_count: validated.element_count };
     let info = kind.check(array, extent, options.consumer_stream, options.pointer_check, host)?;
     kind.sync(array, stream_for_version(array), options.consumer_stream, options.sync_mode, &info)?;
-    Ok(info)
+    Ok(Imported { validated, info })
 }
 
 /// Whether `import(array, options)` may make the host wait: a sync it plans, or the first load

@@ -17,14 +17,15 @@
 //! - `abi` and `status`: the C types and codes every layer shares; `config`: the environment
 //!   variables, read once.
 //!
-//! The crate root is the C API as Rust sees it. `internal` holds what libcai's own Python
-//! extension, benches and tests need besides; it is not a stable Rust API.
+//! The crate root is the C API as Rust sees it. `binding` is the core's Rust API for bindings
+//! (libcai's Python extension first); it is not a stable Rust API.
 
 // Every unsafe block says why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod abi;
 mod config;
+mod description;
 mod device;
 mod dict;
 mod dlpack;
@@ -43,27 +44,51 @@ pub use abi::*;
 pub use ffi::*;
 pub use status::*;
 
-/// The core's Rust functions, for libcai's Python extension, benches and tests only.
+/// The core's Rust API for bindings: libcai's Python extension is its first client (benches
+/// and tests use it too). Grouped by what a binding does; the types say what each step
+/// established (`Imported`, `Validated`) or owns (`Description`). Not a stable Rust API.
 #[doc(hidden)]
-pub mod internal {
+pub mod binding {
+    pub use crate::description::Description;
+
+    /// The spec's rules on a struct, and the facts they establish.
+    pub mod rules {
+        pub use crate::layout::c_strides;
+        pub use crate::validate::{
+            in_mask, layout_of, layout_of_validated, mask_depth_is_within_limit, stream_for_version,
+            typestr_is_a_device_type, validate, Validated,
+        };
+    }
+
+    /// Reading a producer's dict by the dict's rules (a binding supplies the values it found).
+    pub mod dict {
+        pub use crate::dict::{
+            array_from_dict, consumer_stream_is_a_handle, stream_object_handle_is_a_handle, DictValues,
+            Limits, Repr, Value, KEYS,
+        };
+    }
+
+    /// The consumer's side: import (validate, check, sync) and what it established.
+    pub mod import {
+        pub use crate::device::sync::{producer_ordering, ProducerOrdering};
+        pub use crate::import::{import, import_may_wait, sync, Imported};
+    }
+
+    /// The producer's side: the export form of a struct.
+    pub mod export {
+        pub use crate::normalize::{export_version, normalize_for_export};
+    }
+
+    /// DLPack tensors to and from structs.
+    pub mod dlpack {
+        pub use crate::dlpack::{
+            device_is_cuda_or_allowed_host, device_of, discard, dl_tensor_of, from_dlpack,
+            from_dlpack_legacy, to_dlpack, to_dlpack_legacy,
+        };
+    }
+
     pub use crate::abi::release as release_array;
     pub use crate::device::events::EVENT_POOL_CAPACITY;
-    pub use crate::device::sync::{producer_ordering, ProducerOrdering};
-    pub use crate::dict::{
-        array_from_dict, consumer_stream_is_a_handle, stream_object_handle_is_a_handle, DictValues, Limits,
-        Repr, Value, KEYS,
-    };
-    pub use crate::dlpack::{
-        device_is_cuda_or_allowed_host, device_of, discard, dl_tensor_of, from_dlpack, from_dlpack_legacy,
-        to_dlpack, to_dlpack_legacy,
-    };
-    pub use crate::import::{import, import_may_wait, sync};
-    pub use crate::layout::c_strides;
-    pub use crate::normalize::{export_version, normalize_for_export};
-    pub use crate::validate::{
-        in_mask, layout_of, mask_depth_is_within_limit, stream_for_version, typestr_is_a_device_type,
-        validate, Validated,
-    };
 
     /// Writes `error` into `out` (NULL: nothing) as every C function does.
     pub fn write_error(out: *mut crate::CaiError, error: &crate::Error) {

@@ -59,7 +59,11 @@ fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
 
 /// Validates `array` and computes every layout fact `cai_layout` reports.
 pub fn layout_of(array: &CaiArray) -> Result<CaiLayout> {
-    let validated = validate(array)?;
+    layout_of_validated(array, &validate(array)?)
+}
+
+/// `layout_of` for an array validated already (`validated` is what validation found).
+pub fn layout_of_validated(array: &CaiArray, validated: &Validated) -> Result<CaiLayout> {
     let ndim = array.ndim as usize;
     let shape = &array.shape[..ndim];
     let itemsize = validated.dtype.itemsize;

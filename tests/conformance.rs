@@ -3,7 +3,7 @@
 
 mod common;
 
-use cai::internal::stream_for_version;
+use cai::binding::rules::stream_for_version;
 use cai::*;
 use common::*;
 

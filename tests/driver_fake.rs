@@ -6,7 +6,7 @@ mod common;
 
 use std::ptr::null_mut;
 
-use cai::internal::EVENT_POOL_CAPACITY;
+use cai::binding::EVENT_POOL_CAPACITY;
 use cai::*;
 
 use common::fake_driver::*;

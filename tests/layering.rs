@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Layers, lowest first.
-const LAYERS: [(&str, u32); 15] = [
+const LAYERS: [(&str, u32); 16] = [
     ("status", 0),
     ("abi", 1),
     ("config", 1),
+    ("description", 2),
     ("driver", 2),
     ("dtype", 2),
     ("layout", 2),

@@ -3,12 +3,16 @@
 //! the descr fields and mask it points to), keeps its producer alive, and never changes after
 //! it is made, so it is shared freely between threads.
 
-use cai::internal::{
-    c_strides, export_version, layout_of, normalize_for_export, stream_for_version, validate, Repr,
+use cai::binding::dict::Repr;
+use cai::binding::export::{export_version, normalize_for_export};
+use cai::binding::import::Imported;
+use cai::binding::rules::{
+    c_strides, layout_of, layout_of_validated, stream_for_version, typestr_is_a_device_type, validate,
 };
+use cai::binding::Description;
 use cai::{
-    CaiArray, CaiDLDevice, CaiDLTensor, CaiField, CaiLayout, CaiPointerInfo, Error, Status, CAI_DL_CPU,
-    CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_STREAM_LEGACY,
+    CaiArray, CaiDLDevice, CaiDLTensor, CaiField, CaiLayout, Error, Status, CAI_DL_CPU, CAI_MAX_NDIM,
+    CAI_MEMORY_CUDA, CAI_STREAM_LEGACY,
 };
 use pyo3::exceptions::PyAttributeError;
 use pyo3::gc::{PyTraverseError, PyVisit};
@@ -25,16 +29,26 @@ use crate::pool::Pooled;
 use crate::read::scalar;
 
 /// The struct and what its pointers point into. Never changed once made: the raw pointers in
-/// it refer to memory this Array owns (its fields, its mask's struct) or that a C producer
-/// keeps valid until its release callback runs, which only this Array's drop calls.
+/// it refer to memory the description owns (its fields, its mask's struct, wired by the core)
+/// or that a C producer keeps valid until its release callback runs, which only this Array's
+/// drop calls.
 struct Described {
-    array: Pooled,
-    /// The descr fields `array.descr` points to, when they are this Array's own.
-    fields: Box<[CaiField]>,
-    /// What the driver said about the pointer at import (`checked` 0: not asked).
-    info: CaiPointerInfo,
+    description: Description<Pooled>,
+    /// What the import established (None: not imported, e.g. a mask view or a C producer's).
+    imported: Option<Imported>,
     /// The DLPack device, for an array taken from a DLPack producer.
     device: Option<CaiDLDevice>,
+}
+
+impl Described {
+    fn new(description: Description<Pooled>, device: Option<CaiDLDevice>) -> Described {
+        Described { description, imported: None, device }
+    }
+
+    /// A struct whose pointers, if any, point into memory someone else keeps valid.
+    fn borrowing(array: Pooled, device: Option<CaiDLDevice>) -> Described {
+        Described::new(Description::borrowing(array), device)
+    }
 }
 
 // SAFETY: read-only after construction; see the type's comment for what the pointers refer to.
@@ -52,16 +66,15 @@ pub struct Array {
     held: Mutex<Held>,
     /// The Buffer Interface's `buffer` object (a cl_mem holder), for arrays made from one.
     buffer: Option<Py<PyAny>>,
-    /// The mask read at import, owned here: `array.mask` points to its struct.
-    mask: Option<Box<Array>>,
+    /// The producers of the masks read at import (the mask's first, then its mask's): the
+    /// description owns the masks' structs, these keep their memory alive.
+    mask_owners: Vec<Py<PyAny>>,
     /// The Array whose memory this one's pointers refer to, when this one is a view of its mask.
     keep: Option<Py<Array>>,
     as_parameter: PyOnceLock<Py<PyAny>>,
     /// The strides in elements a DLTensor view points to (the exchange table's
     /// `dltensor_from_py_object_no_sync`), made on first use.
     element_strides: std::sync::OnceLock<Box<[i64; CAI_MAX_NDIM]>>,
-    /// The layout properties read (size, nbytes, contiguity), made on first use.
-    layout: std::sync::OnceLock<CaiLayout>,
 }
 
 /// The producer object kept alive, and the release callback of an array taken over from C or
@@ -105,7 +118,7 @@ impl Drop for Array {
         if let (_, Some(release)) = held.take() {
             // Nothing else can reach the struct any more: the callback is given it in place,
             // with no copy.
-            let array: &mut CaiArray = &mut self.described.array;
+            let array: &mut CaiArray = self.described.description.array_mut();
             array.release = Some(release);
             // SAFETY: the producer that set `release` promised it may be called with the array.
             unsafe { release(array) };
@@ -114,19 +127,18 @@ impl Drop for Array {
 }
 
 impl Array {
-    fn new(mut described: Described, owner: Option<Py<PyAny>>, mask: Option<Box<Array>>) -> Array {
+    fn new(mut described: Described, owner: Option<Py<PyAny>>, mask_owners: Vec<Py<PyAny>>) -> Array {
         // The struct handed to C (`ptr`) is a borrowed view: its release is held here instead.
-        let release = described.array.release.take();
+        let release = described.description.array_mut().release.take();
         let held = Mutex::new(Held { owner, release, released: false, exports: 0 });
         Array {
             described,
             held,
             buffer: None,
-            mask,
+            mask_owners,
             keep: None,
             as_parameter: PyOnceLock::new(),
             element_strides: std::sync::OnceLock::new(),
-            layout: std::sync::OnceLock::new(),
         }
     }
 
@@ -134,13 +146,8 @@ impl Array {
     /// the producer's description: counted as an export of `source`, which it keeps alive.
     pub(crate) fn view_of(source: &Bound<'_, Array>) -> PyResult<Array> {
         let view = Array::exported_view(source)?;
-        let described = Described {
-            array: Pooled::copy_of(&view),
-            fields: Box::new([]),
-            info: CaiPointerInfo::default(),
-            device: source.get().described.device,
-        };
-        Ok(Array::new(described, None, None))
+        let described = Described::borrowing(Pooled::copy_of(&view), source.get().described.device);
+        Ok(Array::new(described, None, Vec::new()))
     }
 
     /// An Array over a tensor just taken (DLPack), on `device`, keeping `owner` alive.
@@ -149,13 +156,7 @@ impl Array {
         device: CaiDLDevice,
         owner: Option<Py<PyAny>>,
     ) -> Array {
-        let described = Described {
-            array: taken.into_inner(),
-            fields: Box::new([]),
-            info: CaiPointerInfo::default(),
-            device: Some(device),
-        };
-        Array::new(described, owner, None)
+        Array::new(Described::borrowing(taken.into_inner(), Some(device)), owner, Vec::new())
     }
 
     /// A view of `slf`'s struct that owns one export of it (see `begin_export`): its release
@@ -166,21 +167,13 @@ impl Array {
     }
 
     /// An Array over a description read from `owner` (a dict's fields, mask and all), kept
-    /// alive with it; not yet imported.
+    /// alive with it and with its masks' producers; not yet imported.
     pub(crate) fn from_description(
-        mut array: Pooled,
-        fields: Box<[CaiField]>,
-        mask: Option<Box<Array>>,
+        description: Description<Pooled>,
         owner: &Bound<'_, PyAny>,
+        mask_owners: Vec<Py<PyAny>>,
     ) -> Array {
-        if !fields.is_empty() {
-            array.descr = fields.as_ptr();
-        }
-        if let Some(mask) = &mask {
-            array.mask = mask.c_array();
-        }
-        let described = Described { array, fields, info: CaiPointerInfo::default(), device: None };
-        Array::new(described, Some(owner.clone().unbind()), mask)
+        Array::new(Described::new(description, None), Some(owner.clone().unbind()), mask_owners)
     }
 
     /// An Array over a Buffer Interface object `owner`, its `buffer` (the cl_mem holder) kept
@@ -190,9 +183,8 @@ impl Array {
         buffer: Option<Py<PyAny>>,
         owner: &Bound<'_, PyAny>,
     ) -> Array {
-        let described =
-            Described { array, fields: Box::new([]), info: CaiPointerInfo::default(), device: None };
-        let mut made = Array::new(described, Some(owner.clone().unbind()), None);
+        let mut made =
+            Array::new(Described::borrowing(array, None), Some(owner.clone().unbind()), Vec::new());
         made.buffer = buffer;
         made
     }
@@ -202,9 +194,9 @@ impl Array {
         self.described.device
     }
 
-    /// Records what the import's pointer check learnt.
-    pub(crate) fn set_pointer_info(&mut self, info: CaiPointerInfo) {
-        self.described.info = info;
+    /// Records what the import established.
+    pub(crate) fn set_imported(&mut self, imported: Imported) {
+        self.described.imported = Some(imported);
     }
 
     /// A new cai.Array that takes over a C producer's `source` once it validates: its release
@@ -214,9 +206,7 @@ impl Array {
         validate(source)?;
         let mut array = Pooled::copy_of(source);
         let release = array.release.take();
-        let described =
-            Described { array, fields: Box::new([]), info: CaiPointerInfo::default(), device: None };
-        let adopted = Py::new(py, Array::new(described, None, None))?;
+        let adopted = Py::new(py, Array::new(Described::borrowing(array, None), None, Vec::new()))?;
         adopted.get().held().release = release;
         source.release = None;
         Ok(adopted)
@@ -245,7 +235,8 @@ impl Array {
         let this = slf.get();
         this.live()?;
         let mut strides = [0i64; CAI_MAX_NDIM];
-        let mut tensor = cai::internal::dl_tensor_of(this.array(), Some(this.dl_device()?), &mut strides)?;
+        let mut tensor =
+            cai::binding::dlpack::dl_tensor_of(this.array(), Some(this.dl_device()?), &mut strides)?;
         // The array never changes, so neither do its strides: boxed once, on first use.
         let strides = this.element_strides.get_or_init(|| Box::new(strides));
         tensor.shape = this.array().shape.as_ptr().cast_mut();
@@ -273,7 +264,7 @@ impl Array {
     }
 
     pub(crate) fn array(&self) -> &CaiArray {
-        &self.described.array
+        self.described.description.array()
     }
 
     /// The struct a DLPack export views.
@@ -304,21 +295,21 @@ impl Array {
         &self.array().shape[..self.array().ndim as usize]
     }
 
-    /// The layout, worked out (and the array validated) once, on first use: the array never
-    /// changes, so neither does its layout.
+    /// The layout, from what the import validated (no second validation); an Array that was
+    /// not imported (a mask view, a C producer's) is validated for it.
     fn layout(&self) -> CaiResult<CaiLayout> {
-        if let Some(layout) = self.layout.get() {
-            return Ok(*layout);
-        }
-        let layout = layout_of(self.array())?;
-        Ok(*self.layout.get_or_init(|| layout))
+        Ok(match &self.described.imported {
+            Some(imported) => layout_of_validated(self.array(), &imported.validated)?,
+            None => layout_of(self.array())?,
+        })
     }
 
     /// The descr fields the struct points to (this Array's own, or a C producer's).
     fn fields(&self) -> &[CaiField] {
         let array = self.array();
-        if !self.described.fields.is_empty() || array.descr.is_null() {
-            return &self.described.fields;
+        let owned = self.described.description.fields();
+        if !owned.is_empty() || array.descr.is_null() {
+            return owned;
         }
         // SAFETY: validated: `descr` points to `descr_count` fields that outlive this Array.
         unsafe { std::slice::from_raw_parts(array.descr, array.descr_count as usize) }
@@ -337,13 +328,11 @@ impl Array {
         // valid while this Array lives, which the view keeps alive.
         let mut view = Pooled::copy_of(unsafe { &*this.array().mask });
         view.release = None; // borrowed: never released from here
-        let described =
-            Described { array: view, fields: Box::new([]), info: CaiPointerInfo::default(), device: None };
-        let owner = match &this.mask {
-            Some(mask) => mask.owner_ref(py),
-            None => Some(slf.clone().into_any().unbind()),
+        let owner = match this.mask_owners.first() {
+            Some(mask_owner) => mask_owner.clone_ref(py),
+            None => slf.clone().into_any().unbind(),
         };
-        let mut array = Array::new(described, owner, None);
+        let mut array = Array::new(Described::borrowing(view, None), Some(owner), Vec::new());
         array.keep = Some(slf.clone().unbind());
         Ok(Some(Py::new(py, array)?))
     }
@@ -370,11 +359,7 @@ impl Array {
         // SAFETY: as above; ownership moves here, so the source can no longer release.
         unsafe { (*source).release = None };
         // Owned from here on: if validation fails, dropping it releases it.
-        let taken = Array::new(
-            Described { array, fields: Box::new([]), info: CaiPointerInfo::default(), device: None },
-            None,
-            None,
-        );
+        let taken = Array::new(Described::borrowing(array, None), None, Vec::new());
         validate(taken.array()).map_err(Failure::Cai)?;
         Py::new(py, taken)
     }
@@ -518,10 +503,11 @@ impl Array {
     /// What the driver said about the data pointer at import, or None if it was not asked.
     #[getter]
     fn pointer_info<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let info = &self.described.info;
-        if info.checked == 0 {
+        let Some(info) =
+            self.described.imported.map(|imported| imported.info).filter(|info| info.checked != 0)
+        else {
             return Ok(None);
-        }
+        };
         let dict = PyDict::new(py);
         dict.set_item("device_pointer", info.device_pointer)?;
         dict.set_item("allocation_base", info.allocation_base)?;
@@ -664,22 +650,18 @@ impl Array {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        let mut array = Some(self);
-        while let Some(this) = array {
-            // try_lock: the collector may run while release() lets go of the owner (which is
-            // then out of the hold already).
-            if let Ok(held) = this.held.try_lock() {
-                if let Some(owner) = &held.owner {
-                    visit.call(owner)?;
-                }
+        // try_lock: the collector may run while release() lets go of the owner (which is then
+        // out of the hold already).
+        if let Ok(held) = self.held.try_lock() {
+            if let Some(owner) = &held.owner {
+                visit.call(owner)?;
             }
-            if let Some(buffer) = &this.buffer {
-                visit.call(buffer)?;
-            }
-            if let Some(keep) = &this.keep {
-                visit.call(keep)?;
-            }
-            array = this.mask.as_deref();
+        }
+        for kept in self.buffer.iter().chain(&self.mask_owners) {
+            visit.call(kept)?;
+        }
+        if let Some(keep) = &self.keep {
+            visit.call(keep)?;
         }
         Ok(())
     }
@@ -687,7 +669,7 @@ impl Array {
 
 impl Array {
     fn itemsize_checked(&self) -> CaiResult<u64> {
-        Ok(cai::internal::typestr_is_a_device_type(self.array())?.itemsize)
+        Ok(typestr_is_a_device_type(self.array())?.itemsize)
     }
 }
 

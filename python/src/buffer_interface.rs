@@ -13,7 +13,7 @@ use crate::errors::{CaiResult, Failure};
 use crate::import::{consumer_stream, finish_import, sync_mode};
 use crate::pool::Pooled;
 use crate::read::{scalar, TypeOf};
-use cai::internal::Repr;
+use cai::binding::dict::Repr;
 
 /// Reads one integer attribute of a Buffer Interface object, naming it when it is not one.
 fn int_attribute(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<i64> {

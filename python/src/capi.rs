@@ -168,7 +168,7 @@ fn report(py: Python<'_>, failure: Failure, error: *mut CaiError) -> i32 {
         }
         Failure::Python(raised) => (error_of_exception(py, &raised), raised),
     };
-    cai::internal::write_error(error, &written);
+    cai::binding::write_error(error, &written);
     raised.restore(py);
     written.status.code()
 }

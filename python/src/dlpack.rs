@@ -7,10 +7,12 @@
 use std::ffi::{c_void, CStr};
 use std::sync::Mutex;
 
-use cai::internal::{
-    device_is_cuda_or_allowed_host, device_of, from_dlpack, from_dlpack_legacy, to_dlpack, to_dlpack_legacy,
-    ProducerOrdering,
+use cai::binding::dlpack::{
+    device_is_cuda_or_allowed_host, device_of, discard, from_dlpack, from_dlpack_legacy, to_dlpack,
+    to_dlpack_legacy,
 };
+use cai::binding::import::ProducerOrdering;
+use cai::binding::release_array;
 use cai::{
     CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiSyncOptions,
     CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY, CAI_STREAM_NONE,
@@ -72,7 +74,7 @@ impl Drop for Taken {
     fn drop(&mut self) {
         if let Some(mut array) = self.0.take() {
             // SAFETY: the array owns the tensor (its release deletes it); released once, here.
-            unsafe { cai::internal::release_array(&mut *array) };
+            unsafe { release_array(&mut *array) };
         }
     }
 }
@@ -412,7 +414,7 @@ pub fn tensor_of(
     versioned: bool,
 ) -> Result<*mut c_void, cai::Error> {
     let ordered = match consumer {
-        Some(consumer) => cai::internal::sync(
+        Some(consumer) => cai::binding::import::sync(
             &view,
             &CaiSyncOptions { consumer_stream: consumer, sync_mode: CAI_SYNC_DEFAULT, ..Default::default() },
         ),
@@ -427,7 +429,7 @@ pub fn tensor_of(
     });
     if made.is_err() {
         // SAFETY: the view still owns its reference (the core left it unchanged).
-        unsafe { cai::internal::release_array(&mut view) };
+        unsafe { release_array(&mut view) };
     }
     made
 }
@@ -452,9 +454,9 @@ pub fn capsule_of(py: Python<'_>, tensor: *mut c_void, versioned: bool) -> CaiRe
 /// Runs a tensor's deleter (the versioned or the legacy struct).
 unsafe fn delete_tensor(tensor: *mut c_void, versioned: bool) {
     if versioned {
-        cai::internal::discard(tensor.cast::<CaiDLManagedTensorVersioned>());
+        discard(tensor.cast::<CaiDLManagedTensorVersioned>());
     } else {
-        cai::internal::discard(tensor.cast::<CaiDLManagedTensor>());
+        discard(tensor.cast::<CaiDLManagedTensor>());
     }
 }
 

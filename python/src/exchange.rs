@@ -115,7 +115,7 @@ unsafe extern "C" fn managed_tensor_to_py_object(
         let mut taken = Taken::new();
         let options = CaiDLPackOptions { allow_host: 1, ..Default::default() };
         // SAFETY: the consumer hands the tensor over; the core takes it (deleting it on failure).
-        unsafe { cai::internal::from_dlpack(tensor, &options, taken.array()) }?;
+        unsafe { cai::binding::dlpack::from_dlpack(tensor, &options, taken.array()) }?;
         // SAFETY: taken as a versioned tensor.
         let device = unsafe { device_of_taken(taken.array(), true) };
         let array = Py::new(py, Array::from_taken(taken, device, None))?;

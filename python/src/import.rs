@@ -1,10 +1,10 @@
 //! `cai.from_object` and `cai.validate` (and `cai_python_from_object`, which runs the same
 //! negotiation from C): an object's description read into an Array, then imported by the core.
 
-use cai::internal::{
-    consumer_stream_is_a_handle, import, import_may_wait, in_mask, mask_depth_is_within_limit,
-    producer_ordering, stream_object_handle_is_a_handle, validate, Repr,
-};
+use cai::binding::dict::{consumer_stream_is_a_handle, stream_object_handle_is_a_handle, Repr, Value};
+use cai::binding::import::{import, import_may_wait, producer_ordering};
+use cai::binding::rules::{in_mask, mask_depth_is_within_limit, validate};
+use cai::binding::Description;
 use cai::{
     CaiArray, CaiDLDevice, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_DEFAULT,
     CAI_POINTER_CHECK_NEVER, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED,
@@ -55,25 +55,37 @@ fn not_an_array(object: &Bound<'_, PyAny>) -> PyErr {
     ))
 }
 
-/// Converts `dict`, the interface of `object` (whose mask is `depth` levels down), into an Array.
+/// Converts `dict`, the interface of `object`, into an Array (not imported).
 fn convert_dict(object: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>, depth: usize) -> CaiResult<Array> {
-    let mut array = Pooled::zeroed();
-    let mut fields = Vec::new();
-    let mask = read_dict(dict, &mut array, &mut fields)?;
-    let mask = match mask {
-        None => None,
-        Some(mask) => Some(Box::new(convert_mask(&mask, depth + 1).map_err(|failure| match failure {
-            Failure::Cai(error) => Failure::Cai(in_mask(error)),
-            other => other,
-        })?)),
-    };
-    Ok(Array::from_description(array, fields.into_boxed_slice(), mask, object))
+    let (description, mask_owners) = describe_dict(dict, depth)?;
+    Ok(Array::from_description(description, object, mask_owners))
 }
 
-fn convert_mask(mask: &Bound<'_, PyAny>, depth: usize) -> CaiResult<Array> {
+/// A dict (whose array is `depth` masks down) read into a complete description (the core
+/// wires its descr and mask), and the producers of its masks, the nearest first, whose memory
+/// it describes.
+fn describe_dict(dict: &Bound<'_, PyDict>, depth: usize) -> CaiResult<(Description<Pooled>, Vec<Py<PyAny>>)> {
+    let mut array = Pooled::zeroed();
+    let mut fields = Vec::new();
+    let (mask, mask_owners) = match read_dict(dict, &mut array, &mut fields)? {
+        None => (None, Vec::new()),
+        Some(mask) => {
+            let (described, mut owners) =
+                describe_mask(&mask, depth + 1).map_err(|failure| match failure {
+                    Failure::Cai(error) => Failure::Cai(in_mask(error)),
+                    other => other,
+                })?;
+            owners.insert(0, mask.unbind());
+            (Some(described), owners)
+        }
+    };
+    Ok((Description::new(array, fields, mask), mask_owners))
+}
+
+fn describe_mask(mask: &Bound<'_, PyAny>, depth: usize) -> CaiResult<(Description<Pooled>, Vec<Py<PyAny>>)> {
     mask_depth_is_within_limit(depth)?;
     match interface_of(mask)? {
-        Some(dict) => convert_dict(mask, &dict, depth),
+        Some(dict) => describe_dict(&dict, depth),
         None => Err(Failure::Cai(Error::new(
             Status::InvalidMask,
             format!("mask is a {}, which has no __cuda_array_interface__", TypeOf::new(mask)),
@@ -87,13 +99,7 @@ pub(crate) fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> CaiResult<u6
     let Some(stream) = stream else { return Ok(0) };
     let py = stream.py();
     let value = scalar(stream.as_borrowed());
-    if matches!(
-        value,
-        cai::internal::Value::Int(_)
-            | cai::internal::Value::UInt(_)
-            | cai::internal::Value::HugeInt(_)
-            | cai::internal::Value::Bool(_)
-    ) {
+    if matches!(value, Value::Int(_) | Value::UInt(_) | Value::HugeInt(_) | Value::Bool(_)) {
         return Ok(consumer_stream_is_a_handle(&value)?);
     }
     let handle = if stream.hasattr(intern!(py, "__cuda_stream__"))? {
@@ -185,7 +191,7 @@ pub(crate) fn import_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -
     if let Ok(array) = obj.cast::<Array>() {
         let converted = Array::view_of(array)?;
         if let Some(device) = converted.dlpack_device() {
-            cai::internal::device_is_cuda_or_allowed_host(device, allow_host)?;
+            cai::binding::dlpack::device_is_cuda_or_allowed_host(device, allow_host)?;
         }
         return finish_import(py, converted, options);
     }
@@ -242,7 +248,7 @@ pub(crate) fn finish_import(
     } else {
         import(array, &options)
     };
-    converted.set_pointer_info(outcome?);
+    converted.set_imported(outcome?);
     Ok(converted)
 }
 

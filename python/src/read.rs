@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use cai::internal::{array_from_dict, DictValues, Limits, Value, KEYS};
+use cai::binding::dict::{array_from_dict, DictValues, Limits, Value, KEYS};
 use cai::{CaiArray, CaiField};
 use pyo3::ffi;
 use pyo3::prelude::*;

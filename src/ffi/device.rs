@@ -23,7 +23,7 @@ pub extern "C" fn cai_import(
     guard(error, || {
         let array = required(array, "array")?;
         let options = optional(options).copied().unwrap_or_default();
-        let found = import(array, &options)?;
+        let found = import(array, &options)?.info;
         if let Some(out) = optional_mut(info) {
             *out = found;
         }
