@@ -76,7 +76,7 @@ pub mod binding {
 
     /// The producer's side: the export form of a struct.
     pub mod export {
-        pub use crate::normalize::{export_version, normalize_for_export};
+        pub use crate::normalize::{export_version, normalize_for_export, normalize_validated_for_export};
     }
 
     /// DLPack tensors to and from structs.

@@ -24,8 +24,19 @@ pub fn export_version(requested: i32) -> Result<i32> {
 /// as numpy's `dtype.str`, strides dropped when C-contiguous, data 0 when zero-size, unused
 /// shape/stride slots zeroed, and no stream in version 2. On error `array` is unchanged.
 pub fn normalize_for_export(array: &mut CaiArray, version: i32) -> Result<Validated> {
-    debug_assert!(version == 2 || version == 3);
     let validated = validate(array)?;
+    normalize_validated_for_export(array, version, &validated)?;
+    Ok(validated)
+}
+
+/// `normalize_for_export` for an array validated already (`validated` is what validation
+/// found), with no second validation.
+pub fn normalize_validated_for_export(
+    array: &mut CaiArray,
+    version: i32,
+    validated: &Validated,
+) -> Result<()> {
+    debug_assert!(version == 2 || version == 3);
     let canonical = canonical_typestr(typestr_in_buffer(&array.typestr, "typestr")?)?;
     let ndim = array.ndim as usize;
     if array.strides_given == 1
@@ -46,5 +57,5 @@ pub fn normalize_for_export(array: &mut CaiArray, version: i32) -> Result<Valida
     if version < 3 {
         array.stream = CAI_STREAM_NONE;
     }
-    Ok(validated)
+    Ok(())
 }

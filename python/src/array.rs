@@ -4,7 +4,7 @@
 //! it is made, so it is shared freely between threads.
 
 use cai::binding::dict::Repr;
-use cai::binding::export::{export_version, normalize_for_export};
+use cai::binding::export::{export_version, normalize_for_export, normalize_validated_for_export};
 use cai::binding::import::Imported;
 use cai::binding::rules::{
     c_strides, layout_of, layout_of_validated, stream_for_version, typestr_is_a_device_type, validate,
@@ -552,7 +552,12 @@ impl Array {
         }
         let mut exported = Pooled::copy_of(this.array());
         let version = export_version(0).map_err(Failure::Cai)?;
-        normalize_for_export(&mut exported, version).map_err(Failure::Cai)?;
+        // What the import validated holds for the copy: no second validation.
+        match &this.described.imported {
+            Some(imported) => normalize_validated_for_export(&mut exported, version, &imported.validated),
+            None => normalize_for_export(&mut exported, version).map(drop),
+        }
+        .map_err(Failure::Cai)?;
         let ndim = exported.ndim as usize;
         let dict = PyDict::new(py);
         dict.set_item(intern!(py, "shape"), PyTuple::new(py, &exported.shape[..ndim])?)?;
