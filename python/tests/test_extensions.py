@@ -60,6 +60,10 @@ def test_reference_counts_return_to_baseline_after_100000_imports_fake_driver(bu
     assert "4 compared" in run_check(built, "refcounts", "fake")
 
 
+def test_a_struct_released_after_the_interpreter_is_gone_does_not_crash_no_driver(built):
+    assert "1 compared" in run_check(built, "release_after_the_interpreter_is_gone", "none")
+
+
 def test_a_table_of_another_major_version_is_a_clear_import_error(built):
     assert "1 compared" in run_check(built, "other_table_version", "none")
 

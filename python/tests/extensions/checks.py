@@ -245,6 +245,16 @@ def check_producer():
     return 4
 
 
+def check_release_after_the_interpreter_is_gone():
+    """A struct released by the extension after finalization (Py_AtExit): no crash; the
+    reference is left, as nothing may touch Python then."""
+    import cai_c_ext
+
+    cai_c_ext.keep_until_exit(Exposes({"shape": (2,), "typestr": "<f8", "data": (device_memory(), False),
+                                       "version": 3}))
+    return 1
+
+
 def check_other_table_version():
     """cai_python_import refuses a table of another major with an ImportError naming both."""
 
