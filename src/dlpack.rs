@@ -13,7 +13,7 @@ use crate::abi::{
     CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM,
     CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
 };
-use crate::device::memory::{kind_of, Extent};
+use crate::device::memory::kind_of;
 use crate::dtype::parse_typestr_buffer;
 use crate::layout::c_strides;
 use crate::status::{Error, Result, Status};
@@ -374,8 +374,7 @@ fn device_of_validated(
     if let Some(device) = given {
         device_is_cuda_or_allowed_host(device, true)?;
     }
-    let extent = Extent { bytes: validated.extent, element_count: validated.element_count };
-    kind_of(array).dl_device(array, extent, given)
+    kind_of(array).dl_device(array, validated.touched(), given)
 }
 
 /// The two DLPack structs a tensor travels in (versioned and legacy): what libcai reads and

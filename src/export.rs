@@ -4,7 +4,7 @@ use crate::abi::{
     CaiArray, CaiExportOptions, CaiPointerInfo, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_NEVER,
     CAI_STREAM_NONE,
 };
-use crate::device::memory::{kind_of, Extent};
+use crate::device::memory::kind_of;
 use crate::device::pointer::HostMemory;
 use crate::device::sync::exported_stream_value;
 use crate::normalize::{export_version, normalize_for_export};
@@ -31,8 +31,8 @@ pub fn export(array: &mut CaiArray, options: &CaiExportOptions) -> Result<CaiPoi
     let mut exported = *array;
     let validated = normalize_for_export(&mut exported, version)?;
     let kind = kind_of(&exported);
-    let extent = Extent { bytes: validated.extent, element_count: validated.element_count };
-    let info = kind.check(&exported, extent, CAI_STREAM_NONE, check_pointer, HostMemory::Refused)?;
+    let info =
+        kind.check(&exported, validated.touched(), CAI_STREAM_NONE, check_pointer, HostMemory::Refused)?;
     kind.join_work_streams(&mut exported, version, &work_streams, &info)?;
     *array = exported;
     Ok(info)

@@ -2,7 +2,7 @@
 //! and synchronize with the producer's stream.
 
 use crate::abi::{CaiArray, CaiImportOptions, CaiPointerInfo, CaiSyncOptions, CAI_POINTER_CHECK_NEVER};
-use crate::device::memory::{kind_of, Extent};
+use crate::device::memory::kind_of;
 use crate::device::pointer::HostMemory;
 use crate::device::sync::{planned_action, sync_mode_is_known, SyncAction};
 use crate::status::{Error, Result, Status};
@@ -32,8 +32,8 @@ pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<Imported> 
         byte_order_is_native(array, &validated)?;
     }
     let kind = kind_of(array);
-    let extent = Extent { bytes: validated.extent, element_count: validated.element_count };
-    let info = kind.check(array, extent, options.consumer_stream, options.pointer_check, host)?;
+    let info =
+        kind.check(array, validated.touched(), options.consumer_stream, options.pointer_check, host)?;
     kind.sync(array, stream_for_version(array), options.consumer_stream, options.sync_mode, &info)?;
     Ok(Imported { validated, info })
 }

@@ -8,7 +8,7 @@ use crate::abi::{
     CaiArray, CaiDtype, CaiLayout, CAI_ABI_VERSION, CAI_LAYOUT_RESERVED_WORDS, CAI_MAX_MASK_DEPTH,
     CAI_MAX_NDIM, CAI_STREAM_NONE,
 };
-use crate::device::memory::{extent_is_addressable, placement_is_valid};
+use crate::device::memory::{extent_is_addressable, placement_is_valid, Extent};
 use crate::dtype::{parse_typestr_buffer, validate_descr};
 use crate::layout::{
     byte_extent, c_strides, element_count, is_c_contiguous, is_f_contiguous, nbytes, strides_itemsize_aligned,
@@ -23,6 +23,13 @@ pub struct Validated {
     pub nbytes: u64,
     /// Byte offsets [begin, end) from `data` that the elements touch.
     pub extent: (i64, i64),
+}
+
+impl Validated {
+    /// The bytes the elements touch, as the memory-kind seam takes them.
+    pub(crate) fn touched(&self) -> Extent {
+        Extent { bytes: self.extent, element_count: self.element_count }
+    }
 }
 
 /// Checks every rule of the spec that needs no driver.

@@ -267,11 +267,6 @@ impl Array {
         self.described.description.array()
     }
 
-    /// The struct a DLPack export views.
-    pub(crate) fn c_array(&self) -> &CaiArray {
-        self.array()
-    }
-
     /// Counts an export, under the same lock `release()` takes: a released array is refused,
     /// and one with an export alive cannot be released until the export ends.
     fn begin_export(&self) -> PyResult<()> {

@@ -18,7 +18,7 @@ use pyo3::ffi::PyObject;
 use pyo3::prelude::*;
 
 use crate::array::Array;
-use crate::errors::{cai_error_type, Failure};
+use crate::errors::{cai_error_type, to_python, Failure};
 use crate::import::import_object;
 
 /// Changes when a member moves or changes type: an extension refuses any other.
@@ -142,7 +142,7 @@ unsafe extern "C" fn python_from_object(
             let imported = Box::new(import_object(&obj, options)?);
             // SAFETY: the caller's out-parameter, checked non-NULL; written only on success.
             let written = unsafe { &mut *out };
-            *written = *imported.c_array();
+            *written = *imported.array();
             written.owner = Box::into_raw(imported).cast();
             written.release = Some(release_imported);
             Ok(())
@@ -163,7 +163,7 @@ unsafe extern "C" fn python_from_object(
 fn report(py: Python<'_>, failure: Failure, error: *mut CaiError) -> i32 {
     let (written, raised) = match failure {
         Failure::Cai(e) => {
-            let raised = PyErr::from(Failure::Cai(e.clone()));
+            let raised = to_python(py, &e);
             (e, raised)
         }
         Failure::Python(raised) => (error_of_exception(py, &raised), raised),

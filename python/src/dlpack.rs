@@ -398,7 +398,7 @@ unsafe extern "C" fn drop_legacy_capsule(capsule: *mut pyo3::ffi::PyObject) {
 /// cai.Array, let go of (and the export ended) by the view's release. Made only by
 /// `Array::exported_view`, which counts the export first.
 pub fn export_view(exported: &Bound<'_, Array>) -> CaiArray {
-    let mut view = *exported.get().c_array();
+    let mut view = *exported.get().array();
     view.owner = exported.clone().into_ptr().cast();
     view.release = Some(release_python_owner);
     view

@@ -41,7 +41,8 @@ pub fn cai_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     CAI_ERROR.import(py, "cai._errors", "CaiError")
 }
 
-fn to_python(py: Python<'_>, error: &cai::Error) -> PyErr {
+/// `error` as the cai.CaiError it raises.
+pub fn to_python(py: Python<'_>, error: &cai::Error) -> PyErr {
     let made = cai_error_type(py)
         .and_then(|class| class.call1((error.status.name(), error.message.as_str(), error.driver_result)));
     match made {

@@ -57,15 +57,8 @@ fn not_an_array(object: &Bound<'_, PyAny>) -> PyErr {
 
 /// Converts `dict`, the interface of `object`, into an Array (not imported).
 fn convert_dict(object: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>, depth: usize) -> CaiResult<Array> {
-    let mut array = Pooled::zeroed();
-    let mut fields = Vec::new();
-    let mask = read_dict(dict, &mut array, &mut fields)?;
-    // Most dicts have no mask: then nothing is built for one.
-    let Some(mask) = mask else {
-        return Ok(Array::from_description(Description::new(array, fields, None), object, Vec::new()));
-    };
-    let (mask, mask_owners) = describe_mask_of(mask, depth)?;
-    Ok(Array::from_description(Description::new(array, fields, Some(mask)), object, mask_owners))
+    let (description, mask_owners) = describe_dict(dict, depth)?;
+    Ok(Array::from_description(description, object, mask_owners))
 }
 
 /// A dict (whose array is `depth` masks down) read into a complete description (the core
@@ -77,25 +70,16 @@ fn describe_dict(dict: &Bound<'_, PyDict>, depth: usize) -> CaiResult<(Descripti
     let (mask, mask_owners) = match read_dict(dict, &mut array, &mut fields)? {
         None => (None, Vec::new()),
         Some(mask) => {
-            let (described, owners) = describe_mask_of(mask, depth)?;
+            let (described, mut owners) =
+                describe_mask(&mask, depth + 1).map_err(|failure| match failure {
+                    Failure::Cai(error) => Failure::Cai(in_mask(error)),
+                    other => other,
+                })?;
+            owners.insert(0, mask.unbind());
             (Some(described), owners)
         }
     };
     Ok((Description::new(array, fields, mask), mask_owners))
-}
-
-/// The mask object of an array `depth` masks down, described, with its producer first among
-/// the owners of the masks below it.
-fn describe_mask_of(
-    mask: Bound<'_, PyAny>,
-    depth: usize,
-) -> CaiResult<(Description<Pooled>, Vec<Py<PyAny>>)> {
-    let (described, mut owners) = describe_mask(&mask, depth + 1).map_err(|failure| match failure {
-        Failure::Cai(error) => Failure::Cai(in_mask(error)),
-        other => other,
-    })?;
-    owners.insert(0, mask.unbind());
-    Ok((described, owners))
 }
 
 fn describe_mask(mask: &Bound<'_, PyAny>, depth: usize) -> CaiResult<(Description<Pooled>, Vec<Py<PyAny>>)> {
