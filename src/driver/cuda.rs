@@ -1,7 +1,9 @@
 //! The few types and values of NVIDIA's `cuda.h` that libcai uses, declared here under their C
 //! names rather than taken from a bindings crate: a bindings crate links `-lcuda` at build time,
 //! which a crate depending on libcai cannot switch off. tests/driver_real_nvidia.rs compiles each
-//! of them, and every entry point's signature in `Api`, against the real `cuda.h`.
+//! of them, and every entry point's signature in `Api`, against NVIDIA's `cuda.h`: declarations
+//! here are `pub(crate) type NAME = TYPE;` and `pub(crate) const NAME: TYPE = VALUE;` with the
+//! C names, one a line, which that test reads.
 
 #![allow(non_camel_case_types)]
 
@@ -10,6 +12,8 @@ use std::os::raw::c_uint;
 /// CUresult: kept a raw integer, as a Rust enum would lack newer codes and reading an unknown
 /// value into one is undefined behaviour.
 pub(crate) type CUresult = i32;
+/// cuda.h's uint64_t, for cuGetProcAddress's flags.
+pub(crate) type cuuint64_t = u64;
 /// A device address (CUdeviceptr_v2 on 64-bit hosts).
 pub(crate) type CUdeviceptr = u64;
 
@@ -35,6 +39,8 @@ pub(crate) type CUevent = *mut CUevent_st;
 pub(crate) type CUpointer_attribute = c_uint;
 
 pub(crate) const CUDA_SUCCESS: CUresult = 0;
+/// cuInit's answer where the driver loads but no GPU is there.
+pub(crate) const CUDA_ERROR_NO_DEVICE: CUresult = 100;
 
 pub(crate) const CU_POINTER_ATTRIBUTE_CONTEXT: CUpointer_attribute = 1;
 pub(crate) const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: CUpointer_attribute = 2;
@@ -52,4 +58,4 @@ pub(crate) const CU_MEMORYTYPE_UNIFIED: u32 = 4;
 /// CU_EVENT_DISABLE_TIMING: cheaper events, used only for ordering.
 pub(crate) const CU_EVENT_DISABLE_TIMING: c_uint = 2;
 /// CU_GET_PROC_ADDRESS_LEGACY_STREAM: default-stream handles are passed explicitly anyway.
-pub(crate) const CU_GET_PROC_ADDRESS_LEGACY_STREAM: u64 = 1;
+pub(crate) const CU_GET_PROC_ADDRESS_LEGACY_STREAM: cuuint64_t = 1;

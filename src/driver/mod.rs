@@ -18,8 +18,8 @@ pub(crate) mod opencl;
 
 use crate::config::DRIVER_PATH_ENV;
 use cuda::{
-    CUcontext, CUdeviceptr, CUevent, CUpointer_attribute, CUresult, CUstream, CUDA_SUCCESS,
-    CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+    cuuint64_t, CUcontext, CUdeviceptr, CUevent, CUpointer_attribute, CUresult, CUstream,
+    CUDA_ERROR_NO_DEVICE, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
 };
 use library::{path_from, Library};
 
@@ -30,9 +30,10 @@ const PROC_ADDRESS_CUDA_VERSION: c_int = 11030;
 /// CUDA version that brought cuCtxGetId, the one entry point libcai can do without.
 const CONTEXT_ID_CUDA_VERSION: c_int = 12000;
 
-type CuGetProcAddress = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
+type CuGetProcAddress = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, cuuint64_t) -> CUresult;
 
-/// The entry points libcai uses, as the driver exports them.
+/// The entry points libcai uses, as the driver exports them. tests/driver_real_nvidia.rs reads
+/// this table (one `pub name: type,` a field) and checks it against NVIDIA's cuda.h.
 #[allow(non_snake_case)]
 pub(crate) struct Api {
     pub cuInit: unsafe extern "C" fn(c_uint) -> CUresult,
@@ -88,9 +89,15 @@ pub(crate) fn driver_available() -> bool {
     DRIVER.get_or_init(load).is_ok() // not driver(): no copy of the error on every call
 }
 
+/// How to go on without a driver or a device, named for Python and C callers alike.
+const SKIP_DEVICE_WORK: &str = "pass sync=False and pointer_check=cai.POINTER_CHECK_NEVER (from C: CAI_SYNC_NONE, CAI_POINTER_CHECK_NEVER) to skip them";
+
 fn load() -> std::result::Result<Driver, Error> {
     let no_driver = |(path, why): (String, String)| {
-        Error::new(Status::NoDriver, format!("cannot load the CUDA driver {path:?}: {why}; without a driver no pointer check or sync can run: pass sync=False and pointer_check=cai.POINTER_CHECK_NEVER (from C: CAI_SYNC_NONE, CAI_POINTER_CHECK_NEVER) to skip them"))
+        Error::new(
+            Status::NoDriver,
+            format!("cannot load the CUDA driver {path:?}: {why}; without a driver no pointer check or sync can run: {SKIP_DEVICE_WORK}"),
+        )
     };
     let library = Library::open(path_from(DRIVER_PATH_ENV, DEFAULT_DRIVER)).map_err(no_driver)?;
     let path = library.path.clone();
@@ -98,11 +105,10 @@ fn load() -> std::result::Result<Driver, Error> {
     // SAFETY: entry points resolved from the driver with their documented signatures.
     let init = unsafe { (api.cuInit)(0) };
     if init != CUDA_SUCCESS {
-        let name = error_name(&api, init);
         return Err(Error {
             status: Status::NoDriver,
             driver_result: init,
-            message: format!("cuInit failed in {path:?}: {name} ({init})"),
+            message: init_failure(&api, &path, init),
         });
     }
     let mut version = 0;
@@ -206,6 +212,24 @@ fn optional_entry_point<F: Copy>(
 unsafe fn as_fn<F: Copy>(pointer: *mut c_void) -> F {
     assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
     std::mem::transmute_copy(&pointer)
+}
+
+/// Why cuInit failed, with the driver's CUDA version (known before cuInit) and the way on.
+/// CUDA_ERROR_NO_DEVICE is the common case: a container or CI runner given the driver's
+/// libraries but no GPU.
+fn init_failure(api: &Api, path: &str, init: CUresult) -> String {
+    let mut version = 0;
+    // SAFETY: writes one int; cuDriverGetVersion needs no cuInit.
+    let cuda = match unsafe { (api.cuDriverGetVersion)(&mut version) } {
+        CUDA_SUCCESS => format!(" (CUDA {}.{})", version / 1000, version % 1000 / 10),
+        _ => String::new(),
+    };
+    let (found, missing) = match init {
+        CUDA_ERROR_NO_DEVICE => (": the driver loaded but found no CUDA device", "a device"),
+        _ => ("", "a working driver"),
+    };
+    let name = error_name(api, init);
+    format!("cuInit failed in {path:?}{cuda}: {name} ({init}){found}; without {missing} no pointer check or sync can run: {SKIP_DEVICE_WORK}")
 }
 
 /// The driver's name for a CUresult ("CUDA_ERROR_INVALID_VALUE"), or "CUresult N" if unknown.
