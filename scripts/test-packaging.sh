@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every way a C or C++ user builds and links libcai:
 # - the README's build command, its CMake and its pkg-config blocks, run as the README has them
-#   (scripts/readme-block.py extracts them);
+#   (scripts/readme-block.py extracts them); the build command again with no cmake on the PATH;
 # - the build installed again with `--prefix` given at install time (the usual way) and
 #   `--strip`; a downstream project against that install through find_package (shared and
 #   static) and pkg-config (shared and static), and against the build tree; the installed
@@ -24,6 +24,26 @@ if ! bash -euo pipefail -c "$(readme_block sh 0)" >"$work/build.log" 2>&1; then
 fi
 grep -q "Installed into" "$work/build.log"
 echo "README build command: 1 passed, 0 failed"
+
+echo "== the README's build command with no cmake on the PATH: it fetches CMake from PyPI"
+# A PATH of links to every tool on this one but CMake's.
+without_cmake="$work/path-without-cmake"
+mkdir "$without_cmake"
+IFS=: read -ra path_dirs <<<"$PATH"
+for dir in "${path_dirs[@]}"; do
+  for tool in "$dir"/*; do
+    case "$(basename "$tool")" in cmake | ctest | cpack | ccmake) continue ;; esac
+    [ -x "$tool" ] && [ ! -e "$without_cmake/$(basename "$tool")" ] && ln -s "$tool" "$without_cmake/"
+  done
+done
+rm -rf build/.cmake-from-pypi # fetched afresh, not found from an earlier run
+if ! PATH="$without_cmake" bash -euo pipefail -c "$(readme_block sh 0)" >"$work/build-without-cmake.log" 2>&1; then
+  tail -n 30 "$work/build-without-cmake.log" >&2
+  exit 1
+fi
+grep -q "^no cmake on PATH: using cmake version .* from PyPI" "$work/build-without-cmake.log"
+grep -q "Installed into" "$work/build-without-cmake.log"
+echo "README build command without CMake: 1 passed, 0 failed"
 # The same build, installed again with the prefix given only at install time.
 cmake --install build --prefix "$prefix" --strip >/dev/null
 
