@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the C and C++ tests against a built libcai; the device tests run against the
-# fake CUDA driver (tests/fake_cuda/fake_cuda.c, a test double).
+# fake CUDA driver (tests/fake_cuda/fake_cuda.c, a test double), and the no-GPU case against
+# NVIDIA's real driver library.
 # Usage: c_tests/run.sh [LIBDIR]   (default: target/release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,15 @@ for test in c_tests/test_*.c; do
   "$CC" "${cflags[@]}" "$test" -o "$out/$name" "${link[@]}" -ldl
   CAI_CUDA_DRIVER="$out/libfake_cuda.so" "$out/$name"
 done
+
+# On NVIDIA's real libcuda.so.1 with no GPU (scripts/nvidia-driver.sh fetches it; scripts/test.sh
+# sets CAI_REAL_NVIDIA_DRIVER to it).
+if [ -n "${CAI_REAL_NVIDIA_DRIVER:-}" ]; then
+  "$CC" "${cflags[@]}" c_tests/real_nvidia/test_real_driver.c -o "$out/test_real_driver" "${link[@]}"
+  CAI_CUDA_DRIVER="$CAI_REAL_NVIDIA_DRIVER/libcuda.so.1" "$out/test_real_driver"
+else
+  echo "c_tests/real_nvidia: skipped: CAI_REAL_NVIDIA_DRIVER is not set (scripts/test.sh sets it)"
+fi
 
 # The GPU suite's C part, on the fake driver: its streams keep order, so the slow-kernel checks
 # (a missing sync shows as wrong data) run here too.

@@ -6,12 +6,29 @@
 # Compiles and runs the C device tests on the real driver, then the Python interop tests with
 # whichever of CuPy, PyTorch, Numba, JAX and cuda.core are installed, and the Python example.
 # Record the outcome, date and device in docs/gpu-results.md.
+# Exit status: 0 every suite passed; 77 the CUDA driver loads but finds no device (cuInit:
+# CUDA_ERROR_NO_DEVICE, e.g. a container started without its GPU): nothing was run, as
+# automake and meson read 77 (skipped); anything else, a suite failed or no driver loads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lib=target/release
 [ -f "$lib/libcai.so" ] || { echo "no $lib/libcai.so: run cargo build --release first" >&2; exit 1; }
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
+
+cc -std=c11 -Wall -Wextra -Werror -Iinclude c_tests/gpu/driver_probe.c -o "$out/driver_probe" \
+  -L"$lib" -lcai -Wl,-rpath,"$PWD/$lib"
+probe=0
+"$out/driver_probe" 2>"$out/driver-probe.log" || probe=$?
+if [ "$probe" = 77 ]; then
+  echo "gpu-check: no CUDA device: the driver loads but cuInit finds none; nothing run (exit 77)"
+  cat "$out/driver-probe.log"
+  exit 77
+elif [ "$probe" != 0 ]; then
+  echo "gpu-check: no usable CUDA driver:" >&2
+  cat "$out/driver-probe.log" >&2
+  exit 1
+fi
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test suite that needs no GPU: Rust (unit, conformance, header freshness, the device
-# half against the fake driver), C and C++, Python (in target/venv, made here), the link check,
+# half against the fake driver, and the no-GPU case against NVIDIA's real driver library), C and
+# C++, Python (in target/venv, made here), the link check,
 # and the packaging suite
 # (CMake and pkg-config consumers of an installed copy, examples), the sanitizer and valgrind
 # runs, and a short fuzz run of every fuzz target. The GPU suite is scripts/gpu-check.sh.
@@ -32,6 +33,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 1
 fi
 
+# NVIDIA's real driver library, which loads without a GPU, for the real-driver tests in every
+# suite: fetched from Debian's archive once (scripts/nvidia-driver.sh). No fetch, no test run.
+if ! CAI_REAL_NVIDIA_DRIVER=$(bash scripts/nvidia-driver.sh); then
+  echo "could not fetch NVIDIA's driver library with scripts/nvidia-driver.sh; the real-driver tests need it" >&2
+  exit 1
+fi
+export CAI_REAL_NVIDIA_DRIVER
+
 # Each phase says when it starts, so that a long one is never silent about where the time goes.
 phase() { echo "== $1 (at $((SECONDS / 60)) min $((SECONDS % 60)) s)"; }
 SECONDS=0
@@ -46,6 +55,18 @@ suites=$((suites + 1))
 
 phase "C and C++"
 c_tests/run.sh target/release
+suites=$((suites + 1))
+
+phase "scripts/gpu-check.sh on NVIDIA's real driver without a GPU: no device, exit 77"
+gpu_check=0
+CAI_CUDA_DRIVER="$CAI_REAL_NVIDIA_DRIVER/libcuda.so.1" bash scripts/gpu-check.sh >target/gpu-check-no-device.log 2>&1 ||
+  gpu_check=$?
+if [ "$gpu_check" != 77 ] || ! grep -q "no CUDA device" target/gpu-check-no-device.log; then
+  cat target/gpu-check-no-device.log >&2
+  echo "scripts/gpu-check.sh exited $gpu_check on a driver with no device; 77 and 'no CUDA device' expected" >&2
+  exit 1
+fi
+echo "gpu-check without a device: 1 passed, 0 failed"
 suites=$((suites + 1))
 
 phase "libcai.so links no libcuda or libOpenCL and carries no CPython code"
