@@ -50,11 +50,8 @@ trap 'rm -rf "$work"' EXIT
 
 # A deb-src entry for $suite on the first Debian archive this machine's own sources name,
 # in an apt configuration of its own (the machine's lists are left as they are).
-uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null |
-  sed -n -e 's/^URIs:[[:space:]]*\([^[:space:]]*\/debian\)[[:space:]]*$/\1/p' \
-    -e 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\/debian\)[[:space:]].*/\2/p' | head -n 1 || true)
-if [ -z "$uri" ]; then
-  log "no Debian archive in this machine's apt sources; set CAI_FREE_THREADED_PYTHON to a free-threaded python3" >&2
+if ! uri=$(bash "$(dirname "$0")/debian-archive.sh"); then
+  log "set CAI_FREE_THREADED_PYTHON to a free-threaded python3"
   exit 1
 fi
 mkdir -p "$work/apt/lists/partial" "$work/apt/parts" "$work/src"

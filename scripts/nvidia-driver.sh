@@ -32,11 +32,8 @@ fi
 
 log() { echo "NVIDIA driver: $*" >&2; }
 
-uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null |
-  sed -n -e 's/^URIs:[[:space:]]*\([^[:space:]]*\/debian\)[[:space:]]*$/\1/p' \
-    -e 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\/debian\)[[:space:]].*/\2/p' | head -n 1 || true)
-if [ -z "$uri" ]; then
-  log "no Debian archive in this machine's apt sources; set CAI_REAL_NVIDIA_DRIVER to a directory laid out as this script's comment says"
+if ! uri=$(bash "$(dirname "$0")/debian-archive.sh"); then
+  log "set CAI_REAL_NVIDIA_DRIVER to a directory laid out as this script's comment says"
   exit 1
 fi
 
