@@ -12,8 +12,6 @@ use std::ffi::c_void;
 use std::os::raw::c_char;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cuda_driver_sys::CUcontext;
-
 use crate::status::{Error, Result, Status};
 
 /// Most dimensions an array may have (NumPy 2, PEP 3118).
@@ -288,12 +286,6 @@ impl Default for CaiPointerInfo {
             checked: 0,
             reserved: [0; CAI_POINTER_INFO_RESERVED_WORDS],
         }
-    }
-}
-
-impl CaiPointerInfo {
-    pub(crate) fn cu_context(&self) -> CUcontext {
-        self.context.cast()
     }
 }
 

@@ -1,7 +1,6 @@
 //! Makes a context current for the length of a scope, and restores the previous one after.
 
-use cuda_driver_sys::CUcontext;
-
+use crate::driver::cuda::CUcontext;
 use crate::driver::Driver;
 use crate::status::Result;
 

@@ -9,8 +9,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use cuda_driver_sys::{CUcontext, CUevent};
-
+use crate::driver::cuda::{CUcontext, CUevent};
 use crate::driver::Driver;
 use crate::status::Result;
 

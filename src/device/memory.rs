@@ -6,13 +6,14 @@
 //! of branching, and a new kind is one more implementation.
 
 use super::opencl::{checked_buffer, opencl_sync};
-use super::pointer::{checked_pointer, HostMemory, MEMORY_TYPE_HOST};
+use super::pointer::{checked_pointer, HostMemory};
 use super::sync::{consumer_sync, join_streams, sync_if_needed};
 use crate::abi::{
     CaiArray, CaiDLDevice, CaiPointerInfo, CAI_DL_CUDA, CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED,
     CAI_MEMORY_CUDA, CAI_MEMORY_OPENCL, CAI_OPENCL_STREAM_EVENT, CAI_OPENCL_STREAM_QUEUE,
     CAI_POINTER_CHECK_ALWAYS, CAI_STREAM_NONE, CAI_SYNC_BLOCKING,
 };
+use crate::driver::cuda::CU_MEMORYTYPE_HOST;
 use crate::driver::driver;
 use crate::status::{fail, Error, Result, Status};
 
@@ -141,7 +142,7 @@ impl MemoryKind for Cuda {
         mode: i32,
         info: &CaiPointerInfo,
     ) -> Result<()> {
-        sync_if_needed(producer, consumer, mode, info.cu_context())
+        sync_if_needed(producer, consumer, mode, info.context.cast())
     }
 
     fn join_work_streams(
@@ -158,7 +159,7 @@ impl MemoryKind for Cuda {
             return Ok(());
         }
         let d = driver()?;
-        let context = info.cu_context();
+        let context = info.context.cast();
         if version >= 3 {
             return join_streams(d, exported.stream, work_streams, context);
         }
@@ -183,7 +184,7 @@ impl MemoryKind for Cuda {
             self.check(array, extent, CAI_STREAM_NONE, CAI_POINTER_CHECK_ALWAYS, HostMemory::Refused)?;
         let device_type = if info.is_managed == 1 {
             CAI_DL_CUDA_MANAGED
-        } else if info.memory_type == MEMORY_TYPE_HOST {
+        } else if info.memory_type == CU_MEMORYTYPE_HOST {
             CAI_DL_CUDA_HOST
         } else {
             CAI_DL_CUDA

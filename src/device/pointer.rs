@@ -4,12 +4,9 @@
 use crate::abi::{
     CaiPointerInfo, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_DEFAULT, CAI_POINTER_CHECK_NEVER,
 };
+use crate::driver::cuda::{CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_UNIFIED};
 use crate::driver::{driver, driver_available, Driver};
 use crate::status::{Error, Result, Status};
-
-pub(crate) const MEMORY_TYPE_HOST: u32 = 1;
-const MEMORY_TYPE_DEVICE: u32 = 2;
-const MEMORY_TYPE_UNIFIED: u32 = 4;
 
 /// Asks the driver about `pointer` in one cuPointerGetAttributes call, then for its
 /// allocation range. Fails with NOT_DEVICE_POINTER where the device cannot reach it.
@@ -40,8 +37,8 @@ fn device_pointer_info(driver: &Driver, pointer: u64) -> Result<Reach> {
         ..CaiPointerInfo::default()
     };
     let device_reachable = match memory_type {
-        MEMORY_TYPE_DEVICE | MEMORY_TYPE_UNIFIED => true,
-        MEMORY_TYPE_HOST => found.device_pointer != 0,
+        CU_MEMORYTYPE_DEVICE | CU_MEMORYTYPE_UNIFIED => true,
+        CU_MEMORYTYPE_HOST => found.device_pointer != 0,
         _ => false,
     };
     if !device_reachable {
@@ -58,7 +55,7 @@ fn not_device_reachable(pointer: u64, memory_type: u32) -> Error {
             "data {pointer:#x} is not device-accessible memory (memory type {memory_type}: {}); a consumer that reads host memory passes allow_host",
             match memory_type {
                 0 => "not known to the driver, e.g. unregistered host memory",
-                MEMORY_TYPE_HOST => "pinned host memory that is not mapped",
+                CU_MEMORYTYPE_HOST => "pinned host memory that is not mapped",
                 _ => "a CUDA array, not linear memory",
             }
         ),

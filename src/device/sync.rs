@@ -6,14 +6,13 @@
 
 use crate::config::default_sync_disabled;
 
-use cuda_driver_sys::CUcontext;
-
 use super::context::ContextGuard;
 use super::events;
 use crate::abi::{
     CAI_STREAM_LEGACY, CAI_STREAM_NONE, CAI_STREAM_PER_THREAD, CAI_SYNC_BLOCKING, CAI_SYNC_DEFAULT,
     CAI_SYNC_NONE,
 };
+use crate::driver::cuda::CUcontext;
 use crate::driver::Driver;
 use crate::status::{Error, Result, Status};
 

@@ -7,14 +7,14 @@
 use std::ffi::c_void;
 use std::os::raw::c_uint;
 
-use cuda_driver_sys::CUpointer_attribute_enum as Attr;
-use cuda_driver_sys::{CUcontext, CUdeviceptr, CUevent, CUstream};
-
-use super::{Driver, CUDA_SUCCESS};
+use super::cuda::{
+    CUcontext, CUdeviceptr, CUevent, CUpointer_attribute, CUstream, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
+    CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+    CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+};
+use super::Driver;
 use crate::status::Result;
-
-/// CU_EVENT_DISABLE_TIMING: cheaper events, used only for ordering.
-const EVENT_DISABLE_TIMING: c_uint = 2;
 
 /// What cuPointerGetAttributes says of a pointer, as libcai asks for it.
 pub(crate) struct PointerAttributes {
@@ -88,7 +88,7 @@ impl Driver {
     pub(crate) fn event_create(&self) -> Result<CUevent> {
         let mut event: CUevent = std::ptr::null_mut();
         // SAFETY: writes one handle.
-        let status = unsafe { (self.api.cuEventCreate)(&mut event, EVENT_DISABLE_TIMING) };
+        let status = unsafe { (self.api.cuEventCreate)(&mut event, CU_EVENT_DISABLE_TIMING) };
         self.check(status, || "cuEventCreate(CU_EVENT_DISABLE_TIMING)".into())?;
         Ok(event)
     }
@@ -115,12 +115,12 @@ impl Driver {
             is_managed: 0,
             device_ordinal: -1,
         };
-        let mut attributes = [
-            Attr::CU_POINTER_ATTRIBUTE_CONTEXT as c_uint,
-            Attr::CU_POINTER_ATTRIBUTE_MEMORY_TYPE as c_uint,
-            Attr::CU_POINTER_ATTRIBUTE_DEVICE_POINTER as c_uint,
-            Attr::CU_POINTER_ATTRIBUTE_IS_MANAGED as c_uint,
-            Attr::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL as c_uint,
+        let mut attributes: [CUpointer_attribute; _] = [
+            CU_POINTER_ATTRIBUTE_CONTEXT,
+            CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+            CU_POINTER_ATTRIBUTE_IS_MANAGED,
+            CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
         ];
         let mut values: [*mut c_void; 5] = [
             (&mut found.context as *mut CUcontext).cast(),
@@ -151,10 +151,8 @@ impl Driver {
         if status == CUDA_SUCCESS {
             return Ok((base, size as u64));
         }
-        let mut attributes = [
-            Attr::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR as c_uint,
-            Attr::CU_POINTER_ATTRIBUTE_RANGE_SIZE as c_uint,
-        ];
+        let mut attributes: [CUpointer_attribute; _] =
+            [CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE];
         let (mut start, mut length): (CUdeviceptr, usize) = (0, 0);
         let mut values: [*mut c_void; 2] =
             [(&mut start as *mut CUdeviceptr).cast(), (&mut length as *mut usize).cast()];

@@ -2,58 +2,56 @@
 //! once per process. No driver is a status (CAI_ERROR_NO_DRIVER), never a panic.
 //!
 //! Every entry point is called in one place, `calls.rs`, through a typed wrapper that names
-//! the call in its error; nothing above this module holds an `unsafe` driver call.
-//!
-//! CUresult values stay raw `i32`s: an enum from bindings would lack newer codes, and reading
-//! an unknown value into a Rust enum is undefined behaviour.
+//! the call in its error; nothing above this module holds an `unsafe` driver call. The C types
+//! they take are declared in `cuda.rs`.
 
 use std::ffi::{c_void, CStr, CString};
 use std::os::raw::{c_char, c_int, c_uint};
 use std::sync::OnceLock;
 
-use cuda_driver_sys::{CUcontext, CUdeviceptr, CUevent, CUstream};
-
 use crate::status::{Error, Result, Status};
 
 mod calls;
+pub(crate) mod cuda;
 mod library;
 pub(crate) mod opencl;
 
 use crate::config::DRIVER_PATH_ENV;
+use cuda::{
+    CUcontext, CUdeviceptr, CUevent, CUpointer_attribute, CUresult, CUstream, CUDA_SUCCESS,
+    CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+};
 use library::{path_from, Library};
 
 const DEFAULT_DRIVER: &str = "libcuda.so.1";
 
-pub(crate) const CUDA_SUCCESS: i32 = 0;
 /// CUDA version whose ABI cuGetProcAddress is asked for: every entry point below exists in it.
 const PROC_ADDRESS_CUDA_VERSION: c_int = 11030;
 /// CUDA version that brought cuCtxGetId, the one entry point libcai can do without.
 const CONTEXT_ID_CUDA_VERSION: c_int = 12000;
-/// CU_GET_PROC_ADDRESS_LEGACY_STREAM: default-stream handles are passed explicitly anyway.
-const PROC_ADDRESS_LEGACY_STREAM: u64 = 1;
 
-type CuGetProcAddress = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> i32;
+type CuGetProcAddress = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
 
 /// The entry points libcai uses, as the driver exports them.
 #[allow(non_snake_case)]
 pub(crate) struct Api {
-    pub cuInit: unsafe extern "C" fn(c_uint) -> i32,
-    pub cuDriverGetVersion: unsafe extern "C" fn(*mut c_int) -> i32,
-    pub cuGetErrorName: unsafe extern "C" fn(i32, *mut *const c_char) -> i32,
+    pub cuInit: unsafe extern "C" fn(c_uint) -> CUresult,
+    pub cuDriverGetVersion: unsafe extern "C" fn(*mut c_int) -> CUresult,
+    pub cuGetErrorName: unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult,
     pub cuPointerGetAttributes:
-        unsafe extern "C" fn(c_uint, *mut c_uint, *mut *mut c_void, CUdeviceptr) -> i32,
-    pub cuMemGetAddressRange: unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUdeviceptr) -> i32,
-    pub cuCtxGetCurrent: unsafe extern "C" fn(*mut CUcontext) -> i32,
-    pub cuCtxPushCurrent: unsafe extern "C" fn(CUcontext) -> i32,
-    pub cuCtxPopCurrent: unsafe extern "C" fn(*mut CUcontext) -> i32,
-    pub cuStreamGetCtx: unsafe extern "C" fn(CUstream, *mut CUcontext) -> i32,
-    pub cuStreamSynchronize: unsafe extern "C" fn(CUstream) -> i32,
-    pub cuStreamWaitEvent: unsafe extern "C" fn(CUstream, CUevent, c_uint) -> i32,
-    pub cuEventCreate: unsafe extern "C" fn(*mut CUevent, c_uint) -> i32,
-    pub cuEventRecord: unsafe extern "C" fn(CUevent, CUstream) -> i32,
-    pub cuEventDestroy: unsafe extern "C" fn(CUevent) -> i32,
+        unsafe extern "C" fn(c_uint, *mut CUpointer_attribute, *mut *mut c_void, CUdeviceptr) -> CUresult,
+    pub cuMemGetAddressRange: unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUdeviceptr) -> CUresult,
+    pub cuCtxGetCurrent: unsafe extern "C" fn(*mut CUcontext) -> CUresult,
+    pub cuCtxPushCurrent: unsafe extern "C" fn(CUcontext) -> CUresult,
+    pub cuCtxPopCurrent: unsafe extern "C" fn(*mut CUcontext) -> CUresult,
+    pub cuStreamGetCtx: unsafe extern "C" fn(CUstream, *mut CUcontext) -> CUresult,
+    pub cuStreamSynchronize: unsafe extern "C" fn(CUstream) -> CUresult,
+    pub cuStreamWaitEvent: unsafe extern "C" fn(CUstream, CUevent, c_uint) -> CUresult,
+    pub cuEventCreate: unsafe extern "C" fn(*mut CUevent, c_uint) -> CUresult,
+    pub cuEventRecord: unsafe extern "C" fn(CUevent, CUstream) -> CUresult,
+    pub cuEventDestroy: unsafe extern "C" fn(CUevent) -> CUresult,
     /// CUDA 12.0+; None on older drivers (events are then not pooled, see device/events.rs).
-    pub cuCtxGetId: Option<unsafe extern "C" fn(CUcontext, *mut u64) -> i32>,
+    pub cuCtxGetId: Option<unsafe extern "C" fn(CUcontext, *mut u64) -> CUresult>,
 }
 
 /// A loaded, initialized driver.
@@ -128,7 +126,12 @@ fn resolve_all(library: &Library) -> std::result::Result<Api, String> {
             let mut pointer = std::ptr::null_mut();
             // SAFETY: cuGetProcAddress (CUDA 11.3+) with its documented signature.
             let status = unsafe {
-                get(c_name.as_ptr(), &mut pointer, PROC_ADDRESS_CUDA_VERSION, PROC_ADDRESS_LEGACY_STREAM)
+                get(
+                    c_name.as_ptr(),
+                    &mut pointer,
+                    PROC_ADDRESS_CUDA_VERSION,
+                    CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+                )
             };
             if status == CUDA_SUCCESS && !pointer.is_null() {
                 return Ok(pointer);
@@ -181,8 +184,9 @@ fn optional_entry_point<F: Copy>(
             let c_name = CString::new(name).expect("entry point names have no NUL");
             let mut pointer = std::ptr::null_mut();
             // SAFETY: cuGetProcAddress (CUDA 11.3+) with its documented signature.
-            let status =
-                unsafe { get(c_name.as_ptr(), &mut pointer, cuda_version, PROC_ADDRESS_LEGACY_STREAM) };
+            let status = unsafe {
+                get(c_name.as_ptr(), &mut pointer, cuda_version, CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+            };
             if status == CUDA_SUCCESS {
                 pointer
             } else {
@@ -205,7 +209,7 @@ unsafe fn as_fn<F: Copy>(pointer: *mut c_void) -> F {
 }
 
 /// The driver's name for a CUresult ("CUDA_ERROR_INVALID_VALUE"), or "CUresult N" if unknown.
-fn error_name(api: &Api, result: i32) -> String {
+fn error_name(api: &Api, result: CUresult) -> String {
     let mut name: *const c_char = std::ptr::null();
     // SAFETY: cuGetErrorName writes a pointer to a static string, or fails.
     let status = unsafe { (api.cuGetErrorName)(result, &mut name) };
@@ -219,13 +223,13 @@ fn error_name(api: &Api, result: i32) -> String {
 
 impl Driver {
     /// A CAI_ERROR_DRIVER naming the call and the CUresult it returned.
-    pub(crate) fn error(&self, result: i32, call: &str) -> Error {
+    pub(crate) fn error(&self, result: CUresult, call: &str) -> Error {
         let name = error_name(&self.api, result);
         Error::driver(result, format!("{call} failed: {name} ({result})"))
     }
 
     /// Turns a CUresult into Ok, or the error naming the call.
-    pub(crate) fn check(&self, result: i32, call: impl FnOnce() -> String) -> Result<()> {
+    pub(crate) fn check(&self, result: CUresult, call: impl FnOnce() -> String) -> Result<()> {
         if result == CUDA_SUCCESS {
             Ok(())
         } else {

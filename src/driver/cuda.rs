@@ -1,0 +1,55 @@
+//! The few types and values of NVIDIA's `cuda.h` that libcai uses, declared here under their C
+//! names rather than taken from a bindings crate: a bindings crate links `-lcuda` at build time,
+//! which a crate depending on libcai cannot switch off. tests/driver_real_nvidia.rs compiles each
+//! of them, and every entry point's signature in `Api`, against the real `cuda.h`.
+
+#![allow(non_camel_case_types)]
+
+use std::os::raw::c_uint;
+
+/// CUresult: kept a raw integer, as a Rust enum would lack newer codes and reading an unknown
+/// value into one is undefined behaviour.
+pub(crate) type CUresult = i32;
+/// A device address (CUdeviceptr_v2 on 64-bit hosts).
+pub(crate) type CUdeviceptr = u64;
+
+/// Opaque driver objects, only ever handled by pointer.
+#[repr(C)]
+pub(crate) struct CUctx_st {
+    _opaque: [u8; 0],
+}
+#[repr(C)]
+pub(crate) struct CUstream_st {
+    _opaque: [u8; 0],
+}
+#[repr(C)]
+pub(crate) struct CUevent_st {
+    _opaque: [u8; 0],
+}
+pub(crate) type CUcontext = *mut CUctx_st;
+pub(crate) type CUstream = *mut CUstream_st;
+pub(crate) type CUevent = *mut CUevent_st;
+
+/// CUpointer_attribute: an enum in C, passed as an array of them; read as the unsigned int
+/// that a C compiler gives an enum of non-negative values.
+pub(crate) type CUpointer_attribute = c_uint;
+
+pub(crate) const CUDA_SUCCESS: CUresult = 0;
+
+pub(crate) const CU_POINTER_ATTRIBUTE_CONTEXT: CUpointer_attribute = 1;
+pub(crate) const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: CUpointer_attribute = 2;
+pub(crate) const CU_POINTER_ATTRIBUTE_DEVICE_POINTER: CUpointer_attribute = 3;
+pub(crate) const CU_POINTER_ATTRIBUTE_IS_MANAGED: CUpointer_attribute = 8;
+pub(crate) const CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: CUpointer_attribute = 9;
+pub(crate) const CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: CUpointer_attribute = 11;
+pub(crate) const CU_POINTER_ATTRIBUTE_RANGE_SIZE: CUpointer_attribute = 12;
+
+/// CUmemorytype, as CU_POINTER_ATTRIBUTE_MEMORY_TYPE reports it.
+pub(crate) const CU_MEMORYTYPE_HOST: u32 = 1;
+pub(crate) const CU_MEMORYTYPE_DEVICE: u32 = 2;
+pub(crate) const CU_MEMORYTYPE_UNIFIED: u32 = 4;
+
+/// CU_EVENT_DISABLE_TIMING: cheaper events, used only for ordering.
+pub(crate) const CU_EVENT_DISABLE_TIMING: c_uint = 2;
+/// CU_GET_PROC_ADDRESS_LEGACY_STREAM: default-stream handles are passed explicitly anyway.
+pub(crate) const CU_GET_PROC_ADDRESS_LEGACY_STREAM: u64 = 1;
