@@ -121,3 +121,8 @@ pub mod binding {
         crate::ffi::write_error(out, error)
     }
 }
+
+/// The README's Rust blocks, run as doctests so that they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
