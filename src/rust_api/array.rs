@@ -1,6 +1,5 @@
 //! Arrays owned and borrowed, and what both read through.
 
-use std::marker::PhantomData;
 use std::ops::Deref;
 
 use crate::abi::{
@@ -227,7 +226,7 @@ impl Array {
 
     /// Borrows the array for as long as `self` is borrowed.
     pub fn view(&self) -> ArrayView<'_> {
-        ArrayView { raw: self, _borrow: PhantomData }
+        ArrayView { raw: self }
     }
 
     /// The struct, for the DLPack hand-over, which clears its `release` on success.
@@ -271,7 +270,6 @@ impl std::fmt::Debug for Array {
 #[derive(Clone, Copy)]
 pub struct ArrayView<'a> {
     raw: &'a ArrayRef,
-    _borrow: PhantomData<&'a CaiArray>,
 }
 
 impl<'a> ArrayView<'a> {
@@ -282,7 +280,12 @@ impl<'a> ArrayView<'a> {
     /// OpenCL) its `cl_mem` are live handles for `'a`.
     pub unsafe fn from_raw(raw: &'a CaiArray) -> ArrayView<'a> {
         // SAFETY: the caller's promise is ArrayRef's.
-        ArrayView { raw: unsafe { ArrayRef::from_raw(raw) }, _borrow: PhantomData }
+        ArrayView { raw: unsafe { ArrayRef::from_raw(raw) } }
+    }
+
+    /// The array for all of `'a`: what it lends (a shape, a mask) may outlive the view.
+    pub fn array(self) -> &'a ArrayRef {
+        self.raw
     }
 }
 
@@ -401,8 +404,9 @@ impl ArrayBuilder {
         self
     }
 
-    /// Validates the description and makes the array. On failure nothing is released: the
-    /// closure given to [`on_release`](ArrayBuilder::on_release) is dropped uncalled.
+    /// Validates the description and makes the array. On failure the closure given to
+    /// [`on_release`](ArrayBuilder::on_release) is dropped uncalled (a mask given is dropped,
+    /// which releases it).
     pub fn build(self) -> Result<Array> {
         let ArrayBuilder { raw, typestr_fits, fields, mask, release } = self;
         if !typestr_fits {
@@ -422,5 +426,102 @@ impl ArrayBuilder {
             raw.release = Some(release_closure);
         }
         Ok(array)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::abi::{CaiDLDevice, CAI_DL_CPU};
+
+    const DATA: u64 = 0x7f00_0000_1000;
+
+    /// An on_release closure that writes `name` into `log`.
+    fn logging(log: &Arc<Mutex<Vec<&'static str>>>, name: &'static str) -> impl FnOnce() + Send + 'static {
+        let log = Arc::clone(log);
+        move || log.lock().unwrap().push(name)
+    }
+
+    #[test]
+    fn a_mask_given_to_the_builder_is_validated_and_released_after_its_array() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mask = Array::builder("|b1", &[2, 3], DATA).on_release(logging(&log, "mask")).build().unwrap();
+        let array = Array::builder("<f4", &[2, 3], DATA)
+            .mask(mask)
+            .on_release(logging(&log, "array"))
+            .build()
+            .unwrap();
+        assert_eq!(array.mask().map(|mask| mask.array().typestr()), Some(Some("|b1")));
+        drop(array);
+        assert_eq!(*log.lock().unwrap(), ["array", "mask"]);
+
+        let mask =
+            Array::builder("|b1", &[3], DATA).on_release(logging(&log, "refused mask")).build().unwrap();
+        let refused = Array::builder("<f4", &[2], DATA).mask(mask).on_release(logging(&log, "never")).build();
+        assert_eq!(refused.unwrap_err().status, Status::InvalidMask);
+        assert_eq!(*log.lock().unwrap(), ["array", "mask", "refused mask"]);
+    }
+
+    static RAW_RELEASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    unsafe extern "C" fn count_raw_release(_array: *mut CaiArray) {
+        RAW_RELEASES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    #[test]
+    fn an_array_taken_from_a_raw_struct_runs_its_release_once_on_drop() {
+        let mut raw = CaiArray { version: 3, ndim: 1, data: DATA, ..CaiArray::zeroed() };
+        raw.shape[0] = 4;
+        assert!(raw.set_typestr("<i2"));
+        raw.release = Some(count_raw_release);
+        // SAFETY: no mask or descr, a release that may run anywhere, no stream.
+        let array = unsafe { Array::from_raw(raw) };
+        assert_eq!(array.layout().unwrap().nbytes, 8);
+        assert_eq!(RAW_RELEASES.load(std::sync::atomic::Ordering::SeqCst), 0);
+        drop(array);
+        assert_eq!(RAW_RELEASES.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_typestr_too_long_for_the_struct_is_refused_naming_the_limit() {
+        let error = Array::builder(&"<f4".repeat(20), &[1], DATA).build().unwrap_err();
+        assert_eq!(error.status, Status::InvalidTypestr);
+        assert!(error.message.contains("31 bytes"), "{error}");
+    }
+
+    #[test]
+    fn dlpack_refusals_release_what_they_were_given() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mask = Array::builder("|b1", &[2], DATA).build().unwrap();
+        let masked =
+            Array::builder("<f4", &[2], DATA).mask(mask).on_release(logging(&log, "masked")).build().unwrap();
+        let cuda = CaiDLDevice { device_type: crate::abi::CAI_DL_CUDA, device_id: 0 };
+        assert_eq!(masked.into_dlpack(Some(cuda)).unwrap_err().status, Status::InvalidMask);
+        assert_eq!(*log.lock().unwrap(), ["masked"]);
+
+        let host = Array::builder("<f4", &[2], DATA).on_release(logging(&log, "host")).build().unwrap();
+        let tensor = host.into_dlpack(Some(CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 })).unwrap();
+        assert_eq!(*log.lock().unwrap(), ["masked"], "the tensor owns the array now");
+        assert_eq!(Array::from_dlpack(tensor, false).unwrap_err().status, Status::HostMemory);
+        assert_eq!(*log.lock().unwrap(), ["masked", "host"]);
+    }
+
+    #[test]
+    fn a_view_borrows_without_releasing() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let array = Array::builder("<u8", &[5], DATA)
+            .strides(&[-8])
+            .on_release(logging(&log, "array"))
+            .build()
+            .unwrap();
+        let view = array.view();
+        // SAFETY: the struct has no mask or descr, and no stream.
+        let raw_view = unsafe { ArrayView::from_raw(array.as_raw()) };
+        assert_eq!((view.strides(), raw_view.layout().unwrap().extent), (Some(&[-8i64][..]), (-32, 8)));
+        assert!(log.lock().unwrap().is_empty());
+        drop(array);
+        assert_eq!(*log.lock().unwrap(), ["array"]);
     }
 }
