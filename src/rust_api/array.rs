@@ -317,6 +317,8 @@ unsafe extern "C" fn release_closure(array: *mut CaiArray) {
 pub struct ArrayBuilder {
     raw: CaiArray,
     typestr_fits: bool,
+    /// How many strides were given, when that is not one per dimension.
+    strides_miscounted: Option<usize>,
     fields: Vec<CaiField>,
     mask: Option<Array>,
     release: Option<ReleaseClosure>,
@@ -332,12 +334,20 @@ impl ArrayBuilder {
         }
         let typestr_fits = raw.set_typestr(typestr);
         raw.data = data;
-        ArrayBuilder { raw, typestr_fits, fields: Vec::new(), mask: None, release: None }
+        ArrayBuilder {
+            raw,
+            typestr_fits,
+            strides_miscounted: None,
+            fields: Vec::new(),
+            mask: None,
+            release: None,
+        }
     }
 
     /// Byte strides, one per dimension.
     pub fn strides(mut self, strides: &[i64]) -> ArrayBuilder {
         self.raw.strides_given = 1;
+        self.strides_miscounted = (strides.len() != self.raw.ndim as usize).then_some(strides.len());
         for (slot, &stride) in self.raw.strides.iter_mut().zip(strides) {
             *slot = stride;
         }
@@ -408,7 +418,13 @@ impl ArrayBuilder {
     /// [`on_release`](ArrayBuilder::on_release) is dropped uncalled (a mask given is dropped,
     /// which releases it).
     pub fn build(self) -> Result<Array> {
-        let ArrayBuilder { raw, typestr_fits, fields, mask, release } = self;
+        let ArrayBuilder { raw, typestr_fits, strides_miscounted, fields, mask, release } = self;
+        if let Some(count) = strides_miscounted {
+            return Err(Error::new(
+                Status::InvalidStrides,
+                format!("{count} strides were given for {} dimensions: give one per dimension", raw.ndim),
+            ));
+        }
         if !typestr_fits {
             return Err(Error::new(
                 Status::InvalidTypestr,
@@ -485,10 +501,13 @@ mod tests {
     }
 
     #[test]
-    fn a_typestr_too_long_for_the_struct_is_refused_naming_the_limit() {
+    fn a_typestr_too_long_or_strides_miscounted_are_refused_naming_the_fix() {
         let error = Array::builder(&"<f4".repeat(20), &[1], DATA).build().unwrap_err();
         assert_eq!(error.status, Status::InvalidTypestr);
         assert!(error.message.contains("31 bytes"), "{error}");
+        let error = Array::builder("<f4", &[2, 3], DATA).strides(&[4]).build().unwrap_err();
+        assert_eq!(error.status, Status::InvalidStrides);
+        assert!(error.message.contains("1 strides were given for 2 dimensions"), "{error}");
     }
 
     #[test]
