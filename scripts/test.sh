@@ -52,7 +52,9 @@ echo "rustdoc with warnings as errors: 1 passed, 0 failed"
 # releases that Drop runs. Its program is examples/rust_consumer.rs.
 fake_driver_dir=$(mktemp -d)
 cc -std=c11 -O1 -shared -fPIC -pthread tests/fake_cuda/fake_cuda.c -o "$fake_driver_dir/libfake_cuda.so"
-cargo build --quiet --locked --manifest-path tests/dependent/Cargo.toml --target-dir target/dependent
+# From outside the repository, so that no cargo configuration of libcai's applies to the build.
+(cd "$fake_driver_dir" && cargo build --quiet --locked --manifest-path "$OLDPWD/tests/dependent/Cargo.toml" \
+  --target-dir "$OLDPWD/target/dependent")
 CAI_CUDA_DRIVER="$fake_driver_dir/libfake_cuda.so" target/dependent/debug/rust_consumer
 rm -rf "$fake_driver_dir"
 # The OpenCL Buffer Interface from Rust, on the OpenCL driver checked for above (PoCL on CI).
