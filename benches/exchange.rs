@@ -28,7 +28,8 @@ fn pure(c: &mut Criterion) {
     let mut dtype = CaiDtype { itemsize: 0, kind: 0, byteorder: 0 };
     for t in [c"<f4", c"<M8[ns]", c"|V12"] {
         g.bench_function(format!("typestr_parse {}", t.to_str().unwrap()), |b| {
-            b.iter(|| cai_typestr_parse(black_box(t.as_ptr()), &mut dtype, null_mut()))
+            // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+            b.iter(|| unsafe { cai_typestr_parse(black_box(t.as_ptr()), &mut dtype, null_mut()) })
         });
     }
 
@@ -44,19 +45,24 @@ fn pure(c: &mut Criterion) {
     for (name, a) in
         [("1-D", &a1), ("3-D", &a3), ("8-D", &a8), ("3-D strided", &strided), ("3-D with mask", &masked)]
     {
-        g.bench_function(format!("validate {name}"), |b| b.iter(|| cai_validate(black_box(a), null_mut())));
+        g.bench_function(format!("validate {name}"), |b| {
+            // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+            b.iter(|| unsafe { cai_validate(black_box(a), null_mut()) })
+        });
     }
     let fields = [CaiField::new("x", "<f4", 0).unwrap(), CaiField::new("n", "<i8", 4).unwrap()];
     let mut structured = array(&[1024], "|V12", 0x10000);
     structured.descr = fields.as_ptr();
     structured.descr_count = 2;
     g.bench_function("validate 1-D with 2-field descr", |b| {
-        b.iter(|| cai_validate(black_box(&structured), null_mut()))
+        // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+        b.iter(|| unsafe { cai_validate(black_box(&structured), null_mut()) })
     });
     let many = many_fields(100_000);
     let wide = with_descr(&many);
     g.bench_function("validate 1-D with 100,000-field descr", |b| {
-        b.iter(|| cai_validate(black_box(&wide), null_mut()))
+        // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+        b.iter(|| unsafe { cai_validate(black_box(&wide), null_mut()) })
     });
 
     // DLPack: a 3-D tensor taken as a CaiArray and released (its deleter a no-op), next to
@@ -81,8 +87,11 @@ fn pure(c: &mut Criterion) {
     let mut taken = CaiArray::zeroed();
     g.bench_function("cai_from_dlpack 3-D + cai_release", |b| {
         b.iter(|| {
-            let status = cai_from_dlpack(black_box(&mut tensor), std::ptr::null(), &mut taken, null_mut());
-            cai_release(&mut taken, null_mut());
+            // SAFETY: the tensor is a live one handed over, and every other pointer NULL or to a live value of its type.
+            let status =
+                unsafe { cai_from_dlpack(black_box(&mut tensor), std::ptr::null(), &mut taken, null_mut()) };
+            // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+            unsafe { cai_release(&mut taken, null_mut()) };
             status
         })
     });
@@ -94,7 +103,8 @@ fn pure(c: &mut Criterion) {
     g.bench_function("export normalization 3-D", |b| {
         b.iter(|| {
             let mut copy = explicit;
-            cai_export(&mut copy, &options, null_mut())
+            // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+            unsafe { cai_export(&mut copy, &options, null_mut()) }
         })
     });
     let no_check = CaiImportOptions {
@@ -103,7 +113,8 @@ fn pure(c: &mut Criterion) {
         ..Default::default()
     };
     g.bench_function("import 3-D, no pointer check, no sync", |b| {
-        b.iter(|| cai_import(black_box(&a3), &no_check, null_mut(), null_mut()))
+        // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+        b.iter(|| unsafe { cai_import(black_box(&a3), &no_check, null_mut(), null_mut()) })
     });
     g.finish();
 }
@@ -115,7 +126,8 @@ fn validate_vs_floor(c: &mut Criterion) {
         assert_eq!(floor(&a), 0, "the floor accepts {name}");
         g.bench_function(format!("floor {name}"), |b| b.iter(|| floor(black_box(&a))));
         g.bench_function(format!("cai_validate {name}"), |b| {
-            b.iter(|| cai_validate(black_box(&a), null_mut()))
+            // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+            b.iter(|| unsafe { cai_validate(black_box(&a), null_mut()) })
         });
     }
     g.finish();
@@ -130,7 +142,8 @@ fn fake_driver_paths(c: &mut Criterion) {
     let checked = CaiImportOptions { pointer_check: CAI_POINTER_CHECK_ALWAYS, ..Default::default() };
     let mut info = cai::CaiPointerInfo::default();
     g.bench_function("import 3-D with pointer query, no sync", |b| {
-        b.iter(|| cai_import(black_box(&a), &checked, &mut info, null_mut()))
+        // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+        b.iter(|| unsafe { cai_import(black_box(&a), &checked, &mut info, null_mut()) })
     });
     let (producer, consumer) = (f.stream(0), f.stream(0));
     let mut streamed = a;
@@ -142,7 +155,8 @@ fn fake_driver_paths(c: &mut Criterion) {
                 sync_mode: CAI_SYNC_STREAM_ORDERED,
                 ..Default::default()
             };
-            let status = cai_sync(black_box(&streamed), &options, null_mut());
+            // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+            let status = unsafe { cai_sync(black_box(&streamed), &options, null_mut()) };
             f.begin(0); // keeps the fake's per-thread call log from filling up
             status
         })
@@ -157,7 +171,8 @@ fn fake_driver_paths(c: &mut Criterion) {
     g.bench_function("export 3-D joining one work stream", |b| {
         b.iter(|| {
             let mut copy = streamed;
-            let status = cai_export(&mut copy, &export_options, null_mut());
+            // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+            let status = unsafe { cai_export(&mut copy, &export_options, null_mut()) };
             f.begin(0);
             status
         })

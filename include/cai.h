@@ -480,12 +480,21 @@ extern "C" {
 //
 // `array` is read only. `error` may be NULL; it is written only on failure.
 // Returns CAI_OK or the CAI_ERROR_* code of the first rule broken.
+//
+// # Safety
+// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+// its fields say); `error` is NULL or points to a writable `CaiError`.
 CaiStatus cai_validate(const struct CaiArray *array, struct CaiError *error);
 
 // Validates `array` and reports its element count, byte size, byte extent, contiguity and
 // stride alignment. Pure, like `cai_validate`.
 //
 // `*layout` is written only on success. `error` may be NULL; it is written only on failure.
+//
+// # Safety
+// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+// its fields say); `layout` is NULL or points to a writable `CaiLayout`; `error` is NULL or points
+// to a writable `CaiError`.
 CaiStatus cai_layout(const struct CaiArray *array,
                      struct CaiLayout *layout,
                      struct CaiError *error);
@@ -495,6 +504,12 @@ CaiStatus cai_layout(const struct CaiArray *array,
 // for, no stream in version 2). `options` may be NULL for the defaults.
 //
 // `*array` is rewritten only on success. `error` may be NULL; it is written only on failure.
+//
+// # Safety
+// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+// its fields say), which nothing else reads or writes during the call; `options` is NULL or points
+// to a valid `CaiExportOptions` (its `work_streams` holding `work_stream_count` entries); `error`
+// is NULL or points to a writable `CaiError`.
 CaiStatus cai_export(struct CaiArray *array,
                      const struct CaiExportOptions *options,
                      struct CaiError *error);
@@ -504,12 +519,22 @@ CaiStatus cai_export(struct CaiArray *array,
 // callback is taken by an atomic swap). Racing it with any other read or write of the array
 // is the caller's to prevent. A borrowed array (release NULL) is left as is. The mask and
 // descr are the producer's to free in its callback; libcai never frees them.
+//
+// # Safety
+// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+// its fields say) and is not read or written meanwhile by anything but other `cai_release` calls;
+// its `release` callback, when set, may be called with it. `error` is NULL or points to a writable
+// `CaiError`.
 CaiStatus cai_release(struct CaiArray *array, struct CaiError *error);
 
 // Moves the array `src` owns into `dst`: a bitwise copy, then `src->release` cleared, so that
 // only `dst` can release it. `dst` must own nothing (its `release` NULL: a zeroed, released or
 // borrowed array) and be another array than `src`, else CAI_ERROR_INVALID_ARGUMENT and
 // nothing is written.
+//
+// # Safety
+// `dst` and `src` are each NULL or point to a valid `CaiArray` that nothing else reads or writes
+// during the call; `error` is NULL or points to a writable `CaiError`.
 CaiStatus cai_move(struct CaiArray *dst, struct CaiArray *src, struct CaiError *error);
 
 // ---- Consumers and the driver: import, sync, pointer queries ----------------------------------
@@ -522,6 +547,12 @@ CaiStatus cai_move(struct CaiArray *dst, struct CaiArray *src, struct CaiError *
 // `*info` (may be NULL) is written only on success. `error` may be NULL; it is written only
 // on failure. Needs the driver only for a pointer check or a sync; fails with
 // CAI_ERROR_NO_DRIVER when one of those is needed and no driver loads.
+//
+// # Safety
+// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+// its fields say); `options` is NULL or points to a valid `CaiImportOptions`; `info` is NULL or
+// points to a writable `CaiPointerInfo`; `error` is NULL or points to a writable `CaiError`. The
+// array's `data` and `stream` are the producer's live handles when a check or sync uses them.
 CaiStatus cai_import(const struct CaiArray *array,
                      const struct CaiImportOptions *options,
                      struct CaiPointerInfo *info,
@@ -533,6 +564,11 @@ CaiStatus cai_import(const struct CaiArray *array,
 // pointer query to name the array's context, the default-stream handles 1 and 2 mean those of
 // the calling thread's current context; `cai_import`, once it has queried the pointer, uses
 // the allocation's.
+//
+// # Safety
+// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+// its fields say); `options` is NULL or points to a valid `CaiSyncOptions`; `error` is NULL or
+// points to a writable `CaiError`. The array's `stream` is the producer's live handle.
 CaiStatus cai_sync(const struct CaiArray *array,
                    const struct CaiSyncOptions *options,
                    struct CaiError *error);
@@ -540,11 +576,19 @@ CaiStatus cai_sync(const struct CaiArray *array,
 // Asks the driver about a data pointer: context, device, memory type, managed, and the
 // allocation holding it. Fails with CAI_ERROR_NOT_DEVICE_POINTER for memory the device
 // cannot reach. `*info` is written only on success.
+//
+// # Safety
+// `info` is NULL or points to a writable `CaiPointerInfo`; `error` is NULL or points to a writable
+// `CaiError`.
 CaiStatus cai_pointer_info(uint64_t pointer, struct CaiPointerInfo *info, struct CaiError *error);
 
 // Loads the driver if it is not loaded yet and reports whether that worked: CAI_OK, or
 // CAI_ERROR_NO_DRIVER with the loader's message. `*version` (may be NULL) receives
 // cuDriverGetVersion's value on success, e.g. 12040.
+//
+// # Safety
+// `version` is NULL or points to a writable `i32`; `error` is NULL or points to a writable
+// `CaiError`.
 CaiStatus cai_driver_status(int32_t *version, struct CaiError *error);
 
 // ---- DLPack: tensors in and out ---------------------------------------------------------------
@@ -559,6 +603,11 @@ CaiStatus cai_driver_status(int32_t *version, struct CaiError *error);
 // major version libcai does not know (CAI_ERROR_ABI_VERSION) nothing but the version and the
 // deleter is read. `*out` is written only on success (overwritten: release what it owned
 // first). The array has no stream: the DLPack exchange orders the data before handing it over.
+//
+// # Safety
+// `tensor` is NULL or a valid `DLManagedTensorVersioned` the caller hands over (it is not used
+// after the call); `options` is NULL or points to a valid `CaiDLPackOptions`; `out` is NULL or
+// points to a writable `CaiArray`; `error` is NULL or points to a writable `CaiError`.
 CaiStatus cai_from_dlpack(struct CaiDLManagedTensorVersioned *tensor,
                           const struct CaiDLPackOptions *options,
                           struct CaiArray *out,
@@ -566,6 +615,11 @@ CaiStatus cai_from_dlpack(struct CaiDLManagedTensorVersioned *tensor,
 
 // As `cai_from_dlpack`, for the legacy struct (cast a `DLManagedTensor *`), which has no
 // version and no read-only flag: the array is writable.
+//
+// # Safety
+// `tensor` is NULL or a valid `DLManagedTensor` the caller hands over (it is not used after the
+// call); `options` is NULL or points to a valid `CaiDLPackOptions`; `out` is NULL or points to a
+// writable `CaiArray`; `error` is NULL or points to a writable `CaiError`.
 CaiStatus cai_from_dlpack_legacy(struct CaiDLManagedTensor *tensor,
                                  const struct CaiDLPackOptions *options,
                                  struct CaiArray *out,
@@ -581,6 +635,12 @@ CaiStatus cai_from_dlpack_legacy(struct CaiDLManagedTensor *tensor,
 //
 // On success `*out` is the tensor and `array` owns nothing (its release is cleared); on
 // failure both are unchanged.
+//
+// # Safety
+// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+// its fields say), which nothing else reads or writes during the call; `device` is NULL or points
+// to a valid `CaiDLDevice`; `out` is NULL or points to a writable pointer; `error` is NULL or
+// points to a writable `CaiError`.
 CaiStatus cai_to_dlpack(struct CaiArray *array,
                         const struct CaiDLDevice *device,
                         struct CaiDLManagedTensorVersioned **out,
@@ -588,6 +648,12 @@ CaiStatus cai_to_dlpack(struct CaiArray *array,
 
 // As `cai_to_dlpack`, as the legacy struct (a `DLManagedTensor *` once cast), which cannot
 // say read-only: a read-only array is CAI_ERROR_READONLY.
+//
+// # Safety
+// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+// its fields say), which nothing else reads or writes during the call; `device` is NULL or points
+// to a valid `CaiDLDevice`; `out` is NULL or points to a writable pointer; `error` is NULL or
+// points to a writable `CaiError`.
 CaiStatus cai_to_dlpack_legacy(struct CaiArray *array,
                                const struct CaiDLDevice *device,
                                struct CaiDLManagedTensor **out,
@@ -595,9 +661,13 @@ CaiStatus cai_to_dlpack_legacy(struct CaiArray *array,
 
 // ---- Typestrs, status names, the library's version --------------------------------------------
 
-// Parses a NUL-terminated numpy typestr (e.g. "<f4", "|V12", "<M8[ns]") as numpy would.
+// Parses a NUL-terminated numpy typestr (e.g. `"<f4"`, `"|V12"`, `"<M8[ns]"`) as numpy would.
 //
 // `*dtype` is written only on success. `error` may be NULL; it is written only on failure.
+//
+// # Safety
+// `typestr` is NULL or points to a NUL-terminated string; `dtype` is NULL or points to a writable
+// `CaiDtype`; `error` is NULL or points to a writable `CaiError`.
 CaiStatus cai_typestr_parse(const char *typestr, struct CaiDtype *dtype, struct CaiError *error);
 
 // The name of a status code ("CAI_OK", "CAI_ERROR_INVALID_SHAPE", ...), or

@@ -53,6 +53,23 @@ cargo test
 cargo build --release
 suites=$((suites + 1))
 
+phase "Rust as a dependency: rustdoc, a crate depending on cai, the Rust examples"
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p cai
+echo "rustdoc with warnings as errors: 1 passed, 0 failed"
+# A crate depending on cai by path, as a user's would, built where no libcuda is installed and
+# run on the fake CUDA driver (a test double): it validates, lays out, imports, and counts the
+# releases that Drop runs. Its program is examples/rust_consumer.rs.
+fake_driver_dir=$(mktemp -d)
+cc -std=c11 -O1 -shared -fPIC -pthread tests/fake_cuda/fake_cuda.c -o "$fake_driver_dir/libfake_cuda.so"
+# From outside the repository, so that no cargo configuration of libcai's applies to the build.
+(cd "$fake_driver_dir" && cargo build --quiet --locked --manifest-path "$OLDPWD/tests/dependent/Cargo.toml" \
+  --target-dir "$OLDPWD/target/dependent")
+CAI_CUDA_DRIVER="$fake_driver_dir/libfake_cuda.so" target/dependent/debug/rust_consumer
+rm -rf "$fake_driver_dir"
+# The OpenCL Buffer Interface from Rust, on the OpenCL driver checked for above (PoCL on CI).
+cargo run --quiet --example rust_opencl
+suites=$((suites + 1))
+
 phase "C and C++"
 c_tests/run.sh target/release
 suites=$((suites + 1))

@@ -153,6 +153,8 @@ impl Default for CaiArray {
 }
 
 impl CaiField {
+    /// A field named `name` of type `typestr` at byte `offset` of the item; None when either
+    /// string does not fit its buffer with its NUL (or holds one).
     pub fn new(name: &str, typestr: &str, offset: u64) -> Option<CaiField> {
         let mut field =
             CaiField { name: [0; CAI_FIELD_NAME_CAPACITY], typestr: [0; CAI_TYPESTR_CAPACITY], offset };
@@ -175,10 +177,12 @@ pub struct CaiDtype {
 }
 
 impl CaiDtype {
+    /// numpy's kind as a byte (`b'f'`, ...).
     pub fn kind(&self) -> u8 {
         self.kind as u8
     }
 
+    /// The byte order as a byte (`b'<'`, `b'>'`, `b'|'`).
     pub fn byteorder(&self) -> u8 {
         self.byteorder as u8
     }
@@ -232,6 +236,7 @@ pub struct CaiError {
 }
 
 impl CaiError {
+    /// The message, up to its NUL, invalid UTF-8 replaced.
     pub fn message_str(&self) -> String {
         let bytes = c_chars_until_nul(&self.message).unwrap_or_default();
         String::from_utf8_lossy(bytes).into_owned()

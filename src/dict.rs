@@ -27,6 +27,7 @@ pub enum Value<'a, O = &'a str> {
     Absent,
     /// Python's `None`.
     None,
+    /// A `bool`.
     Bool(bool),
     /// An integer (an `int`, or an object with `__index__`), never a bool, that fits in i64.
     Int(i64),
@@ -34,13 +35,18 @@ pub enum Value<'a, O = &'a str> {
     UInt(u64),
     /// An integer beyond those; true when negative.
     HugeInt(bool),
+    /// A `float`.
     Float(f64),
+    /// A `str`.
     Str(&'a str),
     /// A tuple (`list` false) or list. `items` holds the items that were read: all of them, or
     /// none when `len` is above the limit the binding was given (`Limits`).
     Seq {
+        /// A list, not a tuple.
         list: bool,
+        /// The sequence's length.
         len: usize,
+        /// The items read (see above).
         items: &'a [Value<'a, O>],
     },
     /// Any other object, shown in messages by its type's name (`O` displays it). A str that
@@ -53,9 +59,13 @@ pub struct Limits;
 
 /// cbindgen:ignore
 impl Limits {
+    /// Extents of `shape`.
     pub const SHAPE: usize = CAI_MAX_NDIM;
+    /// Entries of `strides`.
     pub const STRIDES: usize = CAI_MAX_NDIM;
+    /// Items of `data`: (pointer, read-only flag).
     pub const DATA: usize = 2;
+    /// Entries of `descr`.
     pub const DESCR: usize = MAX_DESCR_FIELDS;
     /// One descr entry: (name, typestr) or (name, typestr, shape).
     pub const DESCR_ENTRY: usize = 3;
@@ -165,13 +175,21 @@ fn write_python_str(out: &mut Bounded, s: &str) -> fmt::Result {
 /// The values of the keys a descriptor dict may hold.
 #[derive(Clone, Copy, Debug)]
 pub struct DictValues<'a, O = &'a str> {
+    /// The value of `version`.
     pub version: Value<'a, O>,
+    /// The value of `shape`.
     pub shape: Value<'a, O>,
+    /// The value of `typestr`.
     pub typestr: Value<'a, O>,
+    /// The value of `data`.
     pub data: Value<'a, O>,
+    /// The value of `strides`.
     pub strides: Value<'a, O>,
+    /// The value of `stream`.
     pub stream: Value<'a, O>,
+    /// The value of `descr`.
     pub descr: Value<'a, O>,
+    /// The value of `mask`.
     pub mask: Value<'a, O>,
 }
 

@@ -12,7 +12,9 @@ use crate::validate::{option_is_a_flag, reserved_are_zero, stream_for_version, v
 /// again) and what the driver said of its data (`checked` 0 when it was not asked).
 #[derive(Clone, Copy, Debug)]
 pub struct Imported {
+    /// What validation found.
     pub validated: Validated,
+    /// What the driver said of the data.
     pub info: CaiPointerInfo,
 }
 

@@ -17,11 +17,35 @@
 //! - `abi` and `status`: the C types and codes every layer shares; `config`: the environment
 //!   variables, read once.
 //!
-//! The crate root is the C API as Rust sees it. `binding` is the core's Rust API for bindings
-//! (libcai's Python extension first); it is not a stable Rust API.
+//! - `rust_api`: the safe Rust API over the same core (beside `ffi`, never under it).
+//!
+//! # The Rust API
+//!
+//! [`Array`] owns a described device array and runs its producer's release exactly once, when
+//! dropped; [`ArrayView`] borrows one; both read through [`ArrayRef`] (validation,
+//! [`Layout`], [`Dtype`], [`import`](ArrayRef::import) with [`ImportOptions`],
+//! [`sync`](ArrayRef::sync)). DLPack goes both ways through [`DlpackTensor`]. Every failure is
+//! one [`Error`]: its [`Status`], the driver's raw result and a message naming the field.
+//! The CUDA driver (and libOpenCL, for OpenCL memory) is opened at run time, on first use, so
+//! a program using this crate builds and runs where no CUDA is installed.
+//!
+//! ```
+//! let array = cai::Array::builder("<f4", &[4, 4], 0x7f00_0000_1000).strides(&[32, 8]).build()?;
+//! assert!(!array.layout()?.c_contiguous);
+//! let rejected = cai::Array::builder("<f4", &[-1], 0x7f00_0000_1000).build().unwrap_err();
+//! assert_eq!(rejected.status(), cai::Status::InvalidShape);
+//! # Ok::<(), cai::Error>(())
+//! ```
+//!
+//! Unsafe are only what hands libcai something it cannot check: a raw struct or DLPack tensor
+//! (its pointers and deleter), and driver handles (a stream, an OpenCL object), which the
+//! driver would dereference. The `extern "C"` functions are the C API: `unsafe` to Rust
+//! callers, each with the pointer contract in its `# Safety` section.
+//!
+//! `binding` (hidden) is the core's Rust API for bindings (libcai's Python extension first);
+//! it is not a stable Rust API.
 
-// Every unsafe block says why it is sound.
-#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(missing_docs)]
 
 mod abi;
 mod config;
@@ -37,11 +61,13 @@ mod headers;
 mod import;
 mod layout;
 mod normalize;
+mod rust_api;
 mod status;
 mod validate;
 
 pub use abi::*;
 pub use ffi::*;
+pub use rust_api::*;
 pub use status::*;
 
 /// The core's Rust API for bindings: libcai's Python extension is its first client (benches
@@ -95,3 +121,8 @@ pub mod binding {
         crate::ffi::write_error(out, error)
     }
 }
+
+/// The README's Rust blocks, run as doctests so that they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

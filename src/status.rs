@@ -68,30 +68,59 @@ pub const CAI_ERROR_WRONG_CONTEXT: i32 = 21;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
 pub enum Status {
+    /// A required pointer argument was NULL.
     NullArgument = CAI_ERROR_NULL_ARGUMENT,
+    /// An option, flag or reserved field holds a value the API does not define.
     InvalidArgument = CAI_ERROR_INVALID_ARGUMENT,
+    /// `version` is missing or not one of 0, 1, 2, 3.
     InvalidVersion = CAI_ERROR_INVALID_VERSION,
+    /// `ndim` or a `shape` extent is out of range.
     InvalidShape = CAI_ERROR_INVALID_SHAPE,
+    /// `strides` are malformed (wrong count, bad flag).
     InvalidStrides = CAI_ERROR_INVALID_STRIDES,
+    /// `typestr` is not a numpy type string a device array can hold.
     InvalidTypestr = CAI_ERROR_INVALID_TYPESTR,
+    /// `data` is malformed: NULL pointer for a non-empty array, bad read-only flag.
     InvalidData = CAI_ERROR_INVALID_DATA,
+    /// `stream` is 0, negative or not an integer.
     InvalidStream = CAI_ERROR_INVALID_STREAM,
+    /// `mask` has another shape, points to itself or nests too deeply.
     InvalidMask = CAI_ERROR_INVALID_MASK,
+    /// `descr` fields do not add up to the typestr's itemsize, or are malformed.
     InvalidDescr = CAI_ERROR_INVALID_DESCR,
+    /// Element count, byte size or byte extent does not fit in 64 bits.
     Overflow = CAI_ERROR_OVERFLOW,
+    /// Writable access was asked for on a read-only array.
     Readonly = CAI_ERROR_READONLY,
+    /// The driver library the call needs (libcuda.so.1, or libOpenCL.so.1 for OpenCL memory) could
+    /// not be loaded, or its initialization failed; the message has the loader's reason.
     NoDriver = CAI_ERROR_NO_DRIVER,
+    /// A driver call failed; `CaiError.driver_result` holds its raw result (a CUresult, or an OpenCL
+    /// cl_int for OpenCL memory).
     Driver = CAI_ERROR_DRIVER,
+    /// The data is not memory the consumer can use: a CUDA pointer the device cannot reach (host
+    /// memory without `allow_host` included), or an OpenCL buffer of another context than the
+    /// consumer queue's.
     NotDevicePointer = CAI_ERROR_NOT_DEVICE_POINTER,
+    /// The array's byte extent runs outside the allocation that holds its data pointer.
     OutOfBounds = CAI_ERROR_OUT_OF_BOUNDS,
+    /// A Rust panic was caught at the API boundary (a libcai bug; please report it).
     Panic = CAI_ERROR_PANIC,
+    /// The array's `abi_version` is a layout this libcai cannot read; it may only be released.
     AbiVersion = CAI_ERROR_ABI_VERSION,
+    /// A Python exception stopped `cai_python_from_object` (the object is not an array libcai
+    /// takes, or its own code raised); the exception is set and its text is the message.
     Python = CAI_ERROR_PYTHON,
+    /// The data is declared host memory (a kDLCPU DLPack tensor) and the call did not allow it:
+    /// pass allow_host. (A CUDA pointer the driver does not know, which may be anything, is
+    /// CAI_ERROR_NOT_DEVICE_POINTER.)
     HostMemory = CAI_ERROR_HOST_MEMORY,
+    /// An OpenCL buffer or event belongs to another context than the consumer queue's.
     WrongContext = CAI_ERROR_WRONG_CONTEXT,
 }
 
 impl Status {
+    /// Every status, in code order.
     pub const ALL: [Status; 21] = [
         Status::NullArgument,
         Status::InvalidArgument,
@@ -116,6 +145,7 @@ impl Status {
         Status::WrongContext,
     ];
 
+    /// The `CAI_ERROR_*` code.
     pub fn code(self) -> i32 {
         self as i32
     }
@@ -147,37 +177,67 @@ impl Status {
         }
     }
 
+    /// The `#define` name, e.g. `"CAI_ERROR_INVALID_SHAPE"`.
     pub fn name(self) -> &'static str {
         self.name_with_nul().trim_end_matches('\0')
     }
 
+    /// The status of a `CAI_ERROR_*` code; None for CAI_OK and unknown codes.
     pub fn from_code(code: i32) -> Option<Status> {
         Status::ALL.into_iter().find(|s| s.code() == code)
     }
 }
 
 /// A failure: its kind, the driver's raw result where a driver call failed (a CUresult or a
-/// cl_int; 0 otherwise), and a
-/// message that names the offending field and value.
+/// cl_int; 0 otherwise), and a message that names the offending field and value. Displays as
+/// the C API's `CaiError.message` does: `"CAI_ERROR_INVALID_SHAPE: shape[0] is -1 ..."`.
+///
+/// ```
+/// let error = cai::Dtype::parse("<q9").unwrap_err();
+/// assert_eq!((error.status(), error.driver_result()), (cai::Status::InvalidTypestr, 0));
+/// assert!(error.to_string().starts_with("CAI_ERROR_INVALID_TYPESTR: "), "{error}");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {message}", status.name())]
 pub struct Error {
+    /// What kind of failure.
     pub status: Status,
+    /// The raw result of the driver call that failed (a CUresult, or an OpenCL cl_int for
+    /// OpenCL memory); 0 when no driver call failed.
     pub driver_result: i32,
+    /// What went wrong, naming the field, the value and the fix.
     pub message: String,
 }
 
 impl Error {
+    /// A failure of `status` with `message` and no driver result.
     pub fn new(status: Status, message: impl Into<String>) -> Error {
         Error { status, driver_result: 0, message: message.into() }
     }
 
+    /// A failed driver call that returned `driver_result`.
     pub fn driver(driver_result: i32, message: impl Into<String>) -> Error {
         Error { status: Status::Driver, driver_result, message: message.into() }
     }
+
+    /// What kind of failure.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// The raw result of the driver call that failed; 0 when none did.
+    pub fn driver_result(&self) -> i32 {
+        self.driver_result
+    }
+
+    /// The message, without the status name that `Display` puts first.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
 }
 
-pub(crate) type Result<T> = std::result::Result<T, Error>;
+/// What every fallible function of the Rust API returns.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The error of a broken rule, built out of line: a rule's passing path stays a few
 /// instructions that inline into its caller, and the message is formatted only on failure.

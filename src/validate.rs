@@ -18,8 +18,11 @@ use crate::status::{fail, Error, Result, Status};
 /// What validation learned about an array, reused by layout, export and import.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Validated {
+    /// The element type.
     pub dtype: CaiDtype,
+    /// Number of elements.
     pub element_count: u64,
+    /// `element_count` times the itemsize.
     pub nbytes: u64,
     /// Byte offsets [begin, end) from `data` that the elements touch.
     pub extent: (i64, i64),

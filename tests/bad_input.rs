@@ -11,27 +11,39 @@ use common::*;
 #[test]
 fn null_arguments_are_null_argument_errors_naming_the_argument() {
     let mut e = blank_error();
-    assert_eq!(cai_validate(null(), &mut e), CAI_ERROR_NULL_ARGUMENT);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_validate(null(), &mut e) }, CAI_ERROR_NULL_ARGUMENT);
     assert!(e.message_str().contains("array is NULL"), "{}", e.message_str());
-    assert_eq!(cai_layout(null(), null_mut(), null_mut()), CAI_ERROR_NULL_ARGUMENT);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_layout(null(), null_mut(), null_mut()) }, CAI_ERROR_NULL_ARGUMENT);
     let a = array(&[2], "<f4");
-    assert_eq!(cai_layout(&a, null_mut(), &mut e), CAI_ERROR_NULL_ARGUMENT);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_layout(&a, null_mut(), &mut e) }, CAI_ERROR_NULL_ARGUMENT);
     assert!(e.message_str().contains("layout is NULL"));
-    assert_eq!(cai_export(null_mut(), null(), null_mut()), CAI_ERROR_NULL_ARGUMENT);
-    assert_eq!(cai_release(null_mut(), null_mut()), CAI_ERROR_NULL_ARGUMENT);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_export(null_mut(), null(), null_mut()) }, CAI_ERROR_NULL_ARGUMENT);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_release(null_mut(), null_mut()) }, CAI_ERROR_NULL_ARGUMENT);
     let mut d = CaiDtype { itemsize: 0, kind: 0, byteorder: 0 };
-    assert_eq!(cai_typestr_parse(null(), &mut d, null_mut()), CAI_ERROR_NULL_ARGUMENT);
-    assert_eq!(cai_typestr_parse(c"<f4".as_ptr(), null_mut(), null_mut()), CAI_ERROR_NULL_ARGUMENT);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_typestr_parse(null(), &mut d, null_mut()) }, CAI_ERROR_NULL_ARGUMENT);
+    assert_eq!(
+        // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+        unsafe { cai_typestr_parse(c"<f4".as_ptr(), null_mut(), null_mut()) },
+        CAI_ERROR_NULL_ARGUMENT
+    );
 }
 
 #[test]
 fn outputs_are_untouched_on_failure() {
     let a = array(&[-1], "<f4");
     let mut l = CaiLayout { element_count: 77, ..Default::default() };
-    assert_eq!(cai_layout(&a, &mut l, null_mut()), CAI_ERROR_INVALID_SHAPE);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_layout(&a, &mut l, null_mut()) }, CAI_ERROR_INVALID_SHAPE);
     assert_eq!(l.element_count, 77);
     let mut d = CaiDtype { itemsize: 5, kind: 0, byteorder: 0 };
-    assert_eq!(cai_typestr_parse(c"<f".as_ptr(), &mut d, null_mut()), CAI_ERROR_INVALID_TYPESTR);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_typestr_parse(c"<f".as_ptr(), &mut d, null_mut()) }, CAI_ERROR_INVALID_TYPESTR);
     assert_eq!(d.itemsize, 5);
 }
 
@@ -48,13 +60,19 @@ fn garbage_flags_and_reserved_words_are_rejected() {
     assert_rejected(&a, CAI_ERROR_INVALID_ARGUMENT, "reserved[1]");
     let mut a = array(&[2], "<f4");
     let options = cai::CaiExportOptions { version: 3, reserved: [0, 0, 9, 0, 0], ..Default::default() };
-    assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_ERROR_INVALID_ARGUMENT);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_export(&mut a, &options, null_mut()) }, CAI_ERROR_INVALID_ARGUMENT);
     for options in [
         cai::CaiExportOptions { check_pointer: 2, ..Default::default() },
         cai::CaiExportOptions { per_thread_default_stream: 7, ..Default::default() },
     ] {
         let mut e = blank_error();
-        assert_eq!(cai_export(&mut a, &options, &mut e), CAI_ERROR_INVALID_ARGUMENT, "{options:?}");
+        assert_eq!(
+            // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+            unsafe { cai_export(&mut a, &options, &mut e) },
+            CAI_ERROR_INVALID_ARGUMENT,
+            "{options:?}"
+        );
         assert!(e.message_str().contains("it must be 0 or 1"), "{}", e.message_str());
     }
 }
@@ -68,6 +86,7 @@ fn a_mask_pointing_to_itself_or_a_cycle_is_invalid_mask() {
     // a -> b -> a: caught by the depth limit.
     let mut pair = [array(&[2], "<f4"), array(&[2], "|b1")];
     let base = pair.as_mut_ptr();
+    // SAFETY: `base` points at the two live arrays of `pair`.
     unsafe {
         (*base).mask = base.add(1);
         (*base.add(1)).mask = base;
@@ -106,6 +125,8 @@ fn arbitrary_bytes_as_an_array_never_crash() {
             state ^= state << 17;
             *b = state as u8;
         }
+        // SAFETY: every field is an integer, an array of them, a raw pointer or a nullable
+        // function pointer; the pointers are cleared before anything reads them.
         let mut a: CaiArray = unsafe { std::mem::transmute(bytes) };
         a.mask = null();
         a.descr = null();
@@ -121,7 +142,8 @@ fn arbitrary_bytes_as_an_array_never_crash() {
             a.abi_version = CAI_ABI_VERSION;
             a.memory &= 1;
         }
-        let status = cai_validate(&a, null_mut());
+        // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+        let status = unsafe { cai_validate(&a, null_mut()) };
         assert!(status == CAI_OK || cai::Status::from_code(status).is_some(), "status {status}");
         assert_ne!(status, CAI_ERROR_PANIC);
     }
@@ -131,6 +153,7 @@ static RELEASES: AtomicUsize = AtomicUsize::new(0);
 
 unsafe extern "C" fn count_release(array: *mut CaiArray) {
     RELEASES.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: cai_release passes the live array it releases.
     assert_eq!(unsafe { (*array).owner } as usize, 0xabc);
 }
 
@@ -139,22 +162,27 @@ fn release_runs_exactly_once_and_never_on_a_borrowed_array() {
     let mut a = array(&[2], "<f4");
     a.owner = 0xabc as *mut _;
     a.release = Some(count_release);
-    assert_eq!(cai_release(&mut a, null_mut()), CAI_OK);
-    assert_eq!(cai_release(&mut a, null_mut()), CAI_OK);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_release(&mut a, null_mut()) }, CAI_OK);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_release(&mut a, null_mut()) }, CAI_OK);
     assert_eq!(RELEASES.load(Ordering::SeqCst), 1);
     assert!(a.release.is_none());
     let mut borrowed = array(&[2], "<f4");
-    assert_eq!(cai_release(&mut borrowed, null_mut()), CAI_OK);
+    // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.
+    assert_eq!(unsafe { cai_release(&mut borrowed, null_mut()) }, CAI_OK);
     assert_eq!(RELEASES.load(Ordering::SeqCst), 1);
 }
 
 #[test]
 fn status_strings_name_every_code() {
+    // SAFETY: cai_status_string returns a static NUL-terminated string.
     let name = |code| unsafe { std::ffi::CStr::from_ptr(cai_status_string(code)) }.to_str().unwrap();
     assert_eq!(name(CAI_OK), "CAI_OK");
     assert_eq!(name(CAI_ERROR_OVERFLOW), "CAI_ERROR_OVERFLOW");
     assert_eq!(name(-5), "CAI_ERROR_UNKNOWN");
     assert_eq!(name(1000), "CAI_ERROR_UNKNOWN");
+    // SAFETY: cai_library_version returns a static NUL-terminated string.
     let version = unsafe { std::ffi::CStr::from_ptr(cai_library_version()) }.to_str().unwrap();
     assert_eq!(version, env!("CARGO_PKG_VERSION"));
 }

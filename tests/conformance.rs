@@ -188,7 +188,8 @@ fn row_29_big_endian_is_a_valid_descriptor_reported_as_such() {
     let a = array(&[3], ">i4");
     assert_eq!(validate(&a).0, CAI_OK);
     let mut d = cai::CaiDtype { itemsize: 0, kind: 0, byteorder: 0 };
-    assert_eq!(cai::cai_typestr_parse(c">i4".as_ptr(), &mut d, std::ptr::null_mut()), CAI_OK);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai::cai_typestr_parse(c">i4".as_ptr(), &mut d, std::ptr::null_mut()) }, CAI_OK);
     assert_eq!((d.itemsize, d.kind as u8, d.byteorder as u8), (4, b'i', b'>'));
 }
 

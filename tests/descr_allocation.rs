@@ -17,6 +17,7 @@ fn allocations() -> usize {
     ALLOCATIONS.with(Cell::get)
 }
 
+// SAFETY: every call is forwarded to the system allocator; counting adds no allocation.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.with(|count| count.set(count.get() + 1));
@@ -48,9 +49,11 @@ fn validating_arrays_and_descrs_up_to_256_fields_allocates_nothing() {
         let fields: Vec<CaiField> =
             (0..count).map(|i| CaiField::new(&format!("field_{i}"), "<f4", 4 * i as u64).unwrap()).collect();
         let a = structured(&fields);
-        cai_validate(&a, std::ptr::null_mut()); // what the process sets up once is not counted
+        // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+        unsafe { cai_validate(&a, std::ptr::null_mut()) }; // what the process sets up once is not counted
         let before = allocations();
-        let status = cai_validate(&a, std::ptr::null_mut());
+        // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+        let status = unsafe { cai_validate(&a, std::ptr::null_mut()) };
         let allocated = allocations() - before;
         assert_eq!(status, CAI_OK, "{count} fields");
         assert_eq!(allocated, 0, "{count} fields: {allocated} allocations");
@@ -63,6 +66,7 @@ fn a_failing_validate_allocates_its_message_so_the_counter_sees_allocations() {
     let fields = [CaiField::new("x", "<f4", 0).unwrap(), CaiField::new("x", "<f4", 4).unwrap()];
     let a = structured(&fields);
     let before = allocations();
-    assert_eq!(cai_validate(&a, std::ptr::null_mut()), CAI_ERROR_INVALID_DESCR);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_validate(&a, std::ptr::null_mut()) }, CAI_ERROR_INVALID_DESCR);
     assert!(allocations() > before);
 }

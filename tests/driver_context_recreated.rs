@@ -17,7 +17,8 @@ fn stream_ordered_import(f: &Fake, device: i32) -> (i32, CaiError) {
     a.stream = f.stream(device);
     let options = CaiImportOptions { consumer_stream: f.stream(device), ..Default::default() };
     let mut e = blank_error();
-    (cai_import(&a, &options, null_mut(), &mut e), e)
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    (unsafe { cai_import(&a, &options, null_mut(), &mut e) }, e)
 }
 
 fn event_creations(log: &str) -> usize {

@@ -39,7 +39,8 @@ fn import_across_devices(f: &Fake, sync_mode: i32) -> (i32, CaiError) {
         ..Default::default()
     };
     let mut e = blank_error();
-    (cai_import(&a, &options, null_mut(), &mut e), e)
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    (unsafe { cai_import(&a, &options, null_mut(), &mut e) }, e)
 }
 
 /// Failures to inject: the entry point, and how many calls of it pass first.

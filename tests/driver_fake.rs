@@ -21,7 +21,8 @@ fn device_array(f: &Fake, shape: &[i64], typestr: &str, device: i32) -> CaiArray
 fn import_with(a: &CaiArray, options: CaiImportOptions) -> (i32, String, CaiPointerInfo) {
     let mut info = CaiPointerInfo::default();
     let mut e = blank_error();
-    let status = cai_import(a, &options, &mut info, &mut e);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    let status = unsafe { cai_import(a, &options, &mut info, &mut e) };
     (status, if status == CAI_OK { String::new() } else { e.message_str() }, info)
 }
 
@@ -37,7 +38,8 @@ fn lines(log: &str, prefix: &str) -> Vec<String> {
 fn fake_driver_loads_through_cuda_driver_env_and_reports_its_version() {
     let _ = fake();
     let mut version = 0;
-    assert_eq!(cai_driver_status(&mut version, null_mut()), CAI_OK);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_driver_status(&mut version, null_mut()) }, CAI_OK);
     assert_eq!(version, 12040);
     assert!(fake().proc_address_lookups() >= 15, "entry points came through cuGetProcAddress");
 }
@@ -312,7 +314,8 @@ fn row_46_export_joins_work_on_several_streams_into_the_exported_one() {
     let work = [s7, s9, s15];
     let options =
         CaiExportOptions { work_streams: work.as_ptr(), work_stream_count: 3, ..Default::default() };
-    assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_OK);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_export(&mut a, &options, null_mut()) }, CAI_OK);
     assert_eq!(a.stream, s3);
     let log = f.log();
     let records = lines(&log, "cuEventRecord");
@@ -337,7 +340,8 @@ fn row_47_export_from_the_null_stream_exports_1_or_2_never_0() {
             per_thread_default_stream: per_thread,
             ..Default::default()
         };
-        assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_OK);
+        // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+        assert_eq!(unsafe { cai_export(&mut a, &options, null_mut()) }, CAI_OK);
         assert_eq!(a.stream, expected);
     }
 }
@@ -355,7 +359,8 @@ fn export_version_2_with_work_streams_blocks_on_them() {
         version: 2,
         ..Default::default()
     };
-    assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_OK);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_export(&mut a, &options, null_mut()) }, CAI_OK);
     assert_eq!((a.version, a.stream), (2, 0));
     assert_eq!(
         lines(&f.log(), "cuStreamSynchronize"),
@@ -372,9 +377,11 @@ fn export_checks_the_pointer_when_asked() {
     a.data = host.as_ptr() as u64;
     let options = CaiExportOptions { check_pointer: 1, ..Default::default() };
     let before = format!("{a:?}");
-    assert_eq!(cai_export(&mut a, &options, null_mut()), CAI_ERROR_NOT_DEVICE_POINTER);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_export(&mut a, &options, null_mut()) }, CAI_ERROR_NOT_DEVICE_POINTER);
     assert_eq!(format!("{a:?}"), before, "unchanged on failure");
-    assert_eq!(cai_export(&mut a, std::ptr::null(), null_mut()), CAI_OK, "unchecked by default");
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_export(&mut a, std::ptr::null(), null_mut()) }, CAI_OK, "unchecked by default");
 }
 
 #[test]
@@ -396,22 +403,28 @@ fn cai_sync_and_pointer_info_work_on_their_own() {
     a.stream = f.stream(0);
     let consumer = f.stream(0);
     let options = CaiSyncOptions { consumer_stream: consumer, ..Default::default() };
-    assert_eq!(cai_sync(&a, &options, null_mut()), CAI_OK);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_sync(&a, &options, null_mut()) }, CAI_OK);
     assert_eq!(lines(&f.log(), "cuStreamWaitEvent").len(), 1);
     assert_eq!(
-        cai_sync(&a, &CaiSyncOptions { sync_mode: 9, ..options }, null_mut()),
+        // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+        unsafe { cai_sync(&a, &CaiSyncOptions { sync_mode: 9, ..options }, null_mut()) },
         CAI_ERROR_INVALID_ARGUMENT
     );
     let reserved = CaiSyncOptions { reserved: [0, 0, 1, 0, 0], ..options };
-    assert_eq!(cai_sync(&a, &reserved, null_mut()), CAI_ERROR_INVALID_ARGUMENT);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_sync(&a, &reserved, null_mut()) }, CAI_ERROR_INVALID_ARGUMENT);
     f.begin(0);
     // NULL options: no consumer stream, the default mode: the host waits for the producer.
-    assert_eq!(cai_sync(&a, std::ptr::null(), null_mut()), CAI_OK);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_sync(&a, std::ptr::null(), null_mut()) }, CAI_OK);
     assert!(f.log().contains("cuStreamSynchronize") || f.log().contains("cuEventSynchronize"), "{}", f.log());
     let mut info = CaiPointerInfo::default();
-    assert_eq!(cai_pointer_info(a.data, &mut info, null_mut()), CAI_OK);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_pointer_info(a.data, &mut info, null_mut()) }, CAI_OK);
     assert_eq!(info.allocation_size, 4096);
-    assert_eq!(cai_pointer_info(a.data, null_mut(), null_mut()), CAI_ERROR_NULL_ARGUMENT);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_pointer_info(a.data, null_mut(), null_mut()) }, CAI_ERROR_NULL_ARGUMENT);
 }
 
 #[test]
@@ -452,8 +465,14 @@ fn many_threads_import_sync_and_release_at_once_and_the_event_pool_stays_bounded
                     owned.release = Some(count_concurrent_release);
                     let (status, message, _) = import_with(&owned, options);
                     assert_eq!(status, CAI_OK, "{message}");
-                    assert_eq!(cai_release(&mut owned, null_mut()), CAI_OK);
-                    assert_eq!(cai_release(&mut owned, null_mut()), CAI_OK, "a second release is a no-op");
+                    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+                    assert_eq!(unsafe { cai_release(&mut owned, null_mut()) }, CAI_OK);
+                    assert_eq!(
+                        // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+                        unsafe { cai_release(&mut owned, null_mut()) },
+                        CAI_OK,
+                        "a second release is a no-op"
+                    );
                     f.begin(device);
                 }
             })

@@ -17,7 +17,8 @@ fn first_use_from_many_threads_loads_once_through_dlsym() {
             std::thread::spawn(move || {
                 barrier.wait();
                 let mut version = 0;
-                (cai_driver_status(&mut version, std::ptr::null_mut()), version)
+                // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+                (unsafe { cai_driver_status(&mut version, std::ptr::null_mut()) }, version)
             })
         })
         .collect();

@@ -12,7 +12,8 @@ fn failing_version_query_is_a_driver_error_naming_the_call() {
     f.fail("cuDriverGetVersion", 999); // CUDA_ERROR_UNKNOWN, before the driver's first use
     let mut e = blank_error();
     let mut version = -1;
-    assert_eq!(cai_driver_status(&mut version, &mut e), CAI_ERROR_DRIVER);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_driver_status(&mut version, &mut e) }, CAI_ERROR_DRIVER);
     assert_eq!(e.driver_result, 999);
     assert!(e.message_str().contains("cuDriverGetVersion"), "{}", e.message_str());
     assert_eq!(version, -1, "outputs are written only on success");

@@ -28,10 +28,16 @@ fn an_opencl_array_needs_the_library_only_for_a_check_or_a_sync_no_driver() {
     let a = opencl_array();
     assert_eq!(validate(&a).0, CAI_OK);
     let mut e = blank_error();
-    assert_eq!(cai_import(&a, std::ptr::null(), null_mut(), &mut e), CAI_OK, "default check skipped quietly");
+    assert_eq!(
+        // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+        unsafe { cai_import(&a, std::ptr::null(), null_mut(), &mut e) },
+        CAI_OK,
+        "default check skipped quietly"
+    );
 
     let always = CaiImportOptions { pointer_check: CAI_POINTER_CHECK_ALWAYS, ..Default::default() };
-    assert_eq!(cai_import(&a, &always, null_mut(), &mut e), CAI_ERROR_NO_DRIVER);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_import(&a, &always, null_mut(), &mut e) }, CAI_ERROR_NO_DRIVER);
     assert!(
         e.message_str().contains("OpenCL library") && e.message_str().contains("/nonexistent"),
         "{}",
@@ -41,9 +47,15 @@ fn an_opencl_array_needs_the_library_only_for_a_check_or_a_sync_no_driver() {
     let mut streamed = a;
     streamed.stream = 0x9000; // the producer's cl_command_queue
     let options = CaiImportOptions { consumer_stream: 0xa000, ..Default::default() };
-    assert_eq!(cai_import(&streamed, &options, null_mut(), &mut e), CAI_ERROR_NO_DRIVER);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    assert_eq!(unsafe { cai_import(&streamed, &options, null_mut(), &mut e) }, CAI_ERROR_NO_DRIVER);
     let none = CaiImportOptions { consumer_stream: 0xa000, sync_mode: CAI_SYNC_NONE, ..Default::default() };
-    assert_eq!(cai_import(&streamed, &none, null_mut(), &mut e), CAI_OK, "no sync asked: nothing to load");
+    assert_eq!(
+        // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+        unsafe { cai_import(&streamed, &none, null_mut(), &mut e) },
+        CAI_OK,
+        "no sync asked: nothing to load"
+    );
 }
 
 #[test]

@@ -24,7 +24,8 @@ fn build(shape: &[i64], strides: Option<&[i64]>, itemsize: u64, data: u64) -> Ca
 
 fn layout_of(a: &CaiArray) -> Result<CaiLayout, i32> {
     let mut out = CaiLayout::default();
-    match cai::cai_layout(a, &mut out, std::ptr::null_mut()) {
+    // SAFETY: `a` and `out` are live values of the types the function takes; error is NULL.
+    match unsafe { cai::cai_layout(a, &mut out, std::ptr::null_mut()) } {
         CAI_OK => Ok(out),
         status => Err(status),
     }

@@ -20,6 +20,7 @@ unsafe extern "C" fn count_moved(_array: *mut CaiArray) {
 struct Shared(*mut CaiArray);
 // SAFETY: the threads only call cai_release on it, which is safe to race with itself.
 unsafe impl Send for Shared {}
+// SAFETY: as for Send.
 unsafe impl Sync for Shared {}
 
 impl Shared {
@@ -40,7 +41,8 @@ fn racing_releases_run_the_callback_exactly_once() {
             for _ in 0..THREADS {
                 scope.spawn(|| {
                     start.wait();
-                    assert_eq!(cai_release(shared.ptr(), std::ptr::null_mut()), 0);
+                    // SAFETY: the array is live, and only cai_release calls touch it meanwhile.
+                    assert_eq!(unsafe { cai_release(shared.ptr(), std::ptr::null_mut()) }, 0);
                 });
             }
         });
@@ -53,11 +55,15 @@ fn racing_releases_run_the_callback_exactly_once() {
 fn a_moved_array_has_one_owner() {
     let mut src = CaiArray { release: Some(count_moved), version: 3, ..CaiArray::zeroed() };
     let mut dst = CaiArray::zeroed();
-    assert_eq!(cai_move(&mut dst, &mut src, std::ptr::null_mut()), 0);
+    // SAFETY: the array is live, and only cai_release calls touch it meanwhile.
+    assert_eq!(unsafe { cai_move(&mut dst, &mut src, std::ptr::null_mut()) }, 0);
     assert!(src.release.is_none() && dst.release.is_some() && dst.version == 3);
-    assert_eq!(cai_release(&mut src, std::ptr::null_mut()), 0);
+    // SAFETY: the array is live, and only cai_release calls touch it meanwhile.
+    assert_eq!(unsafe { cai_release(&mut src, std::ptr::null_mut()) }, 0);
     assert_eq!(MOVED_RELEASES.load(Ordering::SeqCst), 0, "the moved-from array owns nothing");
-    assert_eq!(cai_release(&mut dst, std::ptr::null_mut()), 0);
-    assert_eq!(cai_release(&mut dst, std::ptr::null_mut()), 0);
+    // SAFETY: the array is live, and only cai_release calls touch it meanwhile.
+    assert_eq!(unsafe { cai_release(&mut dst, std::ptr::null_mut()) }, 0);
+    // SAFETY: the array is live, and only cai_release calls touch it meanwhile.
+    assert_eq!(unsafe { cai_release(&mut dst, std::ptr::null_mut()) }, 0);
     assert_eq!(MOVED_RELEASES.load(Ordering::SeqCst), 1);
 }

@@ -40,45 +40,45 @@ pub struct PythonApi {
     pub size: u64,
     pub cai_python_from_object: FromObject,
     pub cai_python_to_object: unsafe extern "C" fn(*mut CaiArray) -> *mut PyObject,
-    pub cai_validate: extern "C" fn(*const CaiArray, *mut CaiError) -> CaiStatus,
-    pub cai_layout: extern "C" fn(*const CaiArray, *mut CaiLayout, *mut CaiError) -> CaiStatus,
-    pub cai_export: extern "C" fn(*mut CaiArray, *const CaiExportOptions, *mut CaiError) -> CaiStatus,
-    pub cai_release: extern "C" fn(*mut CaiArray, *mut CaiError) -> CaiStatus,
-    pub cai_move: extern "C" fn(*mut CaiArray, *mut CaiArray, *mut CaiError) -> CaiStatus,
-    pub cai_import: extern "C" fn(
+    pub cai_validate: unsafe extern "C" fn(*const CaiArray, *mut CaiError) -> CaiStatus,
+    pub cai_layout: unsafe extern "C" fn(*const CaiArray, *mut CaiLayout, *mut CaiError) -> CaiStatus,
+    pub cai_export: unsafe extern "C" fn(*mut CaiArray, *const CaiExportOptions, *mut CaiError) -> CaiStatus,
+    pub cai_release: unsafe extern "C" fn(*mut CaiArray, *mut CaiError) -> CaiStatus,
+    pub cai_move: unsafe extern "C" fn(*mut CaiArray, *mut CaiArray, *mut CaiError) -> CaiStatus,
+    pub cai_import: unsafe extern "C" fn(
         *const CaiArray,
         *const CaiImportOptions,
         *mut CaiPointerInfo,
         *mut CaiError,
     ) -> CaiStatus,
-    pub cai_sync: extern "C" fn(*const CaiArray, *const CaiSyncOptions, *mut CaiError) -> CaiStatus,
-    pub cai_pointer_info: extern "C" fn(u64, *mut CaiPointerInfo, *mut CaiError) -> CaiStatus,
-    pub cai_driver_status: extern "C" fn(*mut i32, *mut CaiError) -> CaiStatus,
-    pub cai_from_dlpack: extern "C" fn(
+    pub cai_sync: unsafe extern "C" fn(*const CaiArray, *const CaiSyncOptions, *mut CaiError) -> CaiStatus,
+    pub cai_pointer_info: unsafe extern "C" fn(u64, *mut CaiPointerInfo, *mut CaiError) -> CaiStatus,
+    pub cai_driver_status: unsafe extern "C" fn(*mut i32, *mut CaiError) -> CaiStatus,
+    pub cai_from_dlpack: unsafe extern "C" fn(
         *mut CaiDLManagedTensorVersioned,
         *const CaiDLPackOptions,
         *mut CaiArray,
         *mut CaiError,
     ) -> CaiStatus,
-    pub cai_from_dlpack_legacy: extern "C" fn(
+    pub cai_from_dlpack_legacy: unsafe extern "C" fn(
         *mut CaiDLManagedTensor,
         *const CaiDLPackOptions,
         *mut CaiArray,
         *mut CaiError,
     ) -> CaiStatus,
-    pub cai_to_dlpack: extern "C" fn(
+    pub cai_to_dlpack: unsafe extern "C" fn(
         *mut CaiArray,
         *const CaiDLDevice,
         *mut *mut CaiDLManagedTensorVersioned,
         *mut CaiError,
     ) -> CaiStatus,
-    pub cai_to_dlpack_legacy: extern "C" fn(
+    pub cai_to_dlpack_legacy: unsafe extern "C" fn(
         *mut CaiArray,
         *const CaiDLDevice,
         *mut *mut CaiDLManagedTensor,
         *mut CaiError,
     ) -> CaiStatus,
-    pub cai_typestr_parse: extern "C" fn(*const c_char, *mut CaiDtype, *mut CaiError) -> CaiStatus,
+    pub cai_typestr_parse: unsafe extern "C" fn(*const c_char, *mut CaiDtype, *mut CaiError) -> CaiStatus,
     pub cai_status_string: extern "C" fn(CaiStatus) -> *const c_char,
     pub cai_library_version: extern "C" fn() -> *const c_char,
 }

@@ -36,8 +36,15 @@ def test_the_readme_marks_its_code_blocks():
     assert [(how.split(":")[0], lang) for how, lang, _ in BLOCKS] == [
         ("run by scripts/test-packaging.sh", "sh"), ("what .ci/run runs", "sh"), ("function body", "c"),
         ("file", "c"), ("run by scripts/test-packaging.sh", "cmake"), ("run by scripts/test-packaging.sh", "sh"),
+        ("doctest (cargo test runs the README's Rust blocks)", "rust"),
         ("with stand-ins for cupy_array, my_stream, my_c_library, torch and ptr", "python"),
         ("examples/pybind11_extension/arrays.cpp", "cpp"), ("cython module", "cython")]
+
+
+def test_the_rust_block_of_the_readme_is_a_doctest():
+    """cargo test runs it: the crate root includes the README as a doctest-only item."""
+    lib = (ROOT / "src" / "lib.rs").read_text()
+    assert '#[cfg(doctest)]\n#[doc = include_str!("../README.md")]' in lib
 
 
 def test_ci_runs_the_readmes_test_command_and_packaging_runs_its_other_shell_blocks():

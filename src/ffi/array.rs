@@ -10,8 +10,12 @@ use crate::status::CaiStatus;
 ///
 /// `array` is read only. `error` may be NULL; it is written only on failure.
 /// Returns CAI_OK or the CAI_ERROR_* code of the first rule broken.
+///
+/// # Safety
+/// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+/// its fields say); `error` is NULL or points to a writable `CaiError`.
 #[no_mangle]
-pub extern "C" fn cai_validate(array: *const CaiArray, error: *mut CaiError) -> CaiStatus {
+pub unsafe extern "C" fn cai_validate(array: *const CaiArray, error: *mut CaiError) -> CaiStatus {
     guard(error, || crate::validate::validate(required(array, "array")?).map(drop))
 }
 
@@ -19,8 +23,13 @@ pub extern "C" fn cai_validate(array: *const CaiArray, error: *mut CaiError) -> 
 /// stride alignment. Pure, like `cai_validate`.
 ///
 /// `*layout` is written only on success. `error` may be NULL; it is written only on failure.
+///
+/// # Safety
+/// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+/// its fields say); `layout` is NULL or points to a writable `CaiLayout`; `error` is NULL or points
+/// to a writable `CaiError`.
 #[no_mangle]
-pub extern "C" fn cai_layout(
+pub unsafe extern "C" fn cai_layout(
     array: *const CaiArray,
     layout: *mut CaiLayout,
     error: *mut CaiError,
@@ -37,8 +46,14 @@ pub extern "C" fn cai_layout(
 /// for, no stream in version 2). `options` may be NULL for the defaults.
 ///
 /// `*array` is rewritten only on success. `error` may be NULL; it is written only on failure.
+///
+/// # Safety
+/// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+/// its fields say), which nothing else reads or writes during the call; `options` is NULL or points
+/// to a valid `CaiExportOptions` (its `work_streams` holding `work_stream_count` entries); `error`
+/// is NULL or points to a writable `CaiError`.
 #[no_mangle]
-pub extern "C" fn cai_export(
+pub unsafe extern "C" fn cai_export(
     array: *mut CaiArray,
     options: *const CaiExportOptions,
     error: *mut CaiError,
@@ -55,11 +70,14 @@ pub extern "C" fn cai_export(
 /// callback is taken by an atomic swap). Racing it with any other read or write of the array
 /// is the caller's to prevent. A borrowed array (release NULL) is left as is. The mask and
 /// descr are the producer's to free in its callback; libcai never frees them.
+///
+/// # Safety
+/// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+/// its fields say) and is not read or written meanwhile by anything but other `cai_release` calls;
+/// its `release` callback, when set, may be called with it. `error` is NULL or points to a writable
+/// `CaiError`.
 #[no_mangle]
-// A C entry point: `array` is the caller's promise, checked non-NULL, and never made a Rust
-// reference (racing calls would alias it).
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub extern "C" fn cai_release(array: *mut CaiArray, error: *mut CaiError) -> CaiStatus {
+pub unsafe extern "C" fn cai_release(array: *mut CaiArray, error: *mut CaiError) -> CaiStatus {
     guard(error, || {
         required(array, "array")?;
         // SAFETY: a valid CaiArray, checked non-NULL; no reference to it is held here.
@@ -72,10 +90,12 @@ pub extern "C" fn cai_release(array: *mut CaiArray, error: *mut CaiError) -> Cai
 /// only `dst` can release it. `dst` must own nothing (its `release` NULL: a zeroed, released or
 /// borrowed array) and be another array than `src`, else CAI_ERROR_INVALID_ARGUMENT and
 /// nothing is written.
+///
+/// # Safety
+/// `dst` and `src` are each NULL or point to a valid `CaiArray` that nothing else reads or writes
+/// during the call; `error` is NULL or points to a writable `CaiError`.
 #[no_mangle]
-// A C entry point: `dst` and `src` are the caller's promise, checked non-NULL.
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub extern "C" fn cai_move(dst: *mut CaiArray, src: *mut CaiArray, error: *mut CaiError) -> CaiStatus {
+pub unsafe extern "C" fn cai_move(dst: *mut CaiArray, src: *mut CaiArray, error: *mut CaiError) -> CaiStatus {
     guard(error, || {
         required(dst, "dst")?;
         required(src, "src")?;

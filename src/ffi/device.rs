@@ -13,8 +13,14 @@ use crate::status::CaiStatus;
 /// `*info` (may be NULL) is written only on success. `error` may be NULL; it is written only
 /// on failure. Needs the driver only for a pointer check or a sync; fails with
 /// CAI_ERROR_NO_DRIVER when one of those is needed and no driver loads.
+///
+/// # Safety
+/// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+/// its fields say); `options` is NULL or points to a valid `CaiImportOptions`; `info` is NULL or
+/// points to a writable `CaiPointerInfo`; `error` is NULL or points to a writable `CaiError`. The
+/// array's `data` and `stream` are the producer's live handles when a check or sync uses them.
 #[no_mangle]
-pub extern "C" fn cai_import(
+pub unsafe extern "C" fn cai_import(
     array: *const CaiArray,
     options: *const CaiImportOptions,
     info: *mut CaiPointerInfo,
@@ -37,8 +43,13 @@ pub extern "C" fn cai_import(
 /// pointer query to name the array's context, the default-stream handles 1 and 2 mean those of
 /// the calling thread's current context; `cai_import`, once it has queried the pointer, uses
 /// the allocation's.
+///
+/// # Safety
+/// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+/// its fields say); `options` is NULL or points to a valid `CaiSyncOptions`; `error` is NULL or
+/// points to a writable `CaiError`. The array's `stream` is the producer's live handle.
 #[no_mangle]
-pub extern "C" fn cai_sync(
+pub unsafe extern "C" fn cai_sync(
     array: *const CaiArray,
     options: *const CaiSyncOptions,
     error: *mut CaiError,
@@ -52,8 +63,12 @@ pub extern "C" fn cai_sync(
 /// Asks the driver about a data pointer: context, device, memory type, managed, and the
 /// allocation holding it. Fails with CAI_ERROR_NOT_DEVICE_POINTER for memory the device
 /// cannot reach. `*info` is written only on success.
+///
+/// # Safety
+/// `info` is NULL or points to a writable `CaiPointerInfo`; `error` is NULL or points to a writable
+/// `CaiError`.
 #[no_mangle]
-pub extern "C" fn cai_pointer_info(
+pub unsafe extern "C" fn cai_pointer_info(
     pointer: u64,
     info: *mut CaiPointerInfo,
     error: *mut CaiError,
@@ -68,8 +83,12 @@ pub extern "C" fn cai_pointer_info(
 /// Loads the driver if it is not loaded yet and reports whether that worked: CAI_OK, or
 /// CAI_ERROR_NO_DRIVER with the loader's message. `*version` (may be NULL) receives
 /// cuDriverGetVersion's value on success, e.g. 12040.
+///
+/// # Safety
+/// `version` is NULL or points to a writable `i32`; `error` is NULL or points to a writable
+/// `CaiError`.
 #[no_mangle]
-pub extern "C" fn cai_driver_status(version: *mut i32, error: *mut CaiError) -> CaiStatus {
+pub unsafe extern "C" fn cai_driver_status(version: *mut i32, error: *mut CaiError) -> CaiStatus {
     guard(error, || {
         let loaded = crate::driver::driver_version()?;
         if let Some(out) = optional_mut(version) {

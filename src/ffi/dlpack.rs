@@ -16,10 +16,13 @@ use crate::status::{CaiStatus, Error, Status};
 /// major version libcai does not know (CAI_ERROR_ABI_VERSION) nothing but the version and the
 /// deleter is read. `*out` is written only on success (overwritten: release what it owned
 /// first). The array has no stream: the DLPack exchange orders the data before handing it over.
+///
+/// # Safety
+/// `tensor` is NULL or a valid `DLManagedTensorVersioned` the caller hands over (it is not used
+/// after the call); `options` is NULL or points to a valid `CaiDLPackOptions`; `out` is NULL or
+/// points to a writable `CaiArray`; `error` is NULL or points to a writable `CaiError`.
 #[no_mangle]
-// A C entry point: `tensor` is the caller's promise, checked non-NULL.
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub extern "C" fn cai_from_dlpack(
+pub unsafe extern "C" fn cai_from_dlpack(
     tensor: *mut CaiDLManagedTensorVersioned,
     options: *const CaiDLPackOptions,
     out: *mut CaiArray,
@@ -31,10 +34,13 @@ pub extern "C" fn cai_from_dlpack(
 
 /// As `cai_from_dlpack`, for the legacy struct (cast a `DLManagedTensor *`), which has no
 /// version and no read-only flag: the array is writable.
+///
+/// # Safety
+/// `tensor` is NULL or a valid `DLManagedTensor` the caller hands over (it is not used after the
+/// call); `options` is NULL or points to a valid `CaiDLPackOptions`; `out` is NULL or points to a
+/// writable `CaiArray`; `error` is NULL or points to a writable `CaiError`.
 #[no_mangle]
-// A C entry point: `tensor` is the caller's promise, checked non-NULL.
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub extern "C" fn cai_from_dlpack_legacy(
+pub unsafe extern "C" fn cai_from_dlpack_legacy(
     tensor: *mut CaiDLManagedTensor,
     options: *const CaiDLPackOptions,
     out: *mut CaiArray,
@@ -79,8 +85,14 @@ unsafe fn take<T: crate::dlpack::Managed>(
 ///
 /// On success `*out` is the tensor and `array` owns nothing (its release is cleared); on
 /// failure both are unchanged.
+///
+/// # Safety
+/// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+/// its fields say), which nothing else reads or writes during the call; `device` is NULL or points
+/// to a valid `CaiDLDevice`; `out` is NULL or points to a writable pointer; `error` is NULL or
+/// points to a writable `CaiError`.
 #[no_mangle]
-pub extern "C" fn cai_to_dlpack(
+pub unsafe extern "C" fn cai_to_dlpack(
     array: *mut CaiArray,
     device: *const CaiDLDevice,
     out: *mut *mut CaiDLManagedTensorVersioned,
@@ -91,8 +103,14 @@ pub extern "C" fn cai_to_dlpack(
 
 /// As `cai_to_dlpack`, as the legacy struct (a `DLManagedTensor *` once cast), which cannot
 /// say read-only: a read-only array is CAI_ERROR_READONLY.
+///
+/// # Safety
+/// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
+/// its fields say), which nothing else reads or writes during the call; `device` is NULL or points
+/// to a valid `CaiDLDevice`; `out` is NULL or points to a writable pointer; `error` is NULL or
+/// points to a writable `CaiError`.
 #[no_mangle]
-pub extern "C" fn cai_to_dlpack_legacy(
+pub unsafe extern "C" fn cai_to_dlpack_legacy(
     array: *mut CaiArray,
     device: *const CaiDLDevice,
     out: *mut *mut CaiDLManagedTensor,

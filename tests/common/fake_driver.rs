@@ -21,6 +21,7 @@ pub struct Fake {
 
 // SAFETY: the library's controls are thread-safe (their state is per thread or locked).
 unsafe impl Send for Fake {}
+// SAFETY: as for Send: the controls lock or keep per-thread state.
 unsafe impl Sync for Fake {}
 
 /// Builds the fake driver into the test's target tmpdir (atomically, so parallel test binaries
@@ -51,6 +52,7 @@ pub fn fake() -> &'static Fake {
         let path = build();
         std::env::set_var("CAI_CUDA_DRIVER", &path);
         let c_path = CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path to the library just built.
         let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         assert!(!handle.is_null(), "dlopen of the fake driver failed");
         Fake { handle }
@@ -60,9 +62,12 @@ pub fn fake() -> &'static Fake {
 impl Fake {
     fn symbol<T: Copy>(&self, name: &str) -> T {
         let c_name = CString::new(name).unwrap();
+        // SAFETY: a handle dlopen returned and a NUL-terminated name.
         let pointer = unsafe { libc::dlsym(self.handle, c_name.as_ptr()) };
         assert!(!pointer.is_null(), "fake driver lacks {name}");
         assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+        // SAFETY: T is the control's function pointer type (of the pointer's size, checked),
+        // which the caller names as fake_cuda.c declares it.
         unsafe { std::mem::transmute_copy(&pointer) }
     }
 
@@ -105,6 +110,7 @@ impl Fake {
         (0..)
             .map(|i| f(i))
             .take_while(|name| !name.is_null())
+            // SAFETY: the fake returns static NUL-terminated names until the NULL that ends them.
             .map(|name| unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
             .collect()
     }
@@ -118,6 +124,7 @@ impl Fake {
     /// This thread's calls since `begin`, one per line.
     pub fn log(&self) -> String {
         let f: extern "C" fn() -> *const c_char = self.symbol("fake_cuda_log");
+        // SAFETY: the fake returns its per-thread log, NUL-terminated, valid until the next call.
         unsafe { CStr::from_ptr(f()) }.to_string_lossy().into_owned()
     }
 
@@ -140,6 +147,7 @@ impl Fake {
     pub fn stream_name(&self, handle: u64) -> String {
         // Stream handles point into the fake's table; ids are assigned in creation order, and
         // the first field of each slot is its id.
+        // SAFETY: (above) a handle the fake made points at its live slot, an i32 first.
         format!("S{}", unsafe { *(handle as usize as *const i32) })
     }
 }

@@ -31,7 +31,8 @@ pub fn blank_error() -> CaiError {
 /// cai_validate's status and message.
 pub fn validate(a: &CaiArray) -> (i32, String) {
     let mut e = blank_error();
-    let status = cai::cai_validate(a, &mut e);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    let status = unsafe { cai::cai_validate(a, &mut e) };
     (status, if status == 0 { String::new() } else { e.message_str() })
 }
 
@@ -44,7 +45,8 @@ pub fn assert_rejected(a: &CaiArray, status: i32, message_part: &str) {
 pub fn layout(a: &CaiArray) -> CaiLayout {
     let mut out = CaiLayout::default();
     let mut e = blank_error();
-    let status = cai::cai_layout(a, &mut out, &mut e);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    let status = unsafe { cai::cai_layout(a, &mut out, &mut e) };
     assert_eq!(status, 0, "{}", e.message_str());
     out
 }
@@ -52,7 +54,8 @@ pub fn layout(a: &CaiArray) -> CaiLayout {
 pub fn export(a: &mut CaiArray, version: i32) -> (i32, String) {
     let options = cai::CaiExportOptions { version, ..Default::default() };
     let mut e = blank_error();
-    let status = cai::cai_export(a, &options, &mut e);
+    // SAFETY: every pointer is NULL or points to a live value of the type the function takes.
+    let status = unsafe { cai::cai_export(a, &options, &mut e) };
     (status, if status == 0 { String::new() } else { e.message_str() })
 }
 

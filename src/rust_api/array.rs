@@ -1,0 +1,546 @@
+//! Arrays owned and borrowed, and what both read through.
+
+use std::ops::Deref;
+
+use crate::abi::{
+    CaiArray, CaiField, CaiSyncOptions, CAI_MAX_NDIM, CAI_MEMORY_OPENCL, CAI_OPENCL_STREAM_EVENT,
+    CAI_OPENCL_STREAM_QUEUE, CAI_STREAM_NONE,
+};
+use crate::description::Description;
+use crate::status::{Error, Result, Status};
+
+use super::{Dtype, ImportOptions, Layout, PointerInfo, SyncMode};
+
+/// A described array, read through a reference: what [`Array`] and [`ArrayView`] dereference
+/// to. Every method reads the struct; none frees, writes or dereferences the data.
+#[repr(transparent)]
+pub struct ArrayRef {
+    raw: CaiArray,
+}
+
+impl ArrayRef {
+    /// # Safety
+    /// As [`ArrayView::from_raw`].
+    unsafe fn from_raw(raw: &CaiArray) -> &ArrayRef {
+        // SAFETY: ArrayRef is a transparent wrapper of CaiArray; the lifetime carries over.
+        unsafe { &*(raw as *const CaiArray).cast::<ArrayRef>() }
+    }
+
+    /// The C struct, to hand to a C function that reads it (its `release` is not the caller's
+    /// to run).
+    pub fn as_raw(&self) -> &CaiArray {
+        &self.raw
+    }
+
+    /// Checks every rule of the CUDA Array Interface that needs no driver, the mask's included.
+    pub fn validate(&self) -> Result<()> {
+        crate::validate::validate(&self.raw).map(drop)
+    }
+
+    /// Validates the array and reports its layout.
+    pub fn layout(&self) -> Result<Layout> {
+        crate::validate::layout_of(&self.raw).map(Layout::from)
+    }
+
+    /// Validates the array and reports its element type.
+    pub fn dtype(&self) -> Result<Dtype> {
+        crate::validate::validate(&self.raw).map(|validated| validated.dtype.into())
+    }
+
+    /// Consumer side: validates the array, checks its data with the driver and orders the
+    /// consumer after the producer, as `options` say (`cai_import`). Loads the driver only
+    /// for a pointer check or a sync.
+    pub fn import(&self, options: &ImportOptions) -> Result<PointerInfo> {
+        crate::import::import(&self.raw, options.as_raw()).map(|imported| imported.info.into())
+    }
+
+    /// Orders `consumer_stream` (0 for none) after the array's stream in `mode`, without the
+    /// pointer check (`cai_sync`). An array with no stream needs nothing and loads no driver.
+    ///
+    /// # Safety
+    /// A `consumer_stream` other than 0, 1 and 2 is a live `CUstream` (or, for OpenCL memory,
+    /// `cl_command_queue`).
+    pub unsafe fn sync(&self, consumer_stream: u64, mode: SyncMode) -> Result<()> {
+        let options = CaiSyncOptions { consumer_stream, sync_mode: mode.code(), ..Default::default() };
+        crate::import::sync(&self.raw, &options)
+    }
+
+    /// The CUDA Array Interface version the descriptor follows (0 to 3).
+    pub fn version(&self) -> i32 {
+        self.raw.version
+    }
+
+    /// The extents, `ndim` of them (none when `ndim` is out of range).
+    pub fn shape(&self) -> &[i64] {
+        &self.raw.shape[..self.ndim()]
+    }
+
+    /// The byte strides, or `None` for C-contiguous (the dict's absent or `None` strides).
+    pub fn strides(&self) -> Option<&[i64]> {
+        (self.raw.strides_given == 1).then(|| &self.raw.strides[..self.ndim()])
+    }
+
+    fn ndim(&self) -> usize {
+        usize::try_from(self.raw.ndim).map_or(0, |ndim| ndim.min(CAI_MAX_NDIM))
+    }
+
+    /// The numpy typestr, e.g. `"<f4"` (`None` when the buffer holds no NUL-terminated UTF-8).
+    pub fn typestr(&self) -> Option<&str> {
+        self.raw.typestr_bytes().and_then(|bytes| std::str::from_utf8(bytes).ok())
+    }
+
+    /// The data: a CUDA device pointer, or a `cl_mem` for OpenCL memory; 0 for a zero-size array.
+    pub fn data(&self) -> u64 {
+        self.raw.data
+    }
+
+    /// The data is read-only.
+    pub fn readonly(&self) -> bool {
+        self.raw.readonly == 1
+    }
+
+    /// The producer's stream: for CUDA memory 0 (none), 1, 2 or a `CUstream`; for OpenCL
+    /// memory a `cl_command_queue` or `cl_event` (see [`ArrayRef::memory`]).
+    pub fn stream(&self) -> u64 {
+        self.raw.stream
+    }
+
+    /// What the data is.
+    pub fn memory(&self) -> Memory {
+        match self.raw.memory {
+            CAI_MEMORY_OPENCL => Memory::OpenCl {
+                byte_offset: self.raw.byte_offset,
+                stream_is_event: self.raw.stream_kind == CAI_OPENCL_STREAM_EVENT,
+            },
+            _ => Memory::Cuda,
+        }
+    }
+
+    /// The structured type's fields (empty for a plain typestr).
+    pub fn fields(&self) -> &[CaiField] {
+        match (self.raw.descr.is_null(), self.raw.descr_count) {
+            (true, _) | (_, 0) => &[],
+            // SAFETY: every way to make an ArrayRef promises `descr` holds `descr_count`
+            // fields for as long as the struct is borrowed.
+            (false, count) => unsafe { std::slice::from_raw_parts(self.raw.descr, count as usize) },
+        }
+    }
+
+    /// The mask: true where the data is valid.
+    pub fn mask(&self) -> Option<ArrayView<'_>> {
+        // SAFETY: every way to make an ArrayRef promises `mask` is NULL or a valid struct for
+        // as long as this one is borrowed.
+        unsafe { self.raw.mask.as_ref().map(|mask| ArrayView::from_raw(mask)) }
+    }
+}
+
+impl std::fmt::Debug for ArrayRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Array")
+            .field("shape", &self.shape())
+            .field("typestr", &self.typestr())
+            .field("strides", &self.strides())
+            .field("data", &format_args!("{:#x}", self.data()))
+            .field("readonly", &self.readonly())
+            .field("stream", &self.stream())
+            .field("memory", &self.memory())
+            .finish()
+    }
+}
+
+/// What an array's data is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Memory {
+    /// A CUDA device pointer (the CUDA Array Interface's own kind).
+    Cuda,
+    /// An OpenCL `cl_mem` (the Buffer Interface's OpenCL half).
+    OpenCl {
+        /// Bytes from the start of the buffer to the first element.
+        byte_offset: u64,
+        /// The stream is a `cl_event` that completes when the data is ready; else a
+        /// `cl_command_queue` (or 0).
+        stream_is_event: bool,
+    },
+}
+
+/// What a producer orders its writes to OpenCL memory by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpenClStream {
+    /// Nothing: the data is ready.
+    None,
+    /// The `cl_command_queue` its writes are on.
+    Queue(u64),
+    /// A `cl_event` that completes when the data is ready.
+    Event(u64),
+}
+
+/// An array that owns its description: the struct, its descr fields and its mask, and the
+/// producer's `release`, which runs exactly once, when the `Array` is dropped (or, once it
+/// has moved into a DLPack tensor, when the tensor's deleter runs).
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+///
+/// let releases = Arc::new(AtomicUsize::new(0));
+/// let counter = Arc::clone(&releases);
+/// let array = cai::Array::builder("<f4", &[2, 3], 0x7f00_0000_1000)
+///     .on_release(move || {
+///         counter.fetch_add(1, Ordering::SeqCst);
+///     })
+///     .build()?;
+/// let layout = array.layout()?;
+/// assert_eq!((layout.element_count, layout.nbytes, layout.c_contiguous), (6, 24, true));
+/// assert_eq!(array.dtype()?.itemsize, 4);
+/// drop(array);
+/// assert_eq!(releases.load(Ordering::SeqCst), 1);
+/// # Ok::<(), cai::Error>(())
+/// ```
+///
+/// Neither `Send` nor `Sync`: a producer's release and handles promise nothing about threads.
+pub struct Array {
+    description: Description<Box<CaiArray>>,
+    /// The mask the builder was given (boxed: the struct points at it), dropped after this
+    /// array's release has run.
+    _mask: Option<Box<Array>>,
+}
+
+impl Array {
+    /// Starts describing `shape` elements of `typestr` at the CUDA device pointer `data`,
+    /// version 3, C-contiguous, read-write, with no stream and nothing to release.
+    pub fn builder(typestr: &str, shape: &[i64], data: u64) -> ArrayBuilder {
+        ArrayBuilder::new(typestr, shape, data)
+    }
+
+    /// Takes ownership of a producer's struct: its `release` (when set) runs once, when the
+    /// `Array` is dropped. The struct is not validated here.
+    ///
+    /// # Safety
+    /// `raw` is a valid `CaiArray` whose `mask` and `descr` (when set) stay valid until its
+    /// release runs (or, with no release, for as long as the `Array` lives); its `release`,
+    /// when set, may be called once with the struct at another address; its stream and (for
+    /// OpenCL) its `cl_mem` are live handles. Nothing else releases it.
+    pub unsafe fn from_raw(raw: CaiArray) -> Array {
+        Array { description: Description::borrowing(Box::new(raw)), _mask: None }
+    }
+
+    /// Borrows the array for as long as `self` is borrowed.
+    pub fn view(&self) -> ArrayView<'_> {
+        ArrayView { raw: self }
+    }
+
+    /// The struct, for the DLPack hand-over, which clears its `release` on success.
+    pub(crate) fn raw_mut(&mut self) -> &mut CaiArray {
+        self.description.array_mut()
+    }
+}
+
+impl Deref for Array {
+    type Target = ArrayRef;
+
+    fn deref(&self) -> &ArrayRef {
+        // SAFETY: the struct's pointers point into this Array's description, or are the
+        // producer's, valid until the release that Drop runs (from_raw's promise).
+        unsafe { ArrayRef::from_raw(self.description.array()) }
+    }
+}
+
+impl Drop for Array {
+    fn drop(&mut self) {
+        // SAFETY: the struct is valid and this Array its only user; `release` clears the
+        // callback, so it runs once.
+        unsafe { crate::abi::release(self.description.array_mut()) }
+    }
+}
+
+impl std::fmt::Debug for Array {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+/// A borrowed array: reads the struct for `'a` and never releases it.
+///
+/// ```
+/// let array = cai::Array::builder("<i8", &[4], 0x7f00_0000_1000).readonly(true).build()?;
+/// let view = array.view();
+/// assert_eq!((view.shape(), view.readonly()), (&[4i64][..], true));
+/// # Ok::<(), cai::Error>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct ArrayView<'a> {
+    raw: &'a ArrayRef,
+}
+
+impl<'a> ArrayView<'a> {
+    /// Borrows a struct someone else owns: its `release` is never run through the view.
+    ///
+    /// # Safety
+    /// `raw`'s `mask` and `descr` (when set) are valid for `'a`, and its stream and (for
+    /// OpenCL) its `cl_mem` are live handles for `'a`.
+    pub unsafe fn from_raw(raw: &'a CaiArray) -> ArrayView<'a> {
+        // SAFETY: the caller's promise is ArrayRef's.
+        ArrayView { raw: unsafe { ArrayRef::from_raw(raw) } }
+    }
+
+    /// The array for all of `'a`: what it lends (a shape, a mask) may outlive the view.
+    pub fn array(self) -> &'a ArrayRef {
+        self.raw
+    }
+}
+
+impl Deref for ArrayView<'_> {
+    type Target = ArrayRef;
+
+    fn deref(&self) -> &ArrayRef {
+        self.raw
+    }
+}
+
+impl std::fmt::Debug for ArrayView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.raw.fmt(f)
+    }
+}
+
+/// The producer's release as a Rust closure, run by the C callback once.
+type ReleaseClosure = Box<dyn FnOnce() + Send>;
+
+/// Runs the closure `owner` holds, once (the callback is cleared before it is called).
+unsafe extern "C" fn release_closure(array: *mut CaiArray) {
+    // SAFETY: `owner` is the Box<ReleaseClosure> the builder leaked, and the release runs once.
+    let closure = unsafe { Box::from_raw((*array).owner.cast::<ReleaseClosure>()) };
+    closure();
+}
+
+/// Describes an [`Array`] field by field, for a Rust producer: see [`Array::builder`].
+pub struct ArrayBuilder {
+    raw: CaiArray,
+    typestr_fits: bool,
+    /// How many strides were given, when that is not one per dimension.
+    strides_miscounted: Option<usize>,
+    fields: Vec<CaiField>,
+    mask: Option<Array>,
+    release: Option<ReleaseClosure>,
+}
+
+impl ArrayBuilder {
+    fn new(typestr: &str, shape: &[i64], data: u64) -> ArrayBuilder {
+        let mut raw = CaiArray::zeroed();
+        raw.version = 3;
+        raw.ndim = i32::try_from(shape.len()).unwrap_or(i32::MAX);
+        for (slot, &extent) in raw.shape.iter_mut().zip(shape) {
+            *slot = extent;
+        }
+        let typestr_fits = raw.set_typestr(typestr);
+        raw.data = data;
+        ArrayBuilder {
+            raw,
+            typestr_fits,
+            strides_miscounted: None,
+            fields: Vec::new(),
+            mask: None,
+            release: None,
+        }
+    }
+
+    /// Byte strides, one per dimension.
+    pub fn strides(mut self, strides: &[i64]) -> ArrayBuilder {
+        self.raw.strides_given = 1;
+        self.strides_miscounted = (strides.len() != self.raw.ndim as usize).then_some(strides.len());
+        for (slot, &stride) in self.raw.strides.iter_mut().zip(strides) {
+            *slot = stride;
+        }
+        self
+    }
+
+    /// The data is read-only.
+    pub fn readonly(mut self, readonly: bool) -> ArrayBuilder {
+        self.raw.readonly = readonly.into();
+        self
+    }
+
+    /// The CUDA Array Interface version the descriptor follows (3 unless set).
+    pub fn version(mut self, version: i32) -> ArrayBuilder {
+        self.raw.version = version;
+        self
+    }
+
+    /// The producer's stream: 0 (none, the default), 1 (legacy default), 2 (per-thread
+    /// default) or a `CUstream`.
+    ///
+    /// # Safety
+    /// A stream other than 0, 1 and 2 stays live for as long as the array is imported or
+    /// synced: the driver is handed it and cannot tell a stale handle from a live one.
+    pub unsafe fn stream(mut self, stream: u64) -> ArrayBuilder {
+        self.raw.stream = stream;
+        self
+    }
+
+    /// The data is an OpenCL buffer: `data` is its `cl_mem`, the first element `byte_offset`
+    /// bytes into it, and `stream` what orders the producer's writes.
+    ///
+    /// # Safety
+    /// The `cl_mem`, and the queue or event of `stream`, stay live for as long as the array
+    /// is imported or synced: the OpenCL library dereferences the handles it is given.
+    pub unsafe fn opencl(mut self, byte_offset: u64, stream: OpenClStream) -> ArrayBuilder {
+        self.raw.memory = CAI_MEMORY_OPENCL;
+        self.raw.byte_offset = byte_offset;
+        (self.raw.stream_kind, self.raw.stream) = match stream {
+            OpenClStream::None => (CAI_OPENCL_STREAM_QUEUE, CAI_STREAM_NONE),
+            OpenClStream::Queue(queue) => (CAI_OPENCL_STREAM_QUEUE, queue),
+            OpenClStream::Event(event) => (CAI_OPENCL_STREAM_EVENT, event),
+        };
+        self
+    }
+
+    /// The fields of a structured (`|Vn`) typestr, as numpy's `descr` lists them.
+    pub fn fields(mut self, fields: Vec<CaiField>) -> ArrayBuilder {
+        self.fields = fields;
+        self
+    }
+
+    /// A mask of the same shape, true where the data is valid; the array owns it, and drops
+    /// it after itself.
+    pub fn mask(mut self, mask: Array) -> ArrayBuilder {
+        self.mask = Some(mask);
+        self
+    }
+
+    /// What the array runs once when it is dropped: typically dropping what keeps the data
+    /// alive (`move || drop(buffer)`). Runs behind a C callback: a panic in it aborts.
+    pub fn on_release(mut self, release: impl FnOnce() + Send + 'static) -> ArrayBuilder {
+        self.release = Some(Box::new(release));
+        self
+    }
+
+    /// Validates the description and makes the array. On failure the closure given to
+    /// [`on_release`](ArrayBuilder::on_release) is dropped uncalled (a mask given is dropped,
+    /// which releases it).
+    pub fn build(self) -> Result<Array> {
+        let ArrayBuilder { raw, typestr_fits, strides_miscounted, fields, mask, release } = self;
+        if let Some(count) = strides_miscounted {
+            return Err(Error::new(
+                Status::InvalidStrides,
+                format!("{count} strides were given for {} dimensions: give one per dimension", raw.ndim),
+            ));
+        }
+        if !typestr_fits {
+            return Err(Error::new(
+                Status::InvalidTypestr,
+                "the typestr does not fit in CaiArray.typestr (31 bytes, no NUL inside): use a shorter one",
+            ));
+        }
+        let mask = mask.map(Box::new);
+        let mut description = Description::new(Box::new(raw), fields, None);
+        description.array_mut().mask = mask.as_ref().map_or(std::ptr::null(), |mask| mask.as_raw());
+        crate::validate::validate(description.array())?;
+        let mut array = Array { description, _mask: mask };
+        if let Some(release) = release {
+            let raw = array.description.array_mut();
+            raw.owner = Box::into_raw(Box::new(release)).cast();
+            raw.release = Some(release_closure);
+        }
+        Ok(array)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::abi::{CaiDLDevice, CAI_DL_CPU};
+
+    const DATA: u64 = 0x7f00_0000_1000;
+
+    /// An on_release closure that writes `name` into `log`.
+    fn logging(log: &Arc<Mutex<Vec<&'static str>>>, name: &'static str) -> impl FnOnce() + Send + 'static {
+        let log = Arc::clone(log);
+        move || log.lock().unwrap().push(name)
+    }
+
+    #[test]
+    fn a_mask_given_to_the_builder_is_validated_and_released_after_its_array() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mask = Array::builder("|b1", &[2, 3], DATA).on_release(logging(&log, "mask")).build().unwrap();
+        let array = Array::builder("<f4", &[2, 3], DATA)
+            .mask(mask)
+            .on_release(logging(&log, "array"))
+            .build()
+            .unwrap();
+        assert_eq!(array.mask().map(|mask| mask.array().typestr()), Some(Some("|b1")));
+        drop(array);
+        assert_eq!(*log.lock().unwrap(), ["array", "mask"]);
+
+        let mask =
+            Array::builder("|b1", &[3], DATA).on_release(logging(&log, "refused mask")).build().unwrap();
+        let refused = Array::builder("<f4", &[2], DATA).mask(mask).on_release(logging(&log, "never")).build();
+        assert_eq!(refused.unwrap_err().status, Status::InvalidMask);
+        assert_eq!(*log.lock().unwrap(), ["array", "mask", "refused mask"]);
+    }
+
+    static RAW_RELEASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    unsafe extern "C" fn count_raw_release(_array: *mut CaiArray) {
+        RAW_RELEASES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    #[test]
+    fn an_array_taken_from_a_raw_struct_runs_its_release_once_on_drop() {
+        let mut raw = CaiArray { version: 3, ndim: 1, data: DATA, ..CaiArray::zeroed() };
+        raw.shape[0] = 4;
+        assert!(raw.set_typestr("<i2"));
+        raw.release = Some(count_raw_release);
+        // SAFETY: no mask or descr, a release that may run anywhere, no stream.
+        let array = unsafe { Array::from_raw(raw) };
+        assert_eq!(array.layout().unwrap().nbytes, 8);
+        assert_eq!(RAW_RELEASES.load(std::sync::atomic::Ordering::SeqCst), 0);
+        drop(array);
+        assert_eq!(RAW_RELEASES.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_typestr_too_long_or_strides_miscounted_are_refused_naming_the_fix() {
+        let error = Array::builder(&"<f4".repeat(20), &[1], DATA).build().unwrap_err();
+        assert_eq!(error.status, Status::InvalidTypestr);
+        assert!(error.message.contains("31 bytes"), "{error}");
+        let error = Array::builder("<f4", &[2, 3], DATA).strides(&[4]).build().unwrap_err();
+        assert_eq!(error.status, Status::InvalidStrides);
+        assert!(error.message.contains("1 strides were given for 2 dimensions"), "{error}");
+    }
+
+    #[test]
+    fn dlpack_refusals_release_what_they_were_given() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mask = Array::builder("|b1", &[2], DATA).build().unwrap();
+        let masked =
+            Array::builder("<f4", &[2], DATA).mask(mask).on_release(logging(&log, "masked")).build().unwrap();
+        let cuda = CaiDLDevice { device_type: crate::abi::CAI_DL_CUDA, device_id: 0 };
+        assert_eq!(masked.into_dlpack(Some(cuda)).unwrap_err().status, Status::InvalidMask);
+        assert_eq!(*log.lock().unwrap(), ["masked"]);
+
+        let host = Array::builder("<f4", &[2], DATA).on_release(logging(&log, "host")).build().unwrap();
+        let tensor = host.into_dlpack(Some(CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 })).unwrap();
+        assert_eq!(*log.lock().unwrap(), ["masked"], "the tensor owns the array now");
+        assert_eq!(Array::from_dlpack(tensor, false).unwrap_err().status, Status::HostMemory);
+        assert_eq!(*log.lock().unwrap(), ["masked", "host"]);
+    }
+
+    #[test]
+    fn a_view_borrows_without_releasing() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let array = Array::builder("<u8", &[5], DATA)
+            .strides(&[-8])
+            .on_release(logging(&log, "array"))
+            .build()
+            .unwrap();
+        let view = array.view();
+        // SAFETY: the struct has no mask or descr, and no stream.
+        let raw_view = unsafe { ArrayView::from_raw(array.as_raw()) };
+        assert_eq!((view.strides(), raw_view.layout().unwrap().extent), (Some(&[-8i64][..]), (-32, 8)));
+        assert!(log.lock().unwrap().is_empty());
+        drop(array);
+        assert_eq!(*log.lock().unwrap(), ["array"]);
+    }
+}

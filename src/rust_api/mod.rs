@@ -1,0 +1,149 @@
+//! The Rust API: the same core as the C functions, with ownership and lifetimes the compiler
+//! checks. An [`Array`] owns its description and runs the producer's release once, when it is
+//! dropped; an [`ArrayView`] borrows one; both read through [`ArrayRef`]. Everything here is
+//! safe except what hands libcai a pointer or a driver handle it cannot check (a raw struct, a
+//! DLPack tensor, a stream, an OpenCL object): those constructors are `unsafe` and say what
+//! they need.
+
+mod array;
+mod dlpack;
+mod options;
+
+pub use array::{Array, ArrayBuilder, ArrayRef, ArrayView, Memory, OpenClStream};
+pub use dlpack::DlpackTensor;
+pub use options::{ImportOptions, PointerCheck, SyncMode};
+
+use std::ffi::c_void;
+
+use crate::abi::{CaiDtype, CaiLayout, CaiPointerInfo};
+use crate::status::Result;
+
+/// What a typestr describes, as numpy's dtype reports it.
+///
+/// ```
+/// let dtype = cai::Dtype::parse("<c16")?;
+/// assert_eq!((dtype.itemsize, dtype.kind, dtype.byte_order), (16, 'c', '<'));
+/// assert!(cai::Dtype::parse("<f3").is_err());
+/// # Ok::<(), cai::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Dtype {
+    /// Bytes per element.
+    pub itemsize: u64,
+    /// numpy's kind: one of `b i u f c m M S U V`.
+    pub kind: char,
+    /// `<` little-endian, `>` big-endian, `|` not applicable; the host's order is resolved.
+    pub byte_order: char,
+}
+
+impl Dtype {
+    /// Parses a numpy typestr (e.g. `"<f4"`, `"|V12"`, `"<M8[ns]"`) as numpy would.
+    pub fn parse(typestr: &str) -> Result<Dtype> {
+        crate::dtype::parse_typestr(typestr.as_bytes()).map(Dtype::from)
+    }
+
+    /// True when elements can be read without swapping bytes on this host.
+    pub fn is_native(&self) -> bool {
+        CaiDtype::from(*self).is_native()
+    }
+}
+
+impl From<CaiDtype> for Dtype {
+    fn from(raw: CaiDtype) -> Dtype {
+        Dtype { itemsize: raw.itemsize, kind: raw.kind() as char, byte_order: raw.byteorder() as char }
+    }
+}
+
+impl From<Dtype> for CaiDtype {
+    fn from(dtype: Dtype) -> CaiDtype {
+        CaiDtype {
+            itemsize: dtype.itemsize,
+            kind: dtype.kind as u8 as std::os::raw::c_char,
+            byteorder: dtype.byte_order as u8 as std::os::raw::c_char,
+        }
+    }
+}
+
+/// Layout facts about a valid array, as `cai_layout` reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    /// Number of elements (1 for a 0-d array, 0 when any extent is 0).
+    pub element_count: u64,
+    /// `element_count` times the itemsize.
+    pub nbytes: u64,
+    /// Byte offsets from `data`, `[begin, end)`, that the elements touch (begin <= 0 with
+    /// negative strides; both 0 for a zero-size array).
+    pub extent: (i64, i64),
+    /// The elements are laid out in C order with no gaps (size-1 dimensions ignored).
+    pub c_contiguous: bool,
+    /// The elements are laid out in Fortran order with no gaps (size-1 dimensions ignored).
+    pub f_contiguous: bool,
+    /// Every stride is a multiple of the itemsize.
+    pub strides_itemsize_aligned: bool,
+}
+
+impl From<CaiLayout> for Layout {
+    fn from(raw: CaiLayout) -> Layout {
+        Layout {
+            element_count: raw.element_count,
+            nbytes: raw.nbytes,
+            extent: (raw.extent_begin, raw.extent_end),
+            c_contiguous: raw.c_contiguous == 1,
+            f_contiguous: raw.f_contiguous == 1,
+            strides_itemsize_aligned: raw.strides_itemsize_aligned == 1,
+        }
+    }
+}
+
+/// What the driver reports about a data pointer (CUDA) or buffer (OpenCL: `device_pointer`
+/// and `allocation_base` the `cl_mem`, `allocation_size` its size, `context` its
+/// `cl_context`, `device_ordinal` -1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PointerInfo {
+    /// The pointer as usable in the calling thread's current context.
+    pub device_pointer: u64,
+    /// Start of the allocation holding the pointer.
+    pub allocation_base: u64,
+    /// Size in bytes of that allocation.
+    pub allocation_size: u64,
+    /// The allocation's `CUcontext` (may be NULL for managed memory), or the buffer's
+    /// `cl_context`. A handle to compare, never dereferenced by libcai.
+    pub context: *mut c_void,
+    /// Ordinal of the device the allocation belongs to (-1 for OpenCL).
+    pub device_ordinal: i32,
+    /// `CUmemorytype`: 1 host (pinned and mapped), 2 device, 4 unified; 0 for OpenCL.
+    pub memory_type: u32,
+    /// Managed (`cudaMallocManaged`) memory.
+    pub is_managed: bool,
+    /// The driver was asked; false when the check was skipped (zero-size array, no driver, or
+    /// [`PointerCheck::Never`]), and then the other fields say nothing.
+    pub checked: bool,
+}
+
+impl From<CaiPointerInfo> for PointerInfo {
+    fn from(raw: CaiPointerInfo) -> PointerInfo {
+        PointerInfo {
+            device_pointer: raw.device_pointer,
+            allocation_base: raw.allocation_base,
+            allocation_size: raw.allocation_size,
+            context: raw.context,
+            device_ordinal: raw.device_ordinal,
+            memory_type: raw.memory_type,
+            is_managed: raw.is_managed == 1,
+            checked: raw.checked == 1,
+        }
+    }
+}
+
+/// Asks the CUDA driver about a data pointer, loading the driver if need be. Fails with
+/// [`Status::NotDevicePointer`](crate::status::Status::NotDevicePointer) for memory the device cannot
+/// reach, [`Status::NoDriver`](crate::status::Status::NoDriver) when no driver loads.
+pub fn pointer_info(pointer: u64) -> Result<PointerInfo> {
+    crate::import::pointer_info(pointer).map(PointerInfo::from)
+}
+
+/// Loads the CUDA driver if it is not loaded yet: its version (e.g. 12040), or
+/// [`Status::NoDriver`](crate::status::Status::NoDriver) with the loader's message.
+pub fn driver_version() -> Result<i32> {
+    crate::driver::driver_version()
+}
