@@ -300,11 +300,13 @@ fn driver_status_is_no_driver_with_cuinit_no_device_real_nvidia_driver() {
     let mut version = -1;
     // driver_result 100 also says libcai resolved its whole table: it resolves before cuInit,
     // and an entry point it cannot find is CAI_ERROR_NO_DRIVER with driver_result 0.
-    assert_no_device(cai_driver_status(&mut version, &mut e), &e, "cai_driver_status");
+    // SAFETY: both pointers are live locals.
+    assert_no_device(unsafe { cai_driver_status(&mut version, &mut e) }, &e, "cai_driver_status");
     assert_eq!(version, -1, "written on failure");
     let mut info = CaiPointerInfo::default();
     let mut e = blank_error();
-    assert_no_device(cai_pointer_info(DATA, &mut info, &mut e), &e, "cai_pointer_info");
+    // SAFETY: both out-pointers are live locals.
+    assert_no_device(unsafe { cai_pointer_info(DATA, &mut info, &mut e) }, &e, "cai_pointer_info");
 }
 
 #[test]
@@ -316,7 +318,8 @@ fn import_needing_a_device_fails_and_import_without_succeeds_real_nvidia_driver(
     let import = |a: &CaiArray, options: CaiImportOptions| {
         let mut info = CaiPointerInfo::default();
         let mut e = blank_error();
-        let status = cai_import(a, &options, &mut info, &mut e);
+        // SAFETY: a valid array and live locals for the options and out-pointers.
+        let status = unsafe { cai_import(a, &options, &mut info, &mut e) };
         (status, e, info)
     };
     let always = CaiImportOptions { pointer_check: CAI_POINTER_CHECK_ALWAYS, ..Default::default() };
@@ -346,7 +349,8 @@ fn import_needing_a_device_fails_and_import_without_succeeds_real_nvidia_driver(
 
     let mut e = blank_error();
     let sync = CaiSyncOptions { consumer_stream: 0x6000, ..Default::default() };
-    assert_no_device(cai_sync(&on_stream, &sync, &mut e), &e, "cai_sync");
+    // SAFETY: a valid array and live locals.
+    assert_no_device(unsafe { cai_sync(&on_stream, &sync, &mut e) }, &e, "cai_sync");
 }
 
 #[test]
@@ -359,7 +363,8 @@ fn export_joining_work_streams_fails_and_plain_export_succeeds_real_nvidia_drive
     let mut a = array(&[8], "<i4");
     let before = a;
     let mut e = blank_error();
-    assert_no_device(cai_export(&mut a, &joined, &mut e), &e, "cai_export(work streams)");
+    // SAFETY: a valid array; the options point to `work`, alive for the call.
+    assert_no_device(unsafe { cai_export(&mut a, &joined, &mut e) }, &e, "cai_export(work streams)");
     assert_eq!(a.stream, before.stream, "rewritten on failure");
     let (status, message) = export(&mut a, 3);
     assert_eq!(status, CAI_OK, "{message}");
@@ -374,7 +379,8 @@ fn dlpack_asking_the_driver_fails_and_a_given_device_succeeds_real_nvidia_driver
     let mut tensor: *mut CaiDLManagedTensorVersioned = std::ptr::null_mut();
     let mut e = blank_error();
     assert_no_device(
-        cai_to_dlpack(&mut a, std::ptr::null(), &mut tensor, &mut e),
+        // SAFETY: a valid array, no device (asked of the driver), live out-pointers.
+        unsafe { cai_to_dlpack(&mut a, std::ptr::null(), &mut tensor, &mut e) },
         &e,
         "cai_to_dlpack(device NULL)",
     );
@@ -382,11 +388,15 @@ fn dlpack_asking_the_driver_fails_and_a_given_device_succeeds_real_nvidia_driver
 
     let device = CaiDLDevice { device_type: CAI_DL_CUDA, device_id: 0 };
     let mut e = blank_error();
-    assert_eq!(cai_to_dlpack(&mut a, &device, &mut tensor, &mut e), CAI_OK, "{}", e.message_str());
+    // SAFETY: a valid array, a live device and live out-pointers.
+    assert_eq!(unsafe { cai_to_dlpack(&mut a, &device, &mut tensor, &mut e) }, CAI_OK, "{}", e.message_str());
     let mut back = CaiArray::zeroed();
     let mut e = blank_error();
-    assert_eq!(cai_from_dlpack(tensor, std::ptr::null(), &mut back, &mut e), CAI_OK, "{}", e.message_str());
+    // SAFETY: the tensor cai_to_dlpack just made, handed over once; live out-pointers.
+    let status = unsafe { cai_from_dlpack(tensor, std::ptr::null(), &mut back, &mut e) };
+    assert_eq!(status, CAI_OK, "{}", e.message_str());
     assert_eq!((back.data, back.shape[1]), (DATA, 3));
     let mut e = blank_error();
-    assert_eq!(cai_release(&mut back, &mut e), CAI_OK);
+    // SAFETY: `back` owns the tensor and is released once.
+    assert_eq!(unsafe { cai_release(&mut back, &mut e) }, CAI_OK);
 }
