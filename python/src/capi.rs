@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 
 use crate::array::Array;
 use crate::errors::{cai_error_type, to_python, Failure};
-use crate::import::import_object;
+use crate::negotiate::import_object;
 
 /// Changes when a member moves or changes type: an extension refuses any other.
 pub const CAI_PYTHON_API_MAJOR: u32 = 1;
@@ -139,7 +139,8 @@ unsafe extern "C" fn python_from_object(
             let options = unsafe { options.as_ref() }.copied().unwrap_or_default();
             // SAFETY: a live object the caller holds, checked non-NULL.
             let obj = unsafe { pyo3::Borrowed::from_ptr(py, obj) };
-            let imported = Box::new(import_object(&obj, options)?);
+            let (read, imported) = import_object(&obj, options)?;
+            let imported = Box::new(Array::new(read, Some(imported)));
             // SAFETY: the caller's out-parameter, checked non-NULL; written only on success.
             let written = unsafe { &mut *out };
             *written = *imported.array();
