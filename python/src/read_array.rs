@@ -7,8 +7,10 @@ use crate::array::Array;
 use crate::described::Read;
 use crate::pool::Pooled;
 
-/// `source`'s struct as a description whose release ends the export and lets go of `source`.
+/// `source`'s struct as a description whose release ends the export and lets go of `source`,
+/// which is also its owner (what `cai.Array.owner` names).
 pub fn read_array(source: &Bound<'_, Array>) -> PyResult<Read> {
     let view = Array::exported_view(source)?;
-    Ok(Read::borrowing(Pooled::copy_of(&view), source.get().dlpack_device(), None))
+    let owner = Some(source.clone().into_any().unbind());
+    Ok(Read::borrowing(Pooled::copy_of(&view), source.get().dlpack_device(), owner))
 }
