@@ -103,7 +103,9 @@ impl Array {
         self.array().ndim
     }
 
-    /// The typestr as the producer wrote it (`__cuda_array_interface__` has the canonical one).
+    /// The struct's typestr: numpy's canonical spelling (`dtype.str`, byte order written) for
+    /// what was read from a dict or DLPack, as a C producer wrote it for `from_c` and
+    /// `cai_python_to_object` (`__cuda_array_interface__` always has the canonical one).
     #[getter]
     fn typestr(&self) -> &str {
         let bytes = self.array().typestr_bytes().unwrap_or_default();
