@@ -181,9 +181,16 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+#ifdef CAI_TEST_NO_IMPORT
+/* The same module whose init forgot cai_python_import(): the table is read on first use. */
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cai_c_ext_no_import", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_cai_c_ext_no_import(void) { return PyModule_Create(&module); }
+#else
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cai_c_ext", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit_cai_c_ext(void) {
   if (cai_python_import() < 0) return NULL;
   return PyModule_Create(&module);
 }
+#endif

@@ -275,6 +275,44 @@ def check_other_table_version():
     raise AssertionError("an extension imported a table of another major version")
 
 
+def check_no_import():
+    """Modules whose init never called cai_python_import() (C, pybind11, nanobind, Cython):
+    the first conversion reads the table, from several threads at once too."""
+    d = {"shape": (4,), "typestr": "<f4", "data": (device_memory(), False), "version": 3}
+    want = expected(d)
+    compared = 0
+    for name in EXTENSIONS:
+        module = __import__(name + "_no_import")
+        seen = []
+        threads = [threading.Thread(target=lambda: seen.append(module.describe(d))) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert seen == [want] * 4, (name, seen, want)
+        compared += 1
+    return compared
+
+
+def check_no_import_and_no_table():
+    """The same modules when the table cannot be read: the conversion raises ImportError."""
+    del cai._native._C_API
+    compared = 0
+    for name in EXTENSIONS:
+        module = __import__(name + "_no_import")
+        try:
+            module.describe({"shape": (4,), "typestr": "<f4", "data": (4096, False), "version": 3})
+        except ImportError as raised:
+            assert "C API" in str(raised), (name, raised)
+        except TypeError as raised:
+            # nanobind's caster cannot raise: its own TypeError, with the ImportError cleared.
+            assert name == "cai_nanobind_ext", (name, raised)
+        else:
+            raise AssertionError(f"{name} converted with no table")
+        compared += 1
+    return compared
+
+
 if __name__ == "__main__":
     count = globals()["check_" + sys.argv[1]]()
     assert count > 0

@@ -10,8 +10,13 @@ static nb::object described(const cai::Array& a) {
   return nb::steal(seen);
 }
 
+#ifdef CAI_TEST_NO_IMPORT
+// The same module whose init forgot the import: the table is read on first use.
+NB_MODULE(cai_nanobind_ext_no_import, m) {
+#else
 NB_MODULE(cai_nanobind_ext, m) {
   cai::nanobind::import();
+#endif
   m.def("describe", [](cai::Array a) { return described(a); });
   m.def("describe_host", [](nb::handle obj) {
     CaiImportOptions options{};

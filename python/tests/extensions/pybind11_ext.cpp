@@ -10,8 +10,13 @@ static py::object described(const cai::Array& a) {
   return py::reinterpret_steal<py::object>(seen);
 }
 
+#ifdef CAI_TEST_NO_IMPORT
+// The same module whose init forgot the import: the table is read on first use.
+PYBIND11_MODULE(cai_pybind11_ext_no_import, m) {
+#else
 PYBIND11_MODULE(cai_pybind11_ext, m) {
   cai::pybind11::import();
+#endif
   m.def("describe", [](cai::Array a) { return described(a); });
   m.def("describe_host", [](py::handle obj) {
     CaiImportOptions options{};
