@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use cai::binding::dlpack::device_is_cuda_or_allowed_host;
 use cai::binding::import::{import, import_may_wait, producer_ordering, Imported};
-use cai::{CaiArray, CaiImportOptions, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER};
+use cai::{CaiArray, CaiDLDevice, CaiImportOptions, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -16,10 +16,11 @@ use pyo3::types::{PyDict, PyType};
 
 use crate::array::Array;
 use crate::described::Read;
+use crate::dlpack::Taken;
 use crate::errors::CaiResult;
 use crate::read_array::read_array;
 use crate::read_dict::{interface_of, read_interface};
-use crate::read_dlpack::take_from_producer;
+use crate::read_dlpack::{reported_device, take_from_producer};
 use crate::read_exchange::{lookup_exchange_api, take_by_exchange, Exchange};
 use crate::values::TypeOf;
 
@@ -32,6 +33,9 @@ pub struct TypeFacts {
     /// a type that defines none and whose instances have no `__dict__` and no `__getattr__`
     /// (numpy's ndarray), so that no AttributeError is built and discarded per call.
     pub may_have_interface: bool,
+    /// Learned: an instance on the host (kDLCPU) had no interface (its property raised
+    /// AttributeError, as a jax CPU array's does) and was taken by `__dlpack__`.
+    pub host_instances_lack_interface: bool,
 }
 
 /// Types seen, with what was found of them: looked up on the type once per type (DLPack's rule
@@ -54,13 +58,25 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
         return Ok(found);
     }
     // Looked up with the lock released: an attribute lookup may run Python code.
-    let found =
-        TypeFacts { exchange: lookup_exchange_api(&ty)?, may_have_interface: may_have_interface(&ty)? };
+    let found = TypeFacts {
+        exchange: lookup_exchange_api(&ty)?,
+        may_have_interface: may_have_interface(&ty)?,
+        host_instances_lack_interface: false,
+    };
     let mut cache = lock();
     if cached(&cache).is_none() && cache.len() < TYPES_KEPT {
         cache.push((ty.unbind(), found));
     }
     Ok(found)
+}
+
+/// Remembers that a host instance of `obj`'s type lacked the interface (see TypeFacts).
+fn learn_host_instances_lack_interface(obj: &Bound<'_, PyAny>) {
+    let ty = obj.get_type();
+    let mut cache = FACTS_BY_TYPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, facts)) = cache.iter_mut().find(|(seen, _)| seen.bind(obj.py()).is(&ty)) {
+        facts.host_instances_lack_interface = true;
+    }
 }
 
 /// Whether an instance of `ty` can have a `__cuda_array_interface__` attribute: the type (or a
@@ -113,7 +129,34 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
     let facts = type_facts(obj)?;
     if let Some(exchange) = facts.exchange {
         let (taken, device) = take_by_exchange(obj, exchange, ordering, allow_host)?;
-        return Ok(Read::borrowing(taken.into_inner(), Some(device), Some(obj.clone().unbind())));
+        return Ok(taken_from(obj, taken, device));
+    }
+    // A type whose host instances lack the interface (a property that raises for them, at a
+    // cost per call) is asked the instance's device first: a host instance is taken by DLPack
+    // without the raising call, and read by its interface after all if DLPack refuses it (an
+    // instance that differs); any other instance is read as every object is.
+    let mut reported = None;
+    if facts.host_instances_lack_interface {
+        match reported_device(obj) {
+            Ok(device) if device.device_type == CAI_DL_CPU => {
+                return match take_from_producer(
+                    obj,
+                    options.consumer_stream,
+                    ordering,
+                    allow_host,
+                    Some(device),
+                ) {
+                    Ok((taken, device)) => Ok(taken_from(obj, taken, device)),
+                    Err(refused) => match interface_of(obj)? {
+                        Some(dict) => read_interface(obj, &dict),
+                        None => Err(refused),
+                    },
+                };
+            }
+            Ok(device) => reported = Some(device),
+            // The ordinary way below asks again where it needs the device, and raises then.
+            Err(_) => {}
+        }
     }
     if facts.may_have_interface {
         if let Some(dict) = interface_of(obj)? {
@@ -123,8 +166,16 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
     if !obj.hasattr(intern!(py, "__dlpack__"))? {
         return Err(not_an_array(obj).into());
     }
-    let (taken, device) = take_from_producer(obj, options.consumer_stream, ordering, allow_host)?;
-    Ok(Read::borrowing(taken.into_inner(), Some(device), Some(obj.clone().unbind())))
+    let (taken, device) = take_from_producer(obj, options.consumer_stream, ordering, allow_host, reported)?;
+    if facts.may_have_interface && !facts.host_instances_lack_interface && device.device_type == CAI_DL_CPU {
+        learn_host_instances_lack_interface(obj);
+    }
+    Ok(taken_from(obj, taken, device))
+}
+
+/// A description of the tensor taken from `obj` on `device`, keeping `obj` alive.
+fn taken_from(obj: &Bound<'_, PyAny>, taken: Taken, device: CaiDLDevice) -> Read {
+    Read::borrowing(taken.into_inner(), Some(device), Some(obj.clone().unbind()))
 }
 
 /// Moves what the import reads to the thread that runs it with the GIL released.

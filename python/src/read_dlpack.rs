@@ -48,7 +48,7 @@ fn devices_agree(reported: CaiDLDevice, actual: CaiDLDevice) -> PyResult<()> {
 }
 
 /// The device `obj.__dlpack_device__()` reports.
-fn reported_device(obj: &Bound<'_, PyAny>) -> PyResult<CaiDLDevice> {
+pub fn reported_device(obj: &Bound<'_, PyAny>) -> PyResult<CaiDLDevice> {
     let (device_type, device_id): (i32, i32) =
         obj.call_method0(intern!(obj.py(), "__dlpack_device__"))?.extract().map_err(|_| {
             PyTypeError::new_err("__dlpack_device__() must return a (device_type, device_id) pair of ints")
@@ -60,18 +60,21 @@ fn reported_device(obj: &Bound<'_, PyAny>) -> PyResult<CaiDLDevice> {
 /// core's `producer_ordering`), marks the capsule used and hands the tensor to the core, which
 /// owns it from then on. The array is on the stream the producer ordered, for the import to
 /// finish the sync (nothing more for a consumer on that stream, a host wait for one without).
+/// `reported` is the device `__dlpack_device__` gave already, if it was asked.
 pub fn take_from_producer(
     obj: &Bound<'_, PyAny>,
     consumer: u64,
     ordering: ProducerOrdering,
     allow_host: bool,
+    reported: Option<CaiDLDevice>,
 ) -> CaiResult<(Taken, CaiDLDevice)> {
     let py = obj.py();
     // A consumer without a stream asks for None whatever the device: then `__dlpack_device__`
     // is not called, and the tensor's own device is checked once taken.
-    let reported = match ordering {
-        ProducerOrdering::OnStream(_) if consumer == CAI_STREAM_NONE => None,
-        _ => Some(reported_device(obj)?),
+    let reported = match (reported, ordering) {
+        (Some(device), _) => Some(device),
+        (None, ProducerOrdering::OnStream(_)) if consumer == CAI_STREAM_NONE => None,
+        (None, _) => Some(reported_device(obj)?),
     };
     let stream = match reported {
         // Refused before the producer does any work for a capsule.
