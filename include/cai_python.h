@@ -13,6 +13,10 @@
 //   }
 //   PyMODINIT_FUNC PyInit_m(void) { if (cai_python_import() < 0) return NULL; ... }
 //
+// In a hot path, cai_python_view(arg, NULL, &a, &e) reads the same struct borrowed (no
+// reference, no allocation, nothing to release; valid while `arg` is held and no Python code
+// runs), and refuses what it cannot borrow: see the table's member.
+//
 // Every function here needs the caller attached to the interpreter (holding the GIL), but for
 // the release callbacks of what they write, which run on any thread. Call cai_python_import()
 // in the module's init: a module that forgot is given the table on its first call instead, or
@@ -31,7 +35,7 @@
 // The table's version: a major changes its layout, a minor appends members. An extension
 // accepts a table of its own major and of its minor or later.
 #define CAI_PYTHON_API_MAJOR 1
-#define CAI_PYTHON_API_MINOR 0
+#define CAI_PYTHON_API_MINOR 1
 // The capsule holding the table (PyCapsule_Import's dotted form).
 #define CAI_PYTHON_CAPSULE_NAME "cai._native._C_API"
 
@@ -81,6 +85,24 @@ typedef struct CaiPythonApi {
   CaiStatus (*cai_typestr_parse)(const char *typestr, CaiDtype *dtype, CaiError *error);
   const char *(*cai_status_string)(CaiStatus status);
   const char *(*cai_library_version)(void);
+  // Minor 1. cai_python_from_object borrowed: the same negotiation, validation, pointer check
+  // and synchronization, and the same struct, but no reference is taken and nothing is
+  // allocated: `out->release` and `out->owner` are NULL, and the struct is valid while the
+  // caller holds `obj` and runs no Python code that could change or free it (a kernel launch
+  // is fine; anything that may run Python code, or release the GIL to another thread that
+  // may, is not). For a kernel argument in a hot path. Taken borrowed:
+  //  - a CAI dict (versions 0-3) or an object exposing one, without a mask or named descr
+  //    fields (a descr that restates the typestr, as numpy writes it, is fine);
+  //  - a cai.Array: its own struct (its descr and mask point into the cai.Array);
+  //  - a DLPack producer whose type's exchange table offers dltensor_from_py_object_no_sync
+  //    (torch, cai.Array), read without a managed tensor.
+  // Refused with CAI_ERROR_INVALID_ARGUMENT and a message naming cai_python_from_object,
+  // which takes them, because a borrowed struct cannot hold them:
+  //  - a dict with a mask, or with named descr fields (their structs would need memory);
+  //  - a DLPack producer without that call (numpy, jax: `__dlpack__`'s capsule, or the
+  //    exchange table's managed tensor, must be owned and deleted).
+  // Every other refusal is cai_python_from_object's, with the same status and message.
+  int32_t (*cai_python_view)(PyObject *obj, const CaiImportOptions *options, CaiArray *out, CaiError *error);
 } CaiPythonApi;
 
 #ifdef __cplusplus
@@ -244,6 +266,7 @@ static const CaiPythonApi cai_python_unavailable_api_ = {
     cai_python_unavailable_typestr_parse_,
     cai_python_unavailable_status_string_,
     cai_python_unavailable_library_version_,
+    cai_python_unavailable_from_object_,
 };
 
 // The table every name below calls through: the one cai_python_import read, or, in a module
@@ -292,5 +315,27 @@ static inline const CaiPythonApi *cai_python_table(void) {
 #define cai_typestr_parse (cai_python_table()->cai_typestr_parse)
 #define cai_status_string (cai_python_table()->cai_status_string)
 #define cai_library_version (cai_python_table()->cai_library_version)
+#define cai_python_view (cai_python_table()->cai_python_view)
+
+#ifdef __cplusplus
+namespace cai {
+// A borrowed CaiArray: nothing to release, valid while what it views is. What the pybind11 and
+// nanobind casters (cai/pybind11.h, cai/nanobind.h) give a function that takes it: borrowed by
+// cai_python_view where it can, else a view of an array the caster owns for the call.
+class ArrayView {
+ public:
+  ArrayView() noexcept : raw_{} {}
+  explicit ArrayView(const CaiArray& viewed) noexcept : raw_(viewed) {
+    raw_.owner = nullptr;
+    raw_.release = nullptr;
+  }
+  const CaiArray& raw() const noexcept { return raw_; }
+  CaiArray& raw() noexcept { return raw_; }
+
+ private:
+  CaiArray raw_;
+};
+}  // namespace cai
+#endif
 
 #endif  // CAI_PYTHON_H

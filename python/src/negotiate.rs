@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use cai::binding::dlpack::device_is_cuda_or_allowed_host;
 use cai::binding::import::{import, import_may_wait, producer_ordering, Imported};
-use cai::{CaiArray, CaiDLDevice, CaiImportOptions, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER};
+use cai::{CaiArray, CaiDLDevice, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -17,11 +17,11 @@ use pyo3::types::{PyDict, PyType};
 use crate::array::Array;
 use crate::described::Read;
 use crate::dlpack::Taken;
-use crate::errors::CaiResult;
+use crate::errors::{CaiResult, Failure};
 use crate::read_array::read_array;
-use crate::read_dict::{interface_of, read_interface};
+use crate::read_dict::{interface_of, read_dict, read_interface};
 use crate::read_dlpack::{reported_device, take_from_producer};
-use crate::read_exchange::{lookup_exchange_api, take_by_exchange, Exchange};
+use crate::read_exchange::{lookup_exchange_api, take_by_exchange, view_by_exchange, Exchange};
 use crate::values::TypeOf;
 
 /// What libcai needs to know of a producer's type, found once per type.
@@ -193,23 +193,103 @@ impl<T> Unshared<T> {
 
 /// Imports what a reader read, with the GIL released where the host may wait (a sync the core
 /// plans, or the first load of the driver).
-pub fn import_read(py: Python<'_>, read: Read, mut options: CaiImportOptions) -> CaiResult<(Read, Imported)> {
-    if read.device.is_some_and(|device| device.device_type == CAI_DL_CPU) {
-        // Host memory (taken with allow_host): no CUDA pointer to check.
+pub fn import_read(py: Python<'_>, read: Read, options: CaiImportOptions) -> CaiResult<(Read, Imported)> {
+    let host = read.device.is_some_and(|device| device.device_type == CAI_DL_CPU);
+    let imported = import_struct(py, read.array(), options, host)?;
+    Ok((read, imported))
+}
+
+/// Imports `array` as `options` say (no pointer check for `host` memory, taken with
+/// allow_host), with the GIL released where the host may wait.
+fn import_struct(
+    py: Python<'_>,
+    array: &CaiArray,
+    mut options: CaiImportOptions,
+    host: bool,
+) -> CaiResult<Imported> {
+    if host {
         options.pointer_check = CAI_POINTER_CHECK_NEVER;
     }
-    let array = read.description.array();
     let outcome = if import_may_wait(array, &options) {
         let job = Unshared((array as *const CaiArray, &options));
         py.detach(move || {
             let (array, options) = job.into_inner();
-            // SAFETY: `array` points into `read`, alive and unchanged until this returns.
+            // SAFETY: `array` is the caller's, alive and unchanged until this returns.
             Unshared(import(unsafe { &*array }, options))
         })
         .into_inner()
     } else {
         import(array, &options)
     };
-    let imported = outcome?;
-    Ok((read, imported))
+    Ok(outcome?)
+}
+
+/// The refusal of what a borrowed view cannot hold without memory or a reference of its own.
+fn cannot_borrow(what: &str) -> Failure {
+    Failure::Cai(Error::new(
+        Status::InvalidArgument,
+        format!(
+            "cai_python_view cannot borrow {what}; cai_python_from_object takes it (it owns what it holds)"
+        ),
+    ))
+}
+
+/// `cai_python_view`: the negotiation and import of `import_object`, borrowed: `obj`'s
+/// description read into `array` (zeroed) with no reference taken and nothing allocated, its
+/// `release` NULL. What that cannot hold is refused (see cai_python.h): a dict with a mask or
+/// named descr fields (their structs would need memory), a DLPack producer whose type offers
+/// no non-owning DLTensor call (its capsule's tensor must be owned and deleted).
+pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mut CaiArray) -> CaiResult<()> {
+    let allow_host = options.allow_host != 0;
+    let mut host = false;
+    if let Ok(source) = obj.cast::<Array>() {
+        let source = source.get();
+        source.live()?;
+        if let Some(device) = source.dlpack_device() {
+            device_is_cuda_or_allowed_host(device, allow_host)?;
+            host = device.device_type == CAI_DL_CPU;
+        }
+        // Its own struct: its descr and mask point into memory the cai.Array owns.
+        *array = *source.array();
+        array.owner = std::ptr::null_mut();
+        array.release = None;
+    } else {
+        let facts = if obj.is_instance_of::<PyDict>() { None } else { Some(type_facts(obj)?) };
+        match facts.and_then(|facts| facts.exchange) {
+            Some(exchange) => {
+                let Some(dltensor) = exchange.dltensor_from_py_object else {
+                    return Err(cannot_borrow(
+                        "a tensor of a DLPack exchange table without dltensor_from_py_object_no_sync",
+                    ));
+                };
+                let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
+                let device = view_by_exchange(obj, exchange, dltensor, ordering, allow_host, array)?;
+                host = device.device_type == CAI_DL_CPU;
+            }
+            None => {
+                let dict = match facts {
+                    None => interface_of(obj)?,
+                    Some(facts) if facts.may_have_interface => interface_of(obj)?,
+                    Some(_) => None,
+                };
+                let Some(dict) = dict else {
+                    if obj.hasattr(intern!(obj.py(), "__dlpack__"))? {
+                        return Err(cannot_borrow("a DLPack capsule's tensor (__dlpack__)"));
+                    }
+                    return Err(not_an_array(obj).into());
+                };
+                let mut fields = Vec::new();
+                if read_dict(&dict, array, &mut fields)?.is_some() {
+                    return Err(cannot_borrow("a mask (its struct would need memory of its own)"));
+                }
+                if !fields.is_empty() {
+                    return Err(cannot_borrow(
+                        "named descr fields (their CaiFields would need memory of their own)",
+                    ));
+                }
+            }
+        }
+    }
+    import_struct(obj.py(), array, options, host)?;
+    Ok(())
 }

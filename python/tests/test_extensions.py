@@ -59,7 +59,7 @@ def test_every_extension_takes_what_cai_from_object_takes(built, check, driver):
 
 
 def test_reference_counts_return_to_baseline_after_100000_imports_fake_driver(built):
-    assert "4 compared" in run_check(built, "refcounts", "fake")
+    assert "7 compared" in run_check(built, "refcounts", "fake")
 
 
 def test_a_struct_released_after_the_interpreter_is_gone_does_not_crash_no_driver(built):

@@ -25,5 +25,10 @@ NB_MODULE(cai_nanobind_ext, m) {
   });
   m.def("describe_or_raise", [](nb::handle obj) { return described(cai::nanobind::from_object(obj)); });
   m.def("hand_back", [](cai::Array a) { return a; });
+  m.def("describe_view", [](cai::ArrayView a) {
+    PyObject* seen = cai_test_description(&a.raw());
+    if (seen == nullptr) throw nb::python_error();
+    return nb::steal(seen);
+  });
   m.def("describe_any_memory", [](cai::HostOrDeviceArray a) { return described(a); });
 }

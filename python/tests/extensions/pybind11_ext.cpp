@@ -24,6 +24,11 @@ PYBIND11_MODULE(cai_pybind11_ext, m) {
     return described(cai::pybind11::from_object(obj, &options));
   });
   m.def("hand_back", [](cai::Array a) { return a; });
+  m.def("describe_view", [](cai::ArrayView a) {
+    PyObject* seen = cai_test_description(&a.raw());
+    if (seen == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(seen);
+  });
   m.def("describe_any_memory", [](cai::HostOrDeviceArray a) { return described(a); });
   m.def("overloaded", [](int) { return "int"; });
   m.def("overloaded", [](cai::Array) { return "array"; });
