@@ -267,10 +267,10 @@ def check_refcounts():
     viewed = [d, exposing, array]
     baseline = [sys.getrefcount(obj) for obj in viewed]
     for obj in viewed:
-        cai_c_ext.view_many(obj, 1000)  # warm: caches filled, types' facts found
+        cai_c_ext.import_many(obj, 1000, False, True)  # warm: caches filled, types' facts found
     blocks = sys.getallocatedblocks()
     for obj in viewed:
-        cai_c_ext.view_many(obj, 100_000)
+        cai_c_ext.import_many(obj, 100_000, False, True)
     del obj  # the loop's own reference
     grown = sys.getallocatedblocks() - blocks
     assert grown < 100, f"{grown} blocks more after 3 x 100000 views"
