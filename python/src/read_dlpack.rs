@@ -1,0 +1,161 @@
+//! The reader of a DLPack producer without an exchange table: `__dlpack__` asked for a capsule
+//! ordered for the consumer, its tensor taken over by the core.
+
+use cai::binding::dlpack::device_is_cuda_or_allowed_host;
+use cai::binding::import::ProducerOrdering;
+use cai::{
+    CaiDLDevice, CaiDLPackOptions, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU,
+    CAI_STREAM_NONE,
+};
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyTuple;
+
+use crate::dlpack::{device_of_taken, take_capsule, Taken};
+use crate::errors::{CaiResult, Failure};
+
+/// The `stream` argument of `__dlpack__` for what the consumer needs (the core's
+/// `producer_ordering`): -1 when no sync is wanted; None for a consumer without a stream, which
+/// is served on the legacy default stream (DLPack's meaning of None); else the consumer's
+/// stream (1, 2 or a handle). Host memory always takes None.
+fn stream_argument<'py>(
+    py: Python<'py>,
+    device: CaiDLDevice,
+    consumer: u64,
+    ordering: ProducerOrdering,
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match ordering {
+        _ if device.device_type == CAI_DL_CPU => py.None().into_bound(py),
+        ProducerOrdering::NotWanted => (-1i64).into_pyobject(py)?.into_any(),
+        ProducerOrdering::OnStream(_) if consumer == CAI_STREAM_NONE => py.None().into_bound(py),
+        ProducerOrdering::OnStream(stream) => stream.into_pyobject(py)?.into_any(),
+    })
+}
+
+/// After the take: the tensor's own device (read by the core) is what counts; a producer whose
+/// `__dlpack_device__` said otherwise is refused rather than believed.
+fn devices_agree(reported: CaiDLDevice, actual: CaiDLDevice) -> PyResult<()> {
+    if reported == actual {
+        Ok(())
+    } else {
+        Err(PyBufferError::new_err(format!(
+            "__dlpack_device__() said ({}, {}) but the tensor is on ({}, {}): the producer contradicts itself",
+            reported.device_type, reported.device_id, actual.device_type, actual.device_id
+        )))
+    }
+}
+
+/// The device `obj.__dlpack_device__()` reports.
+pub fn reported_device(obj: &Bound<'_, PyAny>) -> PyResult<CaiDLDevice> {
+    let (device_type, device_id): (i32, i32) =
+        obj.call_method0(intern!(obj.py(), "__dlpack_device__"))?.extract().map_err(|_| {
+            PyTypeError::new_err("__dlpack_device__() must return a (device_type, device_id) pair of ints")
+        })?;
+    Ok(CaiDLDevice { device_type, device_id })
+}
+
+/// Takes the tensor of a DLPack producer: asks for a capsule ordered for the consumer (the
+/// core's `producer_ordering`), marks the capsule used and hands the tensor to the core, which
+/// owns it from then on. The array is on the stream the producer ordered, for the import to
+/// finish the sync (nothing more for a consumer on that stream, a host wait for one without).
+/// `known` is what the negotiation knows of the device already.
+pub fn take_from_producer(
+    obj: &Bound<'_, PyAny>,
+    consumer: u64,
+    ordering: ProducerOrdering,
+    allow_host: bool,
+    known: KnownDevice,
+) -> CaiResult<(Taken, CaiDLDevice)> {
+    let py = obj.py();
+    // A consumer without a stream asks for None whatever the device, and so does one that
+    // wants no sync of a type whose instances have all been host memory (None is what host
+    // memory takes; were this one device memory, None orders the legacy default stream, no
+    // host wait): then `__dlpack_device__` is not called, and the tensor's own device is
+    // checked once taken.
+    let reported = match (known, ordering) {
+        (KnownDevice::Reported(device), _) => Some(device),
+        (_, ProducerOrdering::OnStream(_)) if consumer == CAI_STREAM_NONE => None,
+        (KnownDevice::HostType, ProducerOrdering::NotWanted) => None,
+        _ => Some(reported_device(obj)?),
+    };
+    let stream = match reported {
+        // Refused before the producer does any work for a capsule.
+        Some(device) => device_is_cuda_or_allowed_host(device, allow_host)
+            .map_err(Failure::Cai)
+            .and_then(|()| Ok(stream_argument(py, device, consumer, ordering)?))?,
+        None => py.None().into_bound(py),
+    };
+    let capsule = call_dlpack(obj, &stream)?;
+    let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
+    let mut taken = Taken::new();
+    let versioned = take_capsule(&capsule, &options, taken.array())?;
+    // SAFETY: taken by the core, of the kind `versioned` says.
+    let device = unsafe { device_of_taken(taken.array(), versioned) };
+    if let Some(reported) = reported {
+        devices_agree(reported, device)?;
+    }
+    if let ProducerOrdering::OnStream(stream) = ordering {
+        if device.device_type != CAI_DL_CPU {
+            taken.array().stream = stream;
+        }
+    }
+    Ok((taken, device))
+}
+
+/// What the negotiation knows of a producer's device before the take.
+#[derive(Clone, Copy)]
+pub enum KnownDevice {
+    Unknown,
+    /// What `__dlpack_device__` said.
+    Reported(CaiDLDevice),
+    /// Every instance of its type taken so far was host memory (numpy's arrays).
+    HostType,
+}
+
+extern "C" {
+    /// A function of every CPython since 3.9, in the stable ABI since 3.12. Declared here: PyO3
+    /// declares it only for 3.12's limited API, and this module's is 3.10's.
+    fn PyObject_VectorcallMethod(
+        name: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargsf: usize,
+        kwnames: *mut ffi::PyObject,
+    ) -> *mut ffi::PyObject;
+}
+
+/// `obj.__dlpack__(stream=stream, max_version=(1, n))`, called without a keyword dict; again
+/// without `max_version` for a producer from before DLPack 1.0, which refuses it with a
+/// TypeError.
+fn call_dlpack<'py>(obj: &Bound<'py, PyAny>, stream: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    static BOTH: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    static STREAM_ONLY: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    let max_version = MAX_VERSION.get_or_try_init(py, || {
+        PyTuple::new(py, [CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION]).map(Bound::unbind)
+    })?;
+    let both = BOTH.get_or_try_init(py, || {
+        PyTuple::new(py, [intern!(py, "stream"), intern!(py, "max_version")]).map(Bound::unbind)
+    })?;
+    let stream_only =
+        STREAM_ONLY.get_or_try_init(py, || PyTuple::new(py, [intern!(py, "stream")]).map(Bound::unbind))?;
+    let name = intern!(py, "__dlpack__");
+    let call = |args: &[*mut ffi::PyObject], kwnames: &Py<PyTuple>| {
+        // SAFETY: live objects borrowed for the call: `obj` first (the method's self, the one
+        // positional argument), then one value per name of `kwnames`; a new reference or NULL
+        // with an exception set comes back.
+        unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                PyObject_VectorcallMethod(name.as_ptr(), args.as_ptr(), 1, kwnames.as_ptr()),
+            )
+        }
+    };
+    match call(&[obj.as_ptr(), stream.as_ptr(), max_version.as_ptr()], both) {
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => call(&[obj.as_ptr(), stream.as_ptr()], stream_only),
+        outcome => outcome,
+    }
+}
