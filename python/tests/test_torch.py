@@ -162,3 +162,18 @@ def test_a_torch_tensor_keeps_the_cai_array_alive_and_release_waits_for_it_real_
     del t
     gc.collect()
     a.release()  # the export ended with torch's tensor
+
+
+def test_torchs_table_hands_a_conjugate_or_negative_view_as_stored_so_resolve_it_first_real_torch():
+    # What the README warns of: torch's __dlpack__ refuses a tensor whose conjugate (or
+    # negative) bit is set, its exchange table hands out the memory as stored, so the values
+    # taken are not torch's; resolved first, they are.
+    stored = torch.tensor([1 + 2j, 3 - 1j])
+    conjugate = stored.conj()
+    with pytest.raises(BufferError, match="conjugate bit"):
+        conjugate.__dlpack__()
+    assert numpy.array_equal(numpy.from_dlpack(host(conjugate)), stored.numpy())
+    assert numpy.array_equal(numpy.from_dlpack(host(conjugate.resolve_conj())), conjugate.resolve_conj().numpy())
+    negative = torch.tensor([1.0, 2.0])._neg_view()
+    assert numpy.array_equal(numpy.from_dlpack(host(negative)), [1.0, 2.0])
+    assert numpy.array_equal(numpy.from_dlpack(host(negative.resolve_neg())), [-1.0, -2.0])
