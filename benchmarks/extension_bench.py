@@ -45,11 +45,16 @@ def build_modules():
         return
     out = pathlib.Path(tempfile.mkdtemp(prefix="cai-extension-bench-"))
     os.environ["CAI_BENCH_MODULES"] = str(out)
-    build.compile_module([HERE / "extension" / "loops.c"], out / f"cai_bench_loops{build.SUFFIX}", cpp=False,
-                         extra_includes=[np.get_include()])
+    build_loops(out)
     build.compile_module([HERE / "extension" / "pybind11_calls.cpp"], out / f"cai_bench_pybind11{build.SUFFIX}",
                          cpp=True, extra_includes=[pybind11.get_include()])
     sys.path.insert(0, str(out))
+
+
+def build_loops(out):
+    """benchmarks/extension/loops.c as the module cai_bench_loops in the folder `out`."""
+    build.compile_module([HERE / "extension" / "loops.c"], out / f"cai_bench_loops{build.SUFFIX}", cpp=False,
+                         extra_includes=[np.get_include()])
 
 
 def best(rows):
@@ -66,23 +71,32 @@ def python_call(function, argument):
 
 
 def c_loop_rows(with_tensors=True):
-    """(name, loop function's symbol, call) of every C loop row; the DLPack rows (which import
-    paddle and torch) only `with_tensors`."""
+    """(name, loop function's symbol, call) of every C loop row, grouped by argument (the name's
+    part before ":"), the peer first in each group; the DLPack rows (which import paddle and
+    torch) only `with_tensors`. cai_python_view's rows come once the C API has it (API 1.1)."""
     import cai_bench_loops as loops
 
+    view = hasattr(loops, "view_loop")
     for name, (cuda, host) in PRODUCERS.items():
         yield f"{name}: PyArray_FromAny", "numpy_loop", lambda n, h=host: loops.numpy_loop(h, n)
         yield (f"{name}: cai_python_from_object", "cai_loop",
                lambda n, c=cuda: loops.cai_loop(c, n, False, cai.SYNC_NONE))
+        if view:
+            yield (f"{name}: cai_python_view", "view_loop",
+                   lambda n, c=cuda: loops.view_loop(c, n, False, cai.SYNC_NONE))
     for name, tensor in (dlpack_tensors() if with_tensors else {}).items():
         yield (f"{name}: dltensor_from_py_object_no_sync", "exchange_loop",
                lambda n, t=tensor: loops.exchange_loop(t, n, False))
         yield (f"{name}: managed_tensor_from_py_object_no_sync + deleter", "exchange_loop",
                lambda n, t=tensor: loops.exchange_loop(t, n, True))
-        yield f"{name}: cai_python_from_object", "cai_loop", lambda n, t=tensor: loops.cai_loop(t, n, True, 0)
+        yield (f"{name}: cai_python_from_object", "cai_loop",
+               lambda n, t=tensor: loops.cai_loop(t, n, True, cai.SYNC_DEFAULT))
+        if view:
+            yield (f"{name}: cai_python_view", "view_loop",
+                   lambda n, t=tensor: loops.view_loop(t, n, True, cai.SYNC_DEFAULT))
 
 
-def instructions(pairs=(2, 2, 2, 2, 2, 2, 3, 3)):
+def instructions():
     """Each C loop row counted by callgrind in a child process, N calls, per call."""
     n = 2000
     print(f"\ninstructions per call (callgrind, inside the C loop only, {n} calls)")
@@ -94,14 +108,7 @@ def instructions(pairs=(2, 2, 2, 2, 2, 2, 3, 3)):
             capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
         refs = [line for line in done.stderr.splitlines() if "refs:" in line][0]
         counts[name] = int(refs.split()[-1].replace(",", "")) / n
-    names, start = list(counts), 0
-    for size in pairs:
-        peer = counts[names[start]]
-        for name in names[start:start + size]:
-            print(f"  {name:<70} {counts[name]:8.0f}  {counts[name] / peer:5.2f}x")
-        start += size
-        if start >= len(names):
-            break
+    report(counts, "")
 
 
 def main():
@@ -111,30 +118,12 @@ def main():
         [run] = [call for name, _, call in c_loop_rows(framework not in PRODUCERS) if name == sys.argv[2]]
         run(int(sys.argv[3]))
         return
-    import cai_bench_loops as loops
     import cai_bench_pybind11 as calls
 
     print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, numpy {np.__version__}")
     print("\nC loop: cai_python_from_object + cai_release (sync off: the dicts name streams no driver here knows)"
-          " vs PyArray_FromAny of the numpy twin")
-    rows = []
-    for name, (cuda, host) in PRODUCERS.items():
-        rows.append((f"{name}: PyArray_FromAny", lambda h=host: loops.numpy_loop(h, CALLS)))
-        rows.append((f"{name}: cai_python_from_object",
-                     lambda c=cuda: loops.cai_loop(c, CALLS, False, cai.SYNC_NONE)))
-    report(best(rows), pairs=2)
-
-    tensors = dlpack_tensors()
-    if tensors:
-        print("\nC loop on CPU tensors (allow_host): cai_python_from_object + cai_release vs the producer's exchange table")
-        rows = []
-        for name, tensor in tensors.items():
-            rows.append((f"{name}: dltensor_from_py_object_no_sync", lambda t=tensor: loops.exchange_loop(t, CALLS, False)))
-            rows.append((f"{name}: managed_tensor_from_py_object_no_sync + deleter",
-                         lambda t=tensor: loops.exchange_loop(t, CALLS, True)))
-            rows.append((f"{name}: cai_python_from_object",
-                         lambda t=tensor: loops.cai_loop(t, CALLS, True, cai.SYNC_DEFAULT)))
-        report(best(rows), pairs=3)
+          " vs PyArray_FromAny of the numpy twin; on CPU tensors (allow_host) vs the producer's exchange table")
+    report(best([(name, lambda c=call: c(CALLS)) for name, _, call in c_loop_rows()]), " ns")
 
     print("\npybind11, called from Python: f(cai::Array) vs f(py::handle) with py::array::ensure of the numpy twin")
     rows = []
@@ -145,7 +134,7 @@ def main():
             rows.append((f"{name}: cai::pybind11::from_object (sync off)", python_call(calls.take_cai_no_sync, cuda)))
         else:
             rows.append((f"{name}: cai::Array caster", python_call(calls.take_cai, cuda)))
-    report(best(rows), pairs=2)
+    report(best(rows), " ns")
     if "--instructions" in sys.argv:
         instructions()
 
@@ -168,12 +157,13 @@ def dlpack_tensors():
     return tensors
 
 
-def report(results, pairs):
-    names = list(results)
-    for start in range(0, len(names), pairs):
-        peer = results[names[start]]
-        for name in names[start:start + pairs]:
-            print(f"  {name:<70} {results[name]:8.1f} ns  {results[name] / peer:5.2f}x")
+def report(results, unit):
+    """Each row and its ratio to the first row of its group (the rows of one argument)."""
+    peer = {}
+    for name, value in results.items():
+        group = name.split(":")[0]
+        peer.setdefault(group, value)
+        print(f"  {name:<70} {value:8.1f}{unit}  {value / peer[group]:5.2f}x")
 
 
 def cpu_name():
