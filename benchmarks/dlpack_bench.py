@@ -32,7 +32,7 @@ import numpy  # noqa: E402
 
 import cai  # noqa: E402
 
-from extension_bench import build_loops, cpu_name  # noqa: E402
+from extension_bench import build_loops, callgrind_dumps, cpu_name  # noqa: E402
 from framework_dicts import PRODUCERS  # noqa: E402
 
 NUMBER, ROUNDS, COUNTED = 20000, 9, 2000
@@ -136,13 +136,7 @@ def counted(table):
         ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
          f"--callgrind-out-file={out_dir}/callgrind.out", sys.executable, __file__, "--count-child", str(out_dir)],
         check=True, env={**os.environ, "PYTHONHASHSEED": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    totals = {}
-    for dump in out_dir.glob("callgrind.out*"):
-        text = dump.read_text(errors="replace")
-        trigger = re.search(r"^desc: Trigger: Client Request: (.*)$", text, re.M)
-        total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
-        if trigger and total:
-            totals[trigger.group(1)] = int(total.group(1))
+    totals = callgrind_dumps(out_dir)
     empty = totals.pop("empty")
     return {key: (totals[label(key)] - empty) / COUNTED for key in table if label(key) in totals}
 
