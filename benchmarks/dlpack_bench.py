@@ -1,12 +1,27 @@
-"""DLPack exchange: cai.from_object of framework tensors and numpy arrays, and framework
-consumers of a cai.Array, against the peers a user would pick, measured in one run, interleaved.
-Each row: the best of REPEATS timings of NUMBER calls, in ns per call (min over repeats is the
-least noisy estimate on a shared machine). Host memory (kDLCPU): every producer here runs on the
-CPU. Run: target/venv/bin/python benchmarks/dlpack_bench.py (needs numpy, paddlepaddle,
-apache-tvm-ffi and jax in the environment; torch is used too when installed)."""
+"""Per argument: what users really pass (torch, paddle, jax and numpy CPU tensors, a cai.Array,
+and the `__cuda_array_interface__` dicts CuPy, PyTorch, Numba and JAX export) taken by
+cai.from_object and by the peers a user would pick instead: tvm_ffi.from_dlpack,
+numpy.from_dlpack, cuda.core's StridedMemoryView.from_any_interface and .from_dlpack, and for
+the dicts numpy.asarray of their CPU twin (framework_dicts.py). No stream ordering on any side
+(sync=False, stream_ptr=-1): host memory, every producer here runs on the CPU.
+
+One interleaved run: each round times every cell (NUMBER calls), each cell keeps its best of
+ROUNDS rounds, in ns per call. The goal is against the fastest of the peers the goal names,
+measured in the same run. With --instructions, every cell is also counted by callgrind in one
+child process (instructions per call inside a C loop of calls, less the same loop calling an
+empty lambda; benchmarks/extension/loops.c's counted_calls): repeatable where time on a shared
+machine is not.
+
+    OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/dlpack_bench.py [--instructions]
+"""
 
 import os
+import pathlib
 import platform
+import re
+import subprocess
+import sys
+import tempfile
 import timeit
 import warnings
 
@@ -17,53 +32,180 @@ import numpy  # noqa: E402
 
 import cai  # noqa: E402
 
-NUMBER, REPEATS = 20000, 7
+from extension_bench import build_loops, callgrind_dumps, cpu_name  # noqa: E402
+from framework_dicts import PRODUCERS  # noqa: E402
+
+NUMBER, ROUNDS, COUNTED = 20000, 9, 2000
+SHAPE = (512, 256)
+# The peers each goal is against, and the bound on cai.from_object / the fastest of them.
+TENSOR_PEERS = ("tvm_ffi.from_dlpack", "numpy.from_dlpack", "SMV.from_any_interface")
+GOALS = {"numpy array": (("numpy.from_dlpack",), 1.2)}
+DICT_GOALS = ("CuPy", "PyTorch", "Numba", "JAX (read-only)")
 
 
-def best(stmt):
-    return min(timeit.repeat(stmt, number=NUMBER, repeat=REPEATS)) / NUMBER * 1e9
-
-
-def rows():
-    import paddle
-    import tvm_ffi
-
-    x = numpy.arange(12.0).reshape(3, 4)
-    p = paddle.to_tensor(x)
-    a = cai.from_object(x, allow_host=True)
-    yield "cai.from_object(paddle CPU tensor, allow_host=True)", lambda: cai.from_object(p, allow_host=True), \
-        "tvm_ffi.from_dlpack(paddle tensor)", lambda: tvm_ffi.from_dlpack(p), 1.0
+def arguments():
+    """name: the object a user passes, for each producer that is installed."""
+    out = {}
     try:
         import torch
 
-        t = torch.arange(12.0).reshape(3, 4)
-        yield "cai.from_object(torch CPU tensor, allow_host=True)", lambda: cai.from_object(t, allow_host=True), \
-            "tvm_ffi.from_dlpack(torch tensor)", lambda: tvm_ffi.from_dlpack(t), 1.0
-        yield "tvm_ffi.from_dlpack(cai.Array)", lambda: tvm_ffi.from_dlpack(a), \
-            "tvm_ffi.from_dlpack(torch tensor)", lambda: tvm_ffi.from_dlpack(t), 1.0
+        out["torch CPU tensor"] = torch.zeros(SHAPE, dtype=torch.float32)
     except ImportError:
-        yield "tvm_ffi.from_dlpack(cai.Array)", lambda: tvm_ffi.from_dlpack(a), \
-            "tvm_ffi.from_dlpack(paddle tensor)", lambda: tvm_ffi.from_dlpack(p), 1.0
-    yield "cai.from_object(numpy array, allow_host=True)", lambda: cai.from_object(x, allow_host=True), \
-        "numpy.from_dlpack(numpy array)", lambda: numpy.from_dlpack(x), 1.2
-    yield "numpy.from_dlpack(cai.Array)", lambda: numpy.from_dlpack(a), \
-        "numpy.from_dlpack(numpy array)", lambda: numpy.from_dlpack(x), 1.2
+        print("(torch is not installed: no torch row)")
+    try:
+        import paddle
+
+        out["paddle CPU tensor"] = paddle.zeros(list(SHAPE), dtype="float32")
+    except ImportError:
+        print("(paddle is not installed: no paddle row)")
+    try:
+        import jax.numpy as jnp
+
+        out["jax CPU array"] = jnp.zeros(SHAPE, dtype=jnp.float32)
+    except ImportError:
+        print("(jax is not installed: no jax row)")
+    x = numpy.zeros(SHAPE, dtype=numpy.float32)
+    out["numpy array"] = x
+    out["cai.Array"] = cai.from_object(numpy.zeros(SHAPE, dtype=numpy.float32), allow_host=True)
+    return out
+
+
+def peers():
+    """name: how that peer takes an argument, for each peer that is installed."""
+    out = {"numpy.from_dlpack": numpy.from_dlpack}
+    try:
+        import tvm_ffi
+
+        out["tvm_ffi.from_dlpack"] = tvm_ffi.from_dlpack
+    except ImportError:
+        print("(apache-tvm-ffi is not installed: no tvm_ffi column)")
+    try:
+        from cuda.core.utils import StridedMemoryView
+
+        out["SMV.from_any_interface"] = lambda x: StridedMemoryView.from_any_interface(x, stream_ptr=-1)
+        out["SMV.from_dlpack"] = lambda x: StridedMemoryView.from_dlpack(x, stream_ptr=-1)
+    except ImportError:
+        print("(cuda-core is not installed: no StridedMemoryView columns)")
+    return out
+
+
+def cells():
+    """(argument, column, call) of every cell that runs; a peer that refuses an argument has
+    no cell (said once)."""
+    columns = peers()
+    for argument, x in arguments().items():
+        yield argument, "cai.from_object", lambda x=x: cai.from_object(x, allow_host=True, sync=False)
+        for column, take in columns.items():
+            call = (lambda x=x, take=take: take(x))
+            try:
+                call()
+            except Exception as refused:  # a peer that cannot take this argument: no cell
+                print(f"({column} of a {argument}: {type(refused).__name__}: {str(refused)[:90]})")
+                continue
+            yield argument, column, call
+    for name, (cuda, host) in PRODUCERS.items():
+        yield f"{name} dict", "cai.from_object", lambda c=cuda: cai.from_object(c, sync=False)
+        yield f"{name} dict", "numpy.asarray (twin)", lambda h=host: numpy.asarray(h)
+
+
+def goal_of(argument):
+    """(the peers the goal is against, the bound) for an argument, or None."""
+    if argument in GOALS:
+        return GOALS[argument]
+    if argument.endswith(" dict"):
+        return (("numpy.asarray (twin)",), 1.0) if argument[:-5] in DICT_GOALS else None
+    return TENSOR_PEERS, 1.0
+
+
+def timed(table):
+    best = {key: float("inf") for key in table}
+    for key, call in table.items():
+        call()  # warm: type caches, first loads
+    for _ in range(ROUNDS):
+        for key, call in table.items():
+            best[key] = min(best[key], timeit.timeit(call, number=NUMBER) / NUMBER * 1e9)
+    return best
+
+
+def counted(table):
+    """Instructions per call of each cell: one child process under callgrind, instrumentation
+    on only from the first counted loop (the frameworks' imports run uninstrumented)."""
+    out_dir = pathlib.Path(tempfile.mkdtemp(prefix="cai-dlpack-bench-"))
+    build_loops(out_dir)
+    subprocess.run(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+         f"--callgrind-out-file={out_dir}/callgrind.out", sys.executable, __file__, "--count-child", str(out_dir)],
+        check=True, env={**os.environ, "PYTHONHASHSEED": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    totals = callgrind_dumps(out_dir)
+    empty = totals.pop("empty")
+    return {key: (totals[label(key)] - empty) / COUNTED for key in table if label(key) in totals}
+
+
+def label(key):
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", "|".join(key))
+
+
+def count_child(loops_dir):
+    sys.path.insert(0, loops_dir)
+    import cai_bench_loops as loops
+
+    table = {(argument, column): call for argument, column, call in cells()}
+    for key, call in [(("empty",), lambda: None), *table.items()]:
+        for _ in range(200):  # warm: the interpreter's specializations, type caches
+            call()
+        loops.counted_calls(call, COUNTED, "empty" if key == ("empty",) else label(key))
 
 
 def main():
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
-          f"numpy {numpy.__version__}, cai {cai.__version__}")
-    print("| operation | ns | peer | ns | ratio | goal |")
-    print("|---|---|---|---|---|---|")
-    for name, ours, peer_name, peer, goal in rows():
-        ours(), peer()  # warm: type caches, first loads
-        mine, theirs = [], []
-        for _ in range(3):  # interleaved
-            mine.append(best(ours))
-            theirs.append(best(peer))
-        m, t = min(mine), min(theirs)
-        print(f"| `{name}` | {m:.0f} | `{peer_name}` | {t:.0f} | {m / t:.2f}x | <= {goal}x |")
+    if sys.argv[1:2] == ["--count-child"]:
+        count_child(sys.argv[2])
+        return
+    print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, numpy {numpy.__version__}, "
+          f"cai {cai.__version__}; {versions()}")
+    table = {(argument, column): call for argument, column, call in cells()}
+    times = timed(table)
+    instructions = counted(table) if "--instructions" in sys.argv else {}
+    columns = list(dict.fromkeys(column for _, column in table))
+    print("\nns per call (best of %d interleaved rounds of %d calls)%s" %
+          (ROUNDS, NUMBER, "; instructions per call (callgrind) after the /" if instructions else ""))
+    print("| argument | " + " | ".join(f"`{c}`" for c in columns) + " | vs fastest goal peer | goal |")
+    print("|---|" + "---:|" * len(columns) + "---:|---|")
+    for argument in dict.fromkeys(argument for argument, _ in table):
+        row = []
+        for column in columns:
+            key = (argument, column)
+            if key not in times:
+                row.append("")
+            elif key in instructions:
+                row.append(f"{times[key]:.0f} / {instructions[key]:,.0f}")
+            else:
+                row.append(f"{times[key]:.0f}")
+        goal = goal_of(argument)
+        ratio, bound = "", ""
+        if goal:
+            names, limit = goal
+            present = [(argument, name) for name in names if (argument, name) in times]
+            if present:
+                fastest = min(present, key=times.get)
+                ratio = f"{times[(argument, 'cai.from_object')] / times[fastest]:.2f}x"
+                if fastest in instructions:
+                    ratio += f" / {instructions[(argument, 'cai.from_object')] / instructions[fastest]:.2f}x"
+                ratio += f" ({fastest[1]})"
+            bound = f"<= {limit}x"
+        print(f"| {argument} | " + " | ".join(row) + f" | {ratio} | {bound} |")
+    return 0
+
+
+def versions():
+    found = []
+    for module, name in (("torch", "torch"), ("paddle", "paddle"), ("jax", "jax"), ("tvm_ffi", "tvm_ffi"),
+                         ("cuda.core", "cuda.core")):
+        try:
+            found.append(f"{name} {__import__(module, fromlist=['__version__']).__version__}")
+        except ImportError:
+            pass
+    return ", ".join(found)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

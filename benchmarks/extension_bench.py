@@ -11,8 +11,9 @@ author would use instead, all measured in one interleaved run (best of 9 rounds 
   py::array::ensure of the numpy twin, called from Python.
 
 Builds its two modules (benchmarks/extension/) against the installed package first. With
---instructions, the C loops' rows are also counted by callgrind (instructions inside the loop
-function only, per call): repeatable where time on a shared machine is not.
+--instructions, the C loops' rows are also counted by callgrind in one child process: a C loop
+of one call less the same loop of none, run 2,000 times inside loops.c's counted_calls, per
+call (the frameworks import uninstrumented): repeatable where time on a shared machine is not.
 
     OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/extension_bench.py [--instructions]
 """
@@ -20,6 +21,7 @@ function only, per call): repeatable where time on a shared machine is not.
 import os
 import pathlib
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,7 +36,7 @@ sys.path.insert(0, str(HERE.parent / "python" / "tests" / "extensions"))
 import build  # noqa: E402
 from framework_dicts import PRODUCERS  # noqa: E402
 
-ROUNDS, CALLS = 9, 20_000
+ROUNDS, CALLS, COUNTED = 9, 20_000, 2000
 
 
 def build_modules():
@@ -45,11 +47,16 @@ def build_modules():
         return
     out = pathlib.Path(tempfile.mkdtemp(prefix="cai-extension-bench-"))
     os.environ["CAI_BENCH_MODULES"] = str(out)
-    build.compile_module([HERE / "extension" / "loops.c"], out / f"cai_bench_loops{build.SUFFIX}", cpp=False,
-                         extra_includes=[np.get_include()])
+    build_loops(out)
     build.compile_module([HERE / "extension" / "pybind11_calls.cpp"], out / f"cai_bench_pybind11{build.SUFFIX}",
                          cpp=True, extra_includes=[pybind11.get_include()])
     sys.path.insert(0, str(out))
+
+
+def build_loops(out):
+    """benchmarks/extension/loops.c as the module cai_bench_loops in the folder `out`."""
+    build.compile_module([HERE / "extension" / "loops.c"], out / f"cai_bench_loops{build.SUFFIX}", cpp=False,
+                         extra_includes=[np.get_include()])
 
 
 def best(rows):
@@ -65,76 +72,78 @@ def python_call(function, argument):
     return lambda: timeit.timeit(lambda: function(argument), number=CALLS) / CALLS * 1e9
 
 
-def c_loop_rows(with_tensors=True):
-    """(name, loop function's symbol, call) of every C loop row; the DLPack rows (which import
-    paddle and torch) only `with_tensors`."""
+def c_loop_rows():
+    """(name, call(n)) of every C loop row, grouped by argument (the name's part before ":"),
+    the peer first in each group. cai_python_view's rows come once the C API has it (API 1.1)."""
     import cai_bench_loops as loops
 
+    view = hasattr(loops, "view_loop")
     for name, (cuda, host) in PRODUCERS.items():
-        yield f"{name}: PyArray_FromAny", "numpy_loop", lambda n, h=host: loops.numpy_loop(h, n)
-        yield (f"{name}: cai_python_from_object", "cai_loop",
+        yield f"{name}: PyArray_FromAny", lambda n, h=host: loops.numpy_loop(h, n)
+        yield (f"{name}: cai_python_from_object",
                lambda n, c=cuda: loops.cai_loop(c, n, False, cai.SYNC_NONE))
-    for name, tensor in (dlpack_tensors() if with_tensors else {}).items():
-        yield (f"{name}: dltensor_from_py_object_no_sync", "exchange_loop",
+        if view:
+            yield (f"{name}: cai_python_view",
+                   lambda n, c=cuda: loops.view_loop(c, n, False, cai.SYNC_NONE))
+    for name, tensor in dlpack_tensors().items():
+        yield (f"{name}: dltensor_from_py_object_no_sync",
                lambda n, t=tensor: loops.exchange_loop(t, n, False))
-        yield (f"{name}: managed_tensor_from_py_object_no_sync + deleter", "exchange_loop",
+        yield (f"{name}: managed_tensor_from_py_object_no_sync + deleter",
                lambda n, t=tensor: loops.exchange_loop(t, n, True))
-        yield f"{name}: cai_python_from_object", "cai_loop", lambda n, t=tensor: loops.cai_loop(t, n, True, 0)
+        yield (f"{name}: cai_python_from_object",
+               lambda n, t=tensor: loops.cai_loop(t, n, True, cai.SYNC_DEFAULT))
+        if view:
+            yield (f"{name}: cai_python_view",
+                   lambda n, t=tensor: loops.view_loop(t, n, True, cai.SYNC_DEFAULT))
 
 
-def instructions(pairs=(2, 2, 2, 2, 2, 2, 3, 3)):
-    """Each C loop row counted by callgrind in a child process, N calls, per call."""
-    n = 2000
-    print(f"\ninstructions per call (callgrind, inside the C loop only, {n} calls)")
-    counts = {}
-    for name, symbol, _ in c_loop_rows():
-        done = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--toggle-collect={symbol}", "--callgrind-out-file=/dev/null",
-             sys.executable, __file__, "--run-one", name, str(n)],
-            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
-        refs = [line for line in done.stderr.splitlines() if "refs:" in line][0]
-        counts[name] = int(refs.split()[-1].replace(",", "")) / n
-    names, start = list(counts), 0
-    for size in pairs:
-        peer = counts[names[start]]
-        for name in names[start:start + size]:
-            print(f"  {name:<70} {counts[name]:8.0f}  {counts[name] / peer:5.2f}x")
-        start += size
-        if start >= len(names):
-            break
+def instructions():
+    """Each C loop row counted by callgrind in one child process (count_child), per call."""
+    out = pathlib.Path(tempfile.mkdtemp(prefix="cai-extension-bench-count-"))
+    subprocess.run(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+         f"--callgrind-out-file={out}/callgrind.out", sys.executable, __file__, "--count-child"],
+        check=True, env={**os.environ, "PYTHONHASHSEED": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    totals = callgrind_dumps(out)
+    print(f"\ninstructions per call (callgrind, a C loop of one call less one of none, {COUNTED} times)")
+    report({name: (totals[f"row{i}_1"] - totals[f"row{i}_0"]) / COUNTED
+            for i, (name, _) in enumerate(c_loop_rows())}, "")
+
+
+def count_child():
+    """Under callgrind: each row's loop of one call and of none, COUNTED times each."""
+    import cai_bench_loops as loops
+
+    for i, (_, call) in enumerate(c_loop_rows()):
+        for calls in (1, 0):
+            for _ in range(100):  # warm: type caches, the interpreter's specializations
+                call(calls)
+            loops.counted_calls(lambda: call(calls), COUNTED, f"row{i}_{calls}")
+
+
+def callgrind_dumps(out_dir):
+    """{label: instructions} of the dumps loops.c's counted_calls made in `out_dir`."""
+    totals = {}
+    for dump in out_dir.glob("callgrind.out.*"):
+        text = dump.read_text(errors="replace")
+        trigger = re.search(r"^desc: Trigger: Client Request: (.*)$", text, re.M)
+        total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+        if trigger and total:
+            totals[trigger.group(1)] = int(total.group(1))
+    return totals
 
 
 def main():
     build_modules()
-    if sys.argv[1:2] == ["--run-one"]:
-        framework = sys.argv[2].split(":")[0]
-        [run] = [call for name, _, call in c_loop_rows(framework not in PRODUCERS) if name == sys.argv[2]]
-        run(int(sys.argv[3]))
+    if sys.argv[1:2] == ["--count-child"]:
+        count_child()
         return
-    import cai_bench_loops as loops
     import cai_bench_pybind11 as calls
 
     print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, numpy {np.__version__}")
     print("\nC loop: cai_python_from_object + cai_release (sync off: the dicts name streams no driver here knows)"
-          " vs PyArray_FromAny of the numpy twin")
-    rows = []
-    for name, (cuda, host) in PRODUCERS.items():
-        rows.append((f"{name}: PyArray_FromAny", lambda h=host: loops.numpy_loop(h, CALLS)))
-        rows.append((f"{name}: cai_python_from_object",
-                     lambda c=cuda: loops.cai_loop(c, CALLS, False, cai.SYNC_NONE)))
-    report(best(rows), pairs=2)
-
-    tensors = dlpack_tensors()
-    if tensors:
-        print("\nC loop on CPU tensors (allow_host): cai_python_from_object + cai_release vs the producer's exchange table")
-        rows = []
-        for name, tensor in tensors.items():
-            rows.append((f"{name}: dltensor_from_py_object_no_sync", lambda t=tensor: loops.exchange_loop(t, CALLS, False)))
-            rows.append((f"{name}: managed_tensor_from_py_object_no_sync + deleter",
-                         lambda t=tensor: loops.exchange_loop(t, CALLS, True)))
-            rows.append((f"{name}: cai_python_from_object",
-                         lambda t=tensor: loops.cai_loop(t, CALLS, True, cai.SYNC_DEFAULT)))
-        report(best(rows), pairs=3)
+          " vs PyArray_FromAny of the numpy twin; on CPU tensors (allow_host) vs the producer's exchange table")
+    report(best([(name, lambda c=call: c(CALLS)) for name, call in c_loop_rows()]), " ns")
 
     print("\npybind11, called from Python: f(cai::Array) vs f(py::handle) with py::array::ensure of the numpy twin")
     rows = []
@@ -145,13 +154,13 @@ def main():
             rows.append((f"{name}: cai::pybind11::from_object (sync off)", python_call(calls.take_cai_no_sync, cuda)))
         else:
             rows.append((f"{name}: cai::Array caster", python_call(calls.take_cai, cuda)))
-    report(best(rows), pairs=2)
+    report(best(rows), " ns")
     if "--instructions" in sys.argv:
         instructions()
 
 
 def dlpack_tensors():
-    quiet = "--run-one" in sys.argv
+    quiet = "--count-child" in sys.argv
     tensors = {}
     try:
         import paddle
@@ -168,12 +177,13 @@ def dlpack_tensors():
     return tensors
 
 
-def report(results, pairs):
-    names = list(results)
-    for start in range(0, len(names), pairs):
-        peer = results[names[start]]
-        for name in names[start:start + pairs]:
-            print(f"  {name:<70} {results[name]:8.1f} ns  {results[name] / peer:5.2f}x")
+def report(results, unit):
+    """Each row and its ratio to the first row of its group (the rows of one argument)."""
+    peer = {}
+    for name, value in results.items():
+        group = name.split(":")[0]
+        peer.setdefault(group, value)
+        print(f"  {name:<70} {value:8.1f}{unit}  {value / peer[group]:5.2f}x")
 
 
 def cpu_name():

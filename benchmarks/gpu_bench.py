@@ -50,9 +50,9 @@ def peers(x):
     except ImportError:
         pass
     try:
-        from cuda.core.experimental.utils import StridedMemoryView
+        from cuda.core.utils import StridedMemoryView  # cuda.core 1.x (0.x: cuda.core.experimental.utils)
 
-        out["cuda.core StridedMemoryView"] = lambda: StridedMemoryView(x, stream_ptr=-1)
+        out["cuda.core StridedMemoryView"] = lambda: StridedMemoryView.from_any_interface(x, stream_ptr=-1)
     except ImportError:
         pass
     return out

@@ -4,7 +4,9 @@
 # scripts/free-threaded-python.sh), in target/venv-ft with the package installed as a user
 # installs it. It checks that importing cai leaves the GIL off. Left out there: the pyopencl
 # and cffi tests (neither publishes a wheel for free-threaded CPython 3.13); they run in the
-# GIL leg.
+# GIL leg. Of python/test-requirements.txt only the packages named below are installed: the
+# frameworks (paddle, jax, tvm-ffi, and torch 2.15 and cuda-core 1.2, which publish no 3.13t
+# wheel either) are not, so their tests are skipped here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -57,13 +57,15 @@ python=${PYTHON:-target/venv/bin/python}
 # Left out here, and run in the plain pytest run: test_threads.py and test_thread_stress.py
 # (valgrind runs threads one at a time, and their spinning threads take it from seconds to a
 # quarter of an hour) and
-# test_buffer_interface.py and test_frameworks.py (PoCL compiles its kernels with LLVM inside
-# the process, paddle and jax load hundreds of MB of their own code: under valgrind that is
-# their code being checked, for minutes, not libcai's).
+# test_buffer_interface.py, test_frameworks.py, test_torch.py and test_cuda_core.py (PoCL
+# compiles its kernels with LLVM inside the process, paddle, jax, torch and cuda.core load
+# hundreds of MB of their own code: under valgrind that is their code being checked, for
+# minutes, not libcai's).
 if PYTHONMALLOC=malloc valgrind --quiet --error-exitcode=99 --leak-check=no \
     --suppressions=tests/valgrind/known-false-positives.supp "$python" -m pytest -q -p no:cacheprovider \
     --ignore=python/tests/test_threads.py --ignore=python/tests/test_thread_stress.py \
-    --ignore=python/tests/test_buffer_interface.py --ignore=python/tests/test_frameworks.py python/tests \
+    --ignore=python/tests/test_buffer_interface.py --ignore=python/tests/test_frameworks.py \
+    --ignore=python/tests/test_torch.py --ignore=python/tests/test_cuda_core.py python/tests \
     >"$out/python.log" 2>&1; then
   tail -1 "$out/python.log"
   echo "valgrind python tests: 1 passed, 0 failed"

@@ -8,21 +8,35 @@
 #include <numpy/arrayobject.h>
 #include <time.h>
 
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define CAI_BENCH_CALLGRIND 1
+#endif
+#endif
+
 static double now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
+/* The arguments of the import loops: (object, n, allow_host, sync mode). */
+static int import_loop_args(PyObject *args, PyObject **obj, long long *n, CaiImportOptions *options) {
+  int allow_host, sync_mode;
+  if (!PyArg_ParseTuple(args, "OLpi", obj, n, &allow_host, &sync_mode)) return 0;
+  *options = (CaiImportOptions){0};
+  options->allow_host = (uint32_t)allow_host;
+  options->sync_mode = sync_mode;
+  return 1;
+}
+
 /* cai_python_from_object + cai_release, sync and pointer check as asked. */
 static PyObject *cai_loop(PyObject *self, PyObject *args) {
   PyObject *obj;
   long long n;
-  int allow_host, sync_mode;
-  if (!PyArg_ParseTuple(args, "Olpi", &obj, &n, &allow_host, &sync_mode)) return NULL;
-  CaiImportOptions options = {0};
-  options.allow_host = (uint32_t)allow_host;
-  options.sync_mode = sync_mode;
+  CaiImportOptions options;
+  if (!import_loop_args(args, &obj, &n, &options)) return NULL;
   double start = now_ns();
   for (long long i = 0; i < n; i++) {
     CaiArray a;
@@ -31,6 +45,23 @@ static PyObject *cai_loop(PyObject *self, PyObject *args) {
   }
   return PyFloat_FromDouble((now_ns() - start) / (double)n);
 }
+
+#if CAI_PYTHON_API_MINOR >= 1
+/* cai_python_view: the borrowed twin of cai_python_from_object (no reference, nothing to
+   release), measured once the C API has it (API 1.1). */
+static PyObject *view_loop(PyObject *self, PyObject *args) {
+  PyObject *obj;
+  long long n;
+  CaiImportOptions options;
+  if (!import_loop_args(args, &obj, &n, &options)) return NULL;
+  double start = now_ns();
+  for (long long i = 0; i < n; i++) {
+    CaiArray a;
+    if (cai_python_view(obj, &options, &a, NULL) != CAI_OK) return NULL;
+  }
+  return PyFloat_FromDouble((now_ns() - start) / (double)n);
+}
+#endif
 
 /* NumPy's C-level import of an object exposing __array_interface__. */
 static PyObject *numpy_loop(PyObject *self, PyObject *args) {
@@ -88,10 +119,44 @@ static PyObject *exchange_loop(PyObject *self, PyObject *args) {
   return PyFloat_FromDouble((now_ns() - start) / (double)n);
 }
 
+/* n calls of a Python callable with no arguments, counted by callgrind when the process runs
+   under it (benchmarks/dlpack_bench.py --instructions): counts zeroed before the loop, collected
+   in it only, dumped under `label` after it. */
+static PyObject *counted_calls(PyObject *self, PyObject *args) {
+  PyObject *call;
+  long long n;
+  const char *label;
+  if (!PyArg_ParseTuple(args, "OLs", &call, &n, &label)) return NULL;
+#ifdef CAI_BENCH_CALLGRIND
+  CALLGRIND_START_INSTRUMENTATION;
+  CALLGRIND_ZERO_STATS;
+  CALLGRIND_TOGGLE_COLLECT;
+  for (long long i = 0; i < n; i++) {
+    PyObject *result = PyObject_CallNoArgs(call);
+    if (result == NULL) {
+      CALLGRIND_TOGGLE_COLLECT;
+      return NULL;
+    }
+    Py_DECREF(result);
+  }
+  CALLGRIND_TOGGLE_COLLECT;
+  CALLGRIND_DUMP_STATS_AT(label);
+  Py_RETURN_NONE;
+#else
+  (void)call, (void)n, (void)label;
+  PyErr_SetString(PyExc_RuntimeError, "built without valgrind/callgrind.h: install valgrind to count instructions");
+  return NULL;
+#endif
+}
+
 static PyMethodDef methods[] = {
     {"cai_loop", cai_loop, METH_VARARGS, NULL},
     {"numpy_loop", numpy_loop, METH_VARARGS, NULL},
     {"exchange_loop", exchange_loop, METH_VARARGS, NULL},
+#if CAI_PYTHON_API_MINOR >= 1
+    {"view_loop", view_loop, METH_VARARGS, NULL},
+#endif
+    {"counted_calls", counted_calls, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -98,3 +98,22 @@ def fake():
 @pytest.fixture(scope="session")
 def libcai():
     return ctypes.CDLL(str(library_path()))
+
+
+@pytest.fixture
+def dlpack_calls(monkeypatch):
+    """`dlpack_calls(cls)` counts the calls of `cls.__dlpack__` until the test ends: the list it
+    returns gets each call's keyword arguments. A producer taken through its type's exchange
+    table adds nothing to it; numpy.from_dlpack, which reads no table, is the control."""
+
+    def count(cls):
+        original, calls = cls.__dlpack__, []
+
+        def counting(self, *args, **kwargs):
+            calls.append(kwargs)
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__dlpack__", counting)
+        return calls
+
+    return count

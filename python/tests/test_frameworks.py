@@ -25,30 +25,17 @@ def host(x):
     return cai.from_object(x, allow_host=True)
 
 
-@pytest.fixture
-def dlpack_calls():
-    """Counts calls of paddle.Tensor.__dlpack__ while the test runs."""
-    original, calls = paddle.Tensor.__dlpack__, []
-
-    def counting(self, *args, **kwargs):
-        calls.append(kwargs)
-        return original(self, *args, **kwargs)
-
-    paddle.Tensor.__dlpack__ = counting
-    yield calls
-    paddle.Tensor.__dlpack__ = original
-
-
 def test_a_paddle_tensor_is_taken_through_its_exchange_table_real_paddle(dlpack_calls):
+    calls = dlpack_calls(paddle.Tensor)
     assert "dlpack_exchange_api" in repr(type(paddle.to_tensor([1.0])).__dlpack_c_exchange_api__)
     t = paddle.to_tensor(numpy.arange(12.0, dtype=numpy.float32).reshape(3, 4))
     a = host(t)
-    assert dlpack_calls == [], "the table was used: no __dlpack__ call"
+    assert calls == [], "the table was used: no __dlpack__ call"
     assert (a.shape, a.typestr, a.data_ptr) == ((3, 4), "<f4", t.data_ptr())
     assert a.__dlpack_device__() == (1, 0)
     assert numpy.array_equal(numpy.from_dlpack(a), t.numpy())
     numpy.from_dlpack(t)  # the control: numpy, which reads no table, calls __dlpack__
-    assert len(dlpack_calls) == 1
+    assert len(calls) == 1
 
 
 def test_a_paddle_tensor_is_refused_without_allow_host_naming_the_fix_real_paddle():
