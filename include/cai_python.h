@@ -13,8 +13,14 @@
 //   }
 //   PyMODINIT_FUNC PyInit_m(void) { if (cai_python_import() < 0) return NULL; ... }
 //
+// In a hot path, cai_python_view(arg, NULL, &a, &e) reads the same struct borrowed (no
+// reference, no allocation, nothing to release; valid while `arg` is held and no Python code
+// runs), and refuses what it cannot borrow: see the table's member.
+//
 // Every function here needs the caller attached to the interpreter (holding the GIL), but for
-// the release callbacks of what they write, which run on any thread. In a program split over
+// the release callbacks of what they write, which run on any thread. Call cai_python_import()
+// in the module's init: a module that forgot is given the table on its first call instead, or
+// an ImportError, never a crash. In a program split over
 // several C files, define CAI_PYTHON_TABLE_EXTERN in every file and define the table pointer
 // once: `const CaiPythonApi *cai_python_api;`. C++17 needs nothing: the pointer is one inline
 // variable. Include this header before any other libcai header, in every file of the
@@ -29,7 +35,7 @@
 // The table's version: a major changes its layout, a minor appends members. An extension
 // accepts a table of its own major and of its minor or later.
 #define CAI_PYTHON_API_MAJOR 1
-#define CAI_PYTHON_API_MINOR 0
+#define CAI_PYTHON_API_MINOR 1
 // The capsule holding the table (PyCapsule_Import's dotted form).
 #define CAI_PYTHON_CAPSULE_NAME "cai._native._C_API"
 
@@ -79,6 +85,24 @@ typedef struct CaiPythonApi {
   CaiStatus (*cai_typestr_parse)(const char *typestr, CaiDtype *dtype, CaiError *error);
   const char *(*cai_status_string)(CaiStatus status);
   const char *(*cai_library_version)(void);
+  // Minor 1. cai_python_from_object borrowed: the same negotiation, validation, pointer check
+  // and synchronization, and the same struct, but no reference is taken and nothing is
+  // allocated: `out->release` and `out->owner` are NULL, and the struct is valid while the
+  // caller holds `obj` and runs no Python code that could change or free it (a kernel launch
+  // is fine; anything that may run Python code, or release the GIL to another thread that
+  // may, is not). For a kernel argument in a hot path. Taken borrowed:
+  //  - a CAI dict (versions 0-3) or an object exposing one, without a mask or named descr
+  //    fields (a descr that restates the typestr, as numpy writes it, is fine);
+  //  - a cai.Array: its own struct (its descr and mask point into the cai.Array);
+  //  - a DLPack producer whose type's exchange table offers dltensor_from_py_object_no_sync
+  //    (torch, cai.Array), read without a managed tensor.
+  // Refused with CAI_ERROR_INVALID_ARGUMENT and a message naming cai_python_from_object,
+  // which takes them, because a borrowed struct cannot hold them:
+  //  - a dict with a mask, or with named descr fields (their structs would need memory);
+  //  - a DLPack producer without that call (numpy, jax: `__dlpack__`'s capsule, or the
+  //    exchange table's managed tensor, must be owned and deleted).
+  // Every other refusal is cai_python_from_object's, with the same status and message.
+  int32_t (*cai_python_view)(PyObject *obj, const CaiImportOptions *options, CaiArray *out, CaiError *error);
 } CaiPythonApi;
 
 #ifdef __cplusplus
@@ -94,9 +118,21 @@ extern const CaiPythonApi *cai_python_api;
 static const CaiPythonApi *cai_python_api = NULL;
 #endif
 
+// The table pointer is read and written atomically (threads of a free-threaded build may read
+// the table for the first time together): GCC's and Clang's builtins, else a volatile access
+// (MSVC gives those acquire and release semantics).
+#if defined(__GNUC__) || defined(__clang__)
+#define CAI_PYTHON_API_LOAD() __atomic_load_n(&cai_python_api, __ATOMIC_ACQUIRE)
+#define CAI_PYTHON_API_STORE(api) __atomic_store_n(&cai_python_api, (api), __ATOMIC_RELEASE)
+#else
+#define CAI_PYTHON_API_LOAD() (*(const CaiPythonApi *const volatile *)&cai_python_api)
+#define CAI_PYTHON_API_STORE(api) (*(const CaiPythonApi *volatile *)&cai_python_api = (api))
+#endif
+
 // Reads the table from the installed `cai` package: 0, or -1 with an exception set (an
 // ImportError naming both versions when the package's table is not one this header reads).
-// Call it once, in the module's init function, before any other function here.
+// Call it once, in the module's init function, so that a mismatch fails the import of the
+// module; a module that does not is given the table on its first call (see cai_python_table).
 static inline int cai_python_import(void) {
   const CaiPythonApi *api = (const CaiPythonApi *)PyCapsule_Import(CAI_PYTHON_CAPSULE_NAME, 0);
   if (api == NULL) return -1;
@@ -110,28 +146,196 @@ static inline int cai_python_import(void) {
                  CAI_PYTHON_API_MAJOR, CAI_PYTHON_API_MINOR);
     return -1;
   }
-  cai_python_api = api;
+  CAI_PYTHON_API_STORE(api);
   return 0;
 }
 
+// The table that stands in while the real one cannot be read: every function fails without
+// touching its arguments. The Python entry points leave the ImportError set and return
+// CAI_ERROR_PYTHON (NULL for cai_python_to_object); the functions of cai.h write it into
+// `error` (they may run on threads that do not hold the GIL, so they raise nothing).
+#define CAI_PYTHON_UNAVAILABLE_MESSAGE \
+  "ImportError: libcai's C API could not be read from the installed cai package (cai_python_import failed)"
+
+static inline CaiStatus cai_python_unavailable_(CaiError *error) {
+  if (error != NULL) {
+    const char *message = CAI_PYTHON_UNAVAILABLE_MESSAGE;
+    size_t i = 0;
+    for (; message[i] != '\0' && i + 1 < sizeof error->message; i++) error->message[i] = message[i];
+    error->message[i] = '\0';
+    error->code = CAI_ERROR_PYTHON;
+    error->driver_result = 0;
+  }
+  return CAI_ERROR_PYTHON;
+}
+static inline int32_t cai_python_unavailable_from_object_(PyObject *o, const CaiImportOptions *p, CaiArray *a,
+                                                          CaiError *e) {
+  (void)o, (void)p, (void)a;
+  return cai_python_unavailable_(e);
+}
+static inline PyObject *cai_python_unavailable_to_object_(CaiArray *a) {
+  (void)a;
+  return NULL;
+}
+static inline CaiStatus cai_python_unavailable_array_(const CaiArray *a, CaiError *e) {
+  (void)a;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_layout_(const CaiArray *a, CaiLayout *l, CaiError *e) {
+  (void)a, (void)l;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_export_(CaiArray *a, const CaiExportOptions *o, CaiError *e) {
+  (void)a, (void)o;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_release_(CaiArray *a, CaiError *e) {
+  (void)a;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_move_(CaiArray *d, CaiArray *s, CaiError *e) {
+  (void)d, (void)s;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_import_(const CaiArray *a, const CaiImportOptions *o,
+                                                       CaiPointerInfo *i, CaiError *e) {
+  (void)a, (void)o, (void)i;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_sync_(const CaiArray *a, const CaiSyncOptions *o, CaiError *e) {
+  (void)a, (void)o;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_pointer_info_(uint64_t p, CaiPointerInfo *i, CaiError *e) {
+  (void)p, (void)i;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_driver_status_(int32_t *v, CaiError *e) {
+  (void)v;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_from_dlpack_(CaiDLManagedTensorVersioned *t,
+                                                            const CaiDLPackOptions *o, CaiArray *a, CaiError *e) {
+  (void)t, (void)o, (void)a;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_from_dlpack_legacy_(CaiDLManagedTensor *t, const CaiDLPackOptions *o,
+                                                                   CaiArray *a, CaiError *e) {
+  (void)t, (void)o, (void)a;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_to_dlpack_(CaiArray *a, const CaiDLDevice *d,
+                                                          CaiDLManagedTensorVersioned **t, CaiError *e) {
+  (void)a, (void)d, (void)t;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_to_dlpack_legacy_(CaiArray *a, const CaiDLDevice *d,
+                                                                 CaiDLManagedTensor **t, CaiError *e) {
+  (void)a, (void)d, (void)t;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_typestr_parse_(const char *s, CaiDtype *d, CaiError *e) {
+  (void)s, (void)d;
+  return cai_python_unavailable_(e);
+}
+static inline const char *cai_python_unavailable_status_string_(CaiStatus status) {
+  (void)status;
+  return "CAI_ERROR_PYTHON";
+}
+static inline const char *cai_python_unavailable_library_version_(void) { return "unavailable"; }
+
+static const CaiPythonApi cai_python_unavailable_api_ = {
+    CAI_PYTHON_API_MAJOR,
+    CAI_PYTHON_API_MINOR,
+    sizeof(CaiPythonApi),
+    cai_python_unavailable_from_object_,
+    cai_python_unavailable_to_object_,
+    cai_python_unavailable_array_,
+    cai_python_unavailable_layout_,
+    cai_python_unavailable_export_,
+    cai_python_unavailable_release_,
+    cai_python_unavailable_move_,
+    cai_python_unavailable_import_,
+    cai_python_unavailable_sync_,
+    cai_python_unavailable_pointer_info_,
+    cai_python_unavailable_driver_status_,
+    cai_python_unavailable_from_dlpack_,
+    cai_python_unavailable_from_dlpack_legacy_,
+    cai_python_unavailable_to_dlpack_,
+    cai_python_unavailable_to_dlpack_legacy_,
+    cai_python_unavailable_typestr_parse_,
+    cai_python_unavailable_status_string_,
+    cai_python_unavailable_library_version_,
+    cai_python_unavailable_from_object_,
+};
+
+// The table every name below calls through: the one cai_python_import read, or, in a module
+// whose init never called it, read on first use (attaching to the interpreter for it, from any
+// thread; concurrent first uses read the same table). When it cannot be read, the call raises
+// ImportError (set here) and fails through the stand-in table: never a NULL dereference.
+static inline const CaiPythonApi *cai_python_table(void) {
+  const CaiPythonApi *api = CAI_PYTHON_API_LOAD();
+  if (api != NULL) return api;
+  if (!Py_IsInitialized()) return &cai_python_unavailable_api_;
+  PyGILState_STATE state = PyGILState_Ensure();
+  if (cai_python_import() == 0) {
+    api = CAI_PYTHON_API_LOAD();
+  } else {
+    if (!PyErr_ExceptionMatches(PyExc_ImportError)) {
+      PyObject *type, *value, *traceback;
+      PyErr_Fetch(&type, &value, &traceback);
+      PyErr_Format(PyExc_ImportError, "libcai's C API (%s) could not be read: %S", CAI_PYTHON_CAPSULE_NAME,
+                   value ? value : Py_None);
+      Py_XDECREF(type);
+      Py_XDECREF(value);
+      Py_XDECREF(traceback);
+    }
+    api = &cai_python_unavailable_api_;
+  }
+  PyGILState_Release(state);
+  return api;
+}
+
 // Every function by its own name, through the table.
-#define cai_python_from_object (cai_python_api->cai_python_from_object)
-#define cai_python_to_object (cai_python_api->cai_python_to_object)
-#define cai_validate (cai_python_api->cai_validate)
-#define cai_layout (cai_python_api->cai_layout)
-#define cai_export (cai_python_api->cai_export)
-#define cai_release (cai_python_api->cai_release)
-#define cai_move (cai_python_api->cai_move)
-#define cai_import (cai_python_api->cai_import)
-#define cai_sync (cai_python_api->cai_sync)
-#define cai_pointer_info (cai_python_api->cai_pointer_info)
-#define cai_driver_status (cai_python_api->cai_driver_status)
-#define cai_from_dlpack (cai_python_api->cai_from_dlpack)
-#define cai_from_dlpack_legacy (cai_python_api->cai_from_dlpack_legacy)
-#define cai_to_dlpack (cai_python_api->cai_to_dlpack)
-#define cai_to_dlpack_legacy (cai_python_api->cai_to_dlpack_legacy)
-#define cai_typestr_parse (cai_python_api->cai_typestr_parse)
-#define cai_status_string (cai_python_api->cai_status_string)
-#define cai_library_version (cai_python_api->cai_library_version)
+#define cai_python_from_object (cai_python_table()->cai_python_from_object)
+#define cai_python_to_object (cai_python_table()->cai_python_to_object)
+#define cai_validate (cai_python_table()->cai_validate)
+#define cai_layout (cai_python_table()->cai_layout)
+#define cai_export (cai_python_table()->cai_export)
+#define cai_release (cai_python_table()->cai_release)
+#define cai_move (cai_python_table()->cai_move)
+#define cai_import (cai_python_table()->cai_import)
+#define cai_sync (cai_python_table()->cai_sync)
+#define cai_pointer_info (cai_python_table()->cai_pointer_info)
+#define cai_driver_status (cai_python_table()->cai_driver_status)
+#define cai_from_dlpack (cai_python_table()->cai_from_dlpack)
+#define cai_from_dlpack_legacy (cai_python_table()->cai_from_dlpack_legacy)
+#define cai_to_dlpack (cai_python_table()->cai_to_dlpack)
+#define cai_to_dlpack_legacy (cai_python_table()->cai_to_dlpack_legacy)
+#define cai_typestr_parse (cai_python_table()->cai_typestr_parse)
+#define cai_status_string (cai_python_table()->cai_status_string)
+#define cai_library_version (cai_python_table()->cai_library_version)
+#define cai_python_view (cai_python_table()->cai_python_view)
+
+#ifdef __cplusplus
+namespace cai {
+// A borrowed CaiArray: nothing to release, valid while what it views is. What the pybind11 and
+// nanobind casters (cai/pybind11.h, cai/nanobind.h) give a function that takes it: borrowed by
+// cai_python_view where it can, else a view of an array the caster owns for the call.
+class ArrayView {
+ public:
+  ArrayView() noexcept : raw_{} {}
+  explicit ArrayView(const CaiArray& viewed) noexcept : raw_(viewed) {
+    raw_.owner = nullptr;
+    raw_.release = nullptr;
+  }
+  const CaiArray& raw() const noexcept { return raw_; }
+  CaiArray& raw() noexcept { return raw_; }
+
+ private:
+  CaiArray raw_;
+};
+}  // namespace cai
+#endif
 
 #endif  // CAI_PYTHON_H

@@ -10,7 +10,7 @@
 use std::fmt::{self, Display, Write};
 
 use crate::abi::{CaiArray, CaiField, CAI_FIELD_NAME_CAPACITY, CAI_MAX_NDIM};
-use crate::dtype::{parse_typestr, quote};
+use crate::dtype::{canonical_typestr, parse_typestr, quote};
 use crate::status::{Error, Result, Status};
 
 /// Most entries a dict's `descr` may list. numpy sets no limit; this one bounds the work and
@@ -299,13 +299,21 @@ fn stride_fits_in_64_bits<O: Display + Copy>(stride: &Value<'_, O>, i: usize) ->
 }
 
 /// `typestr` is a str that fits the struct's buffer with its NUL (its grammar is `validate`'s).
+/// The struct carries it in numpy's canonical spelling (`dtype.str`: `f4` and `=f4` are `<f4`
+/// on a little-endian host, `<u1` is `|u1`), so that a consumer of the struct sees what the
+/// export says; a typestr that does not parse is kept as written, for `validate` to name.
 pub fn typestr_is_a_string_that_fits<O: Display + Copy>(
     typestr: &Value<'_, O>,
     array: &mut CaiArray,
 ) -> Result<()> {
     required_key_is_present("typestr", typestr, Status::InvalidTypestr)?;
     match typestr {
-        Value::Str(s) if array.set_typestr(s) => Ok(()),
+        Value::Str(s) if array.set_typestr(s) => {
+            if let Ok(canonical) = canonical_typestr(s.as_bytes()) {
+                array.set_typestr(canonical.as_str());
+            }
+            Ok(())
+        }
         Value::Str(_) => Err(Error::new(
             Status::InvalidTypestr,
             format!("typestr {} is too long or holds a NUL", Repr(typestr)),

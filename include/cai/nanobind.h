@@ -10,7 +10,8 @@
 //
 // nanobind's casters cannot raise (from_python is noexcept, and a refusal becomes nanobind's
 // own "incompatible function arguments" TypeError), so an object the caster refuses gets that
-// TypeError. cai::HostOrDeviceArray takes host memory too (allow_host: numpy arrays, CPU
+// TypeError. cai::ArrayView borrows instead (cai_python_view: no reference, no allocation), for
+// hot paths. cai::HostOrDeviceArray takes host memory too (allow_host: numpy arrays, CPU
 // tensors). For libcai's message (cai.CaiError naming the field), or other import options (a
 // consumer stream), take a nanobind::handle and call cai::nanobind::from_object.
 #ifndef CAI_NANOBIND_H
@@ -73,6 +74,28 @@ template <>
 struct type_caster<cai::Array> : cai_array_caster<cai::Array, 0> {};
 template <>
 struct type_caster<cai::HostOrDeviceArray> : cai_array_caster<cai::HostOrDeviceArray, 1> {};
+
+// The caster of cai::ArrayView (device memory, default import options): borrowed by
+// cai_python_view, no reference and no allocation; what that cannot borrow (a mask, named
+// descr fields, a DLPack capsule) is taken by cai_python_from_object into an array this caster
+// owns for the call, and viewed.
+template <>
+struct type_caster<cai::ArrayView> {
+  NB_TYPE_CASTER(cai::ArrayView, const_name("cai.Array"))
+  cai::Array owned;
+
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    CaiError error;
+    if (cai_python_view(src.ptr(), nullptr, &value.raw(), &error) == CAI_OK) return true;
+    PyErr_Clear();
+    if (cai_python_from_object(src.ptr(), nullptr, &owned.raw(), &error) != CAI_OK) {
+      PyErr_Clear();
+      return false;
+    }
+    value = cai::ArrayView(owned.raw());
+    return true;
+  }
+};
 
 }  // namespace detail
 }  // namespace nanobind

@@ -11,6 +11,7 @@
 // An object libcai refuses raises libcai's cai.CaiError (a ValueError) naming the field; one
 // that is no array at all lets pybind11 try the function's other overloads, and raises
 // libcai's TypeError when none takes it (so declare cai::Array overloads after the others).
+// cai::ArrayView borrows instead (cai_python_view: no reference, no allocation), for hot paths.
 // cai::Array takes device memory with the default import options (blocking sync);
 // cai::HostOrDeviceArray takes host memory too (allow_host: numpy arrays, CPU tensors). For
 // other options (a consumer stream), call cai::pybind11::from_object.
@@ -57,12 +58,15 @@ template <typename T, uint32_t AllowHost>
 struct cai_array_caster {
   PYBIND11_TYPE_CASTER(T, const_name("cai.Array"));
 
-  bool load(handle src, bool convert) {
+  bool load(handle src, bool convert) { return take(src, convert, AllowHost, value.raw()); }
+
+  // cai_python_from_object into `out` (empty; left untouched on failure), with the caster's
+  // handling of what it refuses.
+  static bool take(handle src, bool convert, uint32_t allow_host, CaiArray& out) {
     CaiImportOptions options{};
-    options.allow_host = AllowHost;
+    options.allow_host = allow_host;
     CaiError error;
-    // Straight into the (empty) value: on failure it is left untouched.
-    if (cai_python_from_object(src.ptr(), &options, &value.raw(), &error) == CAI_OK) return true;
+    if (cai_python_from_object(src.ptr(), &options, &out, &error) == CAI_OK) return true;
     bool not_an_array = error.code == CAI_ERROR_PYTHON &&
                         (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_AttributeError));
     if (not_an_array && !convert) {
@@ -86,6 +90,25 @@ template <>
 struct type_caster<cai::Array> : cai_array_caster<cai::Array, 0> {};
 template <>
 struct type_caster<cai::HostOrDeviceArray> : cai_array_caster<cai::HostOrDeviceArray, 1> {};
+
+// The caster of cai::ArrayView (device memory, default import options): borrowed by
+// cai_python_view, no reference and no allocation; what that cannot borrow (a mask, named
+// descr fields, a DLPack capsule) is taken by cai_python_from_object into an array this caster
+// owns for the call, and viewed.
+template <>
+struct type_caster<cai::ArrayView> {
+  PYBIND11_TYPE_CASTER(cai::ArrayView, const_name("cai.Array"));
+  cai::Array owned;
+
+  bool load(handle src, bool convert) {
+    CaiError error;
+    if (cai_python_view(src.ptr(), nullptr, &value.raw(), &error) == CAI_OK) return true;
+    PyErr_Clear();
+    if (!cai_array_caster<cai::Array, 0>::take(src, convert, 0, owned.raw())) return false;
+    value = cai::ArrayView(owned.raw());
+    return true;
+  }
+};
 
 }  // namespace detail
 }  // namespace pybind11

@@ -1,19 +1,18 @@
-//! `cai.from_buffer_interface`: an object of the OpenCL/CUDA Buffer Interface
-//! (spec/buffer-interface.txt), or a pyopencl array as it is, read into an Array and imported
-//! by the core's rules for CUDA or OpenCL memory.
+//! The reader of the OpenCL/CUDA Buffer Interface (spec/buffer-interface.txt), or of a
+//! pyopencl array as it is, for `cai.from_buffer_interface`; the core's rules for CUDA or
+//! OpenCL memory apply at the import.
 
-use cai::{CaiImportOptions, Error, Status, CAI_MAX_NDIM, CAI_MEMORY_OPENCL, CAI_POINTER_CHECK_DEFAULT};
+use cai::binding::dict::Repr;
+use cai::{Error, Status, CAI_MAX_NDIM, CAI_MEMORY_OPENCL};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBool;
 
-use crate::array::Array;
+use crate::described::Read;
 use crate::errors::{CaiResult, Failure};
-use crate::import::{consumer_stream, finish_import, sync_mode};
 use crate::pool::Pooled;
-use crate::read::{scalar, TypeOf};
-use cai::binding::dict::Repr;
+use crate::values::{scalar, TypeOf};
 
 /// Reads one integer attribute of a Buffer Interface object, naming it when it is not one.
 fn int_attribute(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<i64> {
@@ -63,7 +62,7 @@ fn extents(
 /// A Buffer Interface object (spec/buffer-interface.txt, or a pyopencl.array.Array as it is)
 /// as a CaiArray: `buffer` with an `int_ptr` is an OpenCL `cl_mem`, else an int CUDA pointer;
 /// `offset`, `dtype`, `shape`, `strides`; a pyopencl array's `queue` is what to order against.
-fn convert_buffer_interface(obj: &Bound<'_, PyAny>) -> CaiResult<(Pooled, Py<PyAny>)> {
+fn convert_buffer_interface<'py>(obj: &Bound<'py, PyAny>) -> CaiResult<(Pooled, Bound<'py, PyAny>)> {
     let py = obj.py();
     let buffer = match obj.getattr(intern!(py, "base_data")) {
         Ok(buffer) if !buffer.is_none() => buffer,
@@ -112,39 +111,15 @@ fn convert_buffer_interface(obj: &Bound<'_, PyAny>) -> CaiResult<(Pooled, Py<PyA
         }
         array.strides_given = 1;
     }
-    Ok((array, buffer.unbind()))
+    Ok((array, buffer))
 }
 
-/// Imports an object of the OpenCL/CUDA Buffer Interface (or a pyopencl.array.Array): checks
-/// it by the same rules as a CAI array, and for OpenCL memory that it lies inside its buffer
-/// and, given a consumer `queue` (a pyopencl CommandQueue or its int_ptr), in the queue's
-/// context; orders the consumer queue after the producer's (a pyopencl array's `queue`):
-/// stream-ordered, blocking, or not at all as `sync` says. Keeps `obj` alive.
-#[pyfunction]
-#[pyo3(signature = (obj, queue=None, sync=None, writable=false))]
-pub fn from_buffer_interface(
-    obj: &Bound<'_, PyAny>,
-    queue: Option<&Bound<'_, PyAny>>,
-    sync: Option<&Bound<'_, PyAny>>,
-    writable: bool,
-) -> PyResult<Py<Array>> {
-    let py = obj.py();
+/// An object of the Buffer Interface read into a description that keeps `obj` alive, and for
+/// OpenCL memory its `buffer` (the cl_mem holder) too.
+pub fn read_buffer_interface(obj: &Bound<'_, PyAny>) -> CaiResult<Read> {
     let (array, buffer) = convert_buffer_interface(obj)?;
-    let consumer = match queue {
-        None => 0,
-        Some(queue) => match queue.getattr(intern!(py, "int_ptr")) {
-            Ok(handle) => handle.extract::<u64>()?,
-            Err(_) => consumer_stream(Some(queue))?,
-        },
-    };
-    let options = CaiImportOptions {
-        consumer_stream: consumer,
-        sync_mode: sync_mode(sync)?,
-        pointer_check: CAI_POINTER_CHECK_DEFAULT,
-        writable: u32::from(writable),
-        ..CaiImportOptions::default()
-    };
-    let buffer = (array.memory == CAI_MEMORY_OPENCL).then_some(buffer);
-    let converted = Array::from_buffer_interface(array, buffer, obj);
-    Py::new(py, finish_import(py, converted, options)?)
+    let opencl = array.memory == CAI_MEMORY_OPENCL;
+    let mut read = Read::borrowing(array, None, Some(obj.clone().unbind()));
+    read.buffer = opencl.then(|| buffer.unbind());
+    Ok(read)
 }

@@ -3,8 +3,9 @@
 //! its module init (`cai_python_import`), so that it needs no link to libcai: NumPy's C-API
 //! capsule and DLPack's exchange table work the same way.
 //!
-//! The table holds the two Python entry points (`cai_python_from_object`,
-//! `cai_python_to_object`) and every function of cai.h, by the names cai_python.h gives them.
+//! The table holds the Python entry points (`cai_python_from_object`, `cai_python_to_object`,
+//! and from minor 1 `cai_python_view`) and every function of cai.h, by the names cai_python.h
+//! gives them.
 //! The layout is fixed per major version; a minor version appends members only.
 
 use std::ffi::{c_char, c_void, CStr};
@@ -19,12 +20,12 @@ use pyo3::prelude::*;
 
 use crate::array::Array;
 use crate::errors::{cai_error_type, to_python, Failure};
-use crate::import::import_object;
+use crate::negotiate::{import_object, view_object};
 
 /// Changes when a member moves or changes type: an extension refuses any other.
 pub const CAI_PYTHON_API_MAJOR: u32 = 1;
 /// Grows when members are appended: an extension refuses a table older than its header.
-pub const CAI_PYTHON_API_MINOR: u32 = 0;
+pub const CAI_PYTHON_API_MINOR: u32 = 1;
 /// The capsule's name: the module's dotted path and the attribute (PyCapsule_Import's form).
 pub const CAPSULE_NAME: &CStr = c"cai._native._C_API";
 
@@ -81,6 +82,7 @@ pub struct PythonApi {
     pub cai_typestr_parse: unsafe extern "C" fn(*const c_char, *mut CaiDtype, *mut CaiError) -> CaiStatus,
     pub cai_status_string: extern "C" fn(CaiStatus) -> *const c_char,
     pub cai_library_version: extern "C" fn() -> *const c_char,
+    pub cai_python_view: FromObject,
 }
 
 /// The table every extension reads: static, immutable, its members functions of this module.
@@ -106,6 +108,7 @@ pub static PYTHON_API: PythonApi = PythonApi {
     cai_typestr_parse: cai::cai_typestr_parse,
     cai_status_string: cai::cai_status_string,
     cai_library_version: cai::cai_library_version,
+    cai_python_view: python_view,
 };
 
 /// The table as the module publishes it: `cai._native._C_API`.
@@ -127,32 +130,75 @@ unsafe extern "C" fn python_from_object(
     out: *mut CaiArray,
     error: *mut CaiError,
 ) -> i32 {
+    // SAFETY: the caller's arguments, as cai_python.h describes them.
+    unsafe {
+        object_entry("cai_python_from_object", obj, options, out, error, |obj, options, out| {
+            let (read, imported) = import_object(obj, options)?;
+            let imported = Box::new(Array::new(read, Some(imported)));
+            *out = *imported.array();
+            out.owner = Box::into_raw(imported).cast();
+            out.release = Some(release_imported);
+            Ok(())
+        })
+    }
+}
+
+/// `cai_python_view`: the same negotiation and import, borrowed (see `view_object`): no
+/// reference taken, nothing allocated, `release` NULL. On failure as `python_from_object`.
+unsafe extern "C" fn python_view(
+    obj: *mut PyObject,
+    options: *const CaiImportOptions,
+    out: *mut CaiArray,
+    error: *mut CaiError,
+) -> i32 {
+    // SAFETY: the caller's arguments, as cai_python.h describes them.
+    unsafe {
+        object_entry("cai_python_view", obj, options, out, error, |obj, options, out| {
+            let mut view = CaiArray::zeroed();
+            view_object(obj, options, &mut view)?;
+            *out = view;
+            Ok(())
+        })
+    }
+}
+
+/// The boundary of the entry points that read an object into `out`: attached to the
+/// interpreter, NULL checks, the options (NULL: the defaults), one panic boundary, `out`
+/// written only on success, and a failure reported in `error` and as a Python exception.
+///
+/// # Safety
+/// `obj` is NULL or a live object the caller holds; `options` NULL or readable; `out` NULL or
+/// writable; `error` NULL or writable; the caller is attached to the interpreter.
+unsafe fn object_entry(
+    name: &str,
+    obj: *mut PyObject,
+    options: *const CaiImportOptions,
+    out: *mut CaiArray,
+    error: *mut CaiError,
+    body: impl FnOnce(&Bound<'_, PyAny>, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
+) -> i32 {
     // The caller is attached (the function's contract); attaching again only counts it, so
     // that what is dropped here is let go of at once, not deferred.
     Python::attach(|py| {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if obj.is_null() || out.is_null() {
-                let name = if obj.is_null() { "obj" } else { "out" };
-                return Err(Failure::Cai(Error::new(Status::NullArgument, format!("{name} is NULL"))));
+                let which = if obj.is_null() { "obj" } else { "out" };
+                return Err(Failure::Cai(Error::new(Status::NullArgument, format!("{which} is NULL"))));
             }
             // SAFETY: NULL (the defaults) or the caller's options.
             let options = unsafe { options.as_ref() }.copied().unwrap_or_default();
             // SAFETY: a live object the caller holds, checked non-NULL.
             let obj = unsafe { pyo3::Borrowed::from_ptr(py, obj) };
-            let imported = Box::new(import_object(&obj, options)?);
-            // SAFETY: the caller's out-parameter, checked non-NULL; written only on success.
-            let written = unsafe { &mut *out };
-            *written = *imported.array();
-            written.owner = Box::into_raw(imported).cast();
-            written.release = Some(release_imported);
-            Ok(())
+            // SAFETY: the caller's out-parameter, checked non-NULL; `body` writes it only on
+            // success.
+            body(&obj, options, unsafe { &mut *out })
         }));
         let failure = match outcome {
             Ok(Ok(())) => return CAI_OK,
             Ok(Err(failure)) => failure,
             Err(_) => Failure::Cai(Error::new(
                 Status::Panic,
-                "libcai panicked in cai_python_from_object (a bug; please report it)",
+                format!("libcai panicked in {name} (a bug; please report it)"),
             )),
         };
         report(py, failure, error)

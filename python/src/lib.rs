@@ -8,15 +8,32 @@
 // Every unsafe block says why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-mod array;
-mod buffer_interface;
+// The modules, top down (data flows down only; tests/layering.rs keeps it so):
+// the entry points, the class, the negotiation, its readers, the leaves.
 mod capi;
+mod functions;
+
+mod array_methods;
+mod exchange_offered;
+
+mod negotiate;
+
+mod buffer_interface;
+mod read_array;
+mod read_dict;
+mod read_dlpack;
+mod read_exchange;
+
+mod array;
+
+mod described;
 mod dlpack;
+mod options;
+
 mod errors;
-mod exchange;
-mod import;
+mod exchange_api;
 mod pool;
-mod read;
+mod values;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -31,9 +48,9 @@ pub use cai::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<array::Array>()?;
-    m.add_function(wrap_pyfunction!(import::from_object, m)?)?;
-    m.add_function(wrap_pyfunction!(buffer_interface::from_buffer_interface, m)?)?;
-    m.add_function(wrap_pyfunction!(import::validate_interface, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::from_object, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::from_buffer_interface, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::validate_interface, m)?)?;
     m.add("SYNC_DEFAULT", CAI_SYNC_DEFAULT)?;
     m.add("SYNC_STREAM_ORDERED", CAI_SYNC_STREAM_ORDERED)?;
     m.add("SYNC_BLOCKING", CAI_SYNC_BLOCKING)?;

@@ -17,7 +17,7 @@ typedef struct {
   void *managed_tensor_allocator;
   int (*managed_tensor_from_py_object_no_sync)(void *py_object, CaiDLManagedTensorVersioned **out);
   void *managed_tensor_to_py_object_no_sync;
-  void *dltensor_from_py_object_no_sync;
+  int (*dltensor_from_py_object_no_sync)(void *py_object, CaiDLTensor *out);
   int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
 } ExchangeApi;
 
@@ -49,6 +49,21 @@ static int from_py_object(void *py_object, CaiDLManagedTensorVersioned **out) {
   return 0;
 }
 
+/* The non-owning call: the same tensor, nothing handed out. */
+static int dltensor_from_py_object(void *py_object, CaiDLTensor *out) {
+  (void)py_object;
+  CaiDLTensor t = {0};
+  t.data = (void *)(uintptr_t)data;
+  t.device.device_type = device_type;
+  t.ndim = 2;
+  t.dtype.code = 2; /* float */
+  t.dtype.bits = 32;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  *out = t;
+  return 0;
+}
+
 static int current_work_stream(int32_t device_type, int32_t device_id, void **out_stream) {
   (void)device_type, (void)device_id;
   stream_asks++;
@@ -61,10 +76,14 @@ static int current_work_stream(int32_t device_type, int32_t device_id, void **ou
 static ExchangeApi version_1 = {{{1, 3}, NULL}, NULL, from_py_object, NULL, NULL, current_work_stream};
 static ExchangeApi version_2 = {{{2, 0}, &version_1.header}, NULL, NULL, NULL, NULL, NULL};
 
+/* The table with the non-owning DLTensor call too (what torch offers). */
+static ExchangeApi with_dltensor = {{{1, 3}, NULL}, NULL, from_py_object, NULL, dltensor_from_py_object,
+                                    current_work_stream};
 /* A broken table whose header names itself as its previous version. */
 static ExchangeApi cyclic = {{{2, 0}, &cyclic.header}, NULL, NULL, NULL, NULL, NULL};
 
 const void *producer_exchange_api(void) { return &version_2; }
+const void *producer_exchange_api_with_dltensor(void) { return &with_dltensor; }
 const void *producer_cyclic_exchange_api(void) { return &cyclic; }
 void producer_fail_stream(int fail) { fail_stream = fail; }
 void producer_set_device_type(int type) { device_type = type; }

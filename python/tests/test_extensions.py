@@ -22,6 +22,8 @@ import build  # noqa: E402
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("extensions")
     modules = [builder(out) for builder in build.BUILDERS.values()]
+    for builder in build.NO_IMPORT_BUILDERS.values():
+        builder(out)
     producer = compile_shared(ROOT / "python" / "tests" / "exchange_producer.c", "libexchange_producer.so")
     return out, modules, producer
 
@@ -57,11 +59,21 @@ def test_every_extension_takes_what_cai_from_object_takes(built, check, driver):
 
 
 def test_reference_counts_return_to_baseline_after_100000_imports_fake_driver(built):
-    assert "4 compared" in run_check(built, "refcounts", "fake")
+    assert "7 compared" in run_check(built, "refcounts", "fake")
 
 
 def test_a_struct_released_after_the_interpreter_is_gone_does_not_crash_no_driver(built):
     assert "1 compared" in run_check(built, "release_after_the_interpreter_is_gone", "none")
+
+
+def test_row_63_a_module_that_never_imported_the_table_reads_it_on_first_use_fake_driver(built):
+    """C, pybind11, nanobind and Cython modules whose init forgot cai_python_import()
+    (crashed on their first conversion before: a NULL table)."""
+    assert "4 compared" in run_check(built, "no_import", "fake")
+
+
+def test_row_63_a_module_that_never_imported_the_table_raises_import_error_without_one_no_driver(built):
+    assert "4 compared" in run_check(built, "no_import_and_no_table", "none")
 
 
 def test_a_table_of_another_major_version_is_a_clear_import_error(built):

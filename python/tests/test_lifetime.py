@@ -121,3 +121,16 @@ def test_array_passes_to_c_functions_directly(fake):
     array = cai.from_object({"shape": (3,), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3})
     assert cai.lib.cai_validate(array, None) == 0
     assert cai.lib.cai_validate(ctypes.cast(array.ptr, ctypes.POINTER(cai.CaiArray)), None) == 0
+
+
+def test_row_66_a_view_of_a_cai_array_names_it_its_owner_and_keeps_it_alive_fake_driver(fake):
+    source = cai.from_object(Producer(fake.alloc(64)))
+    alive = weakref.ref(source)
+    view = cai.from_object(source)
+    assert view.owner is source
+    del source
+    gc.collect()
+    assert alive() is not None, "the view keeps the cai.Array it views alive"
+    del view
+    gc.collect()
+    assert alive() is None, "and lets go of it afterwards"

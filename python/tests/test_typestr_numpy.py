@@ -96,3 +96,32 @@ def test_strings_outside_the_grammar_are_rejected(libcai, typestr):
 def test_size_zero_is_rejected_though_numpy_accepts_it(libcai, typestr):
     assert np.dtype(typestr).itemsize == 0
     assert libcai_verdict(libcai, typestr) is None
+
+
+def imported_typestrs(typestr):
+    """The typestr of the struct a consumer receives for a dict with `typestr`, as cai.Array.typestr
+    and as the struct at cai.Array.ptr hold it; None when libcai refuses the dict."""
+    import cai
+
+    d = {"shape": (1,), "typestr": typestr, "data": (4096, False), "version": 3}
+    try:
+        made = cai.from_object(d, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)
+    except cai.CaiError:
+        return None
+    return made.typestr, cai.CaiArray.from_address(made.ptr).typestr.decode()
+
+
+@pytest.mark.parametrize("typestr", ["f4", "=f4", "<u1", ">u1", "=u1", "b1", "=i2", ">i2", "c16", "i8", "|f8",
+                                     "V16", "m8[ns]", "=M8[25s]"])
+def test_row_65_a_dicts_typestr_reaches_the_consumer_as_numpy_spells_it_no_driver(typestr):
+    assert imported_typestrs(typestr) == (np.dtype(typestr).str,) * 2
+
+
+def test_row_65_every_generated_typestr_libcai_imports_reaches_the_consumer_as_numpy_spells_it_no_driver():
+    taken = 0
+    for typestr in grammar_typestrs():
+        seen = imported_typestrs(typestr)
+        if seen is not None:
+            assert seen == (np.dtype(typestr).str,) * 2, typestr
+            taken += 1
+    assert taken > 400, taken

@@ -25,37 +25,46 @@ def compile_module(sources, out, cpp, extra_includes=(), extra_flags=()):
     return out
 
 
-def build_c(out_dir):
-    return compile_module([HERE / "c_ext.c"], out_dir / f"cai_c_ext{SUFFIX}", cpp=False)
+# A module built with NO_IMPORT is the same module whose init never calls cai_python_import().
+NO_IMPORT = ["-DCAI_TEST_NO_IMPORT"]
 
 
-def build_pybind11(out_dir):
+def build_c(out_dir, suffix="", flags=()):
+    return compile_module([HERE / "c_ext.c"], out_dir / f"cai_c_ext{suffix}{SUFFIX}", cpp=False, extra_flags=flags)
+
+
+def build_pybind11(out_dir, suffix="", flags=()):
     import pybind11
 
-    return compile_module([HERE / "pybind11_ext.cpp"], out_dir / f"cai_pybind11_ext{SUFFIX}", cpp=True,
-                          extra_includes=[pybind11.get_include()])
+    return compile_module([HERE / "pybind11_ext.cpp"], out_dir / f"cai_pybind11_ext{suffix}{SUFFIX}", cpp=True,
+                          extra_includes=[pybind11.get_include()], extra_flags=flags)
 
 
-def build_nanobind(out_dir):
+def build_nanobind(out_dir, suffix="", flags=()):
     import nanobind
 
     # nanobind's support library is compiled into the module (what nanobind_add_module does).
     root = pathlib.Path(nanobind.source_dir()).parent
     return compile_module([HERE / "nanobind_ext.cpp", root / "src" / "nb_combined.cpp"],
-                          out_dir / f"cai_nanobind_ext{SUFFIX}", cpp=True,
+                          out_dir / f"cai_nanobind_ext{suffix}{SUFFIX}", cpp=True,
                           extra_includes=[nanobind.include_dir(), root / "ext" / "robin_map" / "include"],
                           # as nanobind's own build compiles it
-                          extra_flags=["-fno-strict-aliasing"])
+                          extra_flags=["-fno-strict-aliasing", *flags])
 
 
-def build_cython(out_dir):
-    generated = out_dir / "cai_cython_ext.c"
-    subprocess.run([sys.executable, "-m", "cython", "-3", "--module-name", "cai_cython_ext",
-                    str(HERE / "cython_ext.pyx"), "-o", str(generated)], check=True)
-    return compile_module([generated], out_dir / f"cai_cython_ext{SUFFIX}", cpp=False)
+def build_cython(out_dir, suffix="", flags=()):
+    source = "cython_no_import_ext.pyx" if flags else "cython_ext.pyx"
+    name = f"cai_cython_ext{suffix}"
+    generated = out_dir / f"{name}.c"
+    subprocess.run([sys.executable, "-m", "cython", "-3", "--module-name", name, str(HERE / source),
+                    "-o", str(generated)], check=True)
+    return compile_module([generated], out_dir / f"{name}{SUFFIX}", cpp=False)
 
 
 BUILDERS = {"c": build_c, "pybind11": build_pybind11, "nanobind": build_nanobind, "cython": build_cython}
+# The modules of the same names with "_no_import" appended, their inits without the import.
+NO_IMPORT_BUILDERS = {name: (lambda out_dir, build=build: build(out_dir, "_no_import", NO_IMPORT))
+                      for name, build in BUILDERS.items()}
 
 if __name__ == "__main__":
     out_dir = pathlib.Path(sys.argv[1])

@@ -29,14 +29,34 @@ static PyObject *describe(PyObject *self, PyObject *args) {
   return seen;
 }
 
-/* (status, CaiError message, exception type name) of a refused import; None if it imports. */
-static PyObject *refusal(PyObject *self, PyObject *args) {
+/* What cai_python_view saw of obj (nothing to release). */
+static PyObject *view_describe(PyObject *self, PyObject *args) {
   PyObject *obj;
   CaiImportOptions options;
   if (!import_arguments(args, &obj, &options)) return NULL;
   CaiArray a;
   CaiError e;
-  int32_t status = cai_python_from_object(obj, &options, &a, &e);
+  if (cai_python_view(obj, &options, &a, &e) != CAI_OK) return NULL;
+  if (a.release != NULL || a.owner != NULL) {
+    PyErr_SetString(PyExc_AssertionError, "a view with a release or an owner");
+    return NULL;
+  }
+  return cai_test_description(&a);
+}
+
+/* (status, CaiError message, exception) of a refused import, from cai_python_from_object or,
+   with view=True, cai_python_view; None if it imports. */
+static PyObject *refusal(PyObject *self, PyObject *args, PyObject *kwargs) {
+  static char *keywords[] = {"obj", "allow_host", "view", NULL};
+  PyObject *obj;
+  int allow_host = 0, view = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|pp", keywords, &obj, &allow_host, &view)) return NULL;
+  CaiImportOptions options;
+  memset(&options, 0, sizeof options);
+  options.allow_host = (uint32_t)allow_host;
+  CaiArray a;
+  CaiError e;
+  int32_t status = view ? cai_python_view(obj, &options, &a, &e) : cai_python_from_object(obj, &options, &a, &e);
   if (status == CAI_OK) {
     cai_release(&a, NULL);
     Py_RETURN_NONE;
@@ -52,6 +72,22 @@ static PyObject *refusal(PyObject *self, PyObject *args) {
   Py_XDECREF(value);
   Py_XDECREF(traceback);
   return result;
+}
+
+/* n views of obj, in C. */
+static PyObject *view_many(PyObject *self, PyObject *args) {
+  PyObject *obj;
+  long long n;
+  int allow_host = 0;
+  if (!PyArg_ParseTuple(args, "OL|p", &obj, &n, &allow_host)) return NULL;
+  CaiImportOptions options;
+  memset(&options, 0, sizeof options);
+  options.allow_host = (uint32_t)allow_host;
+  for (long long i = 0; i < n; i++) {
+    CaiArray a;
+    if (cai_python_view(obj, &options, &a, NULL) != CAI_OK) return NULL;
+  }
+  Py_RETURN_NONE;
 }
 
 /* n imports and releases of obj, in C. */
@@ -169,7 +205,9 @@ static PyObject *library_version(PyObject *self, PyObject *unused) {
 
 static PyMethodDef methods[] = {
     {"describe", describe, METH_VARARGS, NULL},
-    {"refusal", refusal, METH_VARARGS, NULL},
+    {"refusal", (PyCFunction)(void (*)(void))refusal, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"view_describe", view_describe, METH_VARARGS, NULL},
+    {"view_many", view_many, METH_VARARGS, NULL},
     {"import_many", import_many, METH_VARARGS, NULL},
     {"release_on_a_thread", release_on_a_thread, METH_O, NULL},
     {"hand_back", hand_back, METH_VARARGS, NULL},
@@ -181,9 +219,16 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+#ifdef CAI_TEST_NO_IMPORT
+/* The same module whose init forgot cai_python_import(): the table is read on first use. */
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cai_c_ext_no_import", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_cai_c_ext_no_import(void) { return PyModule_Create(&module); }
+#else
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cai_c_ext", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit_cai_c_ext(void) {
   if (cai_python_import() < 0) return NULL;
   return PyModule_Create(&module);
 }
+#endif

@@ -70,11 +70,46 @@ class Exposes:
         self.__cuda_array_interface__ = d
 
 
+def cannot_borrow(obj):
+    """Whether cai_python_view refuses `obj` (cai_python.h): a dict with a mask or named descr
+    fields, or a DLPack producer without the exchange table's non-owning DLTensor call."""
+    if isinstance(obj, cai.Array):
+        return False
+    if isinstance(obj, dict):
+        d = obj
+    else:
+        d = vars(obj).get("__cuda_array_interface__") if hasattr(obj, "__dict__") else None
+        if d is None:
+            kind = type(obj)
+            dlpack = hasattr(kind, "__dlpack__") or hasattr(kind, "__c_dlpack_exchange_api__")
+            return dlpack and not hasattr(kind, "__cuda_array_interface__")
+    return isinstance(d, dict) and (d.get("mask") is not None or any(entry[0] for entry in d.get("descr") or []))
+
+
+def same_view_everywhere(obj, want, allow_host):
+    """cai_python_view sees what cai.from_object makes of `obj`, or refuses it as documented;
+    the ArrayView casters (borrowing, else owning for the call) always see it."""
+    import cai_c_ext
+
+    view = outcome(cai_c_ext.view_describe, obj, allow_host)
+    if view != want:
+        assert cannot_borrow(obj) and view[0] == "CaiError" and "cai_python_from_object" in view[1], (obj, view)
+        assert view[1].startswith("CAI_ERROR_INVALID_ARGUMENT: cai_python_view cannot borrow"), view
+    if allow_host or len(want) == 2:
+        return 1
+    for name in ["cai_pybind11_ext", "cai_nanobind_ext"]:
+        assert outcome(__import__(name).describe_view, obj) == want, (name, obj)
+    assert outcome(__import__("cai_cython_ext").describe_view, obj) == view, obj
+    return 1
+
+
 def same_everywhere(inputs, allow_host=False):
-    """Each extension sees what cai.from_object makes of each input, or fails as it does."""
+    """Each extension sees what cai.from_object makes of each input, or fails as it does; so
+    does cai_python_view, but for what it documents it cannot borrow."""
     compared = 0
     for obj in inputs:
         want = outcome(expected, obj, allow_host)
+        compared += same_view_everywhere(obj, want, allow_host)
         for name in EXTENSIONS:
             module = __import__(name)
             if name == "cai_c_ext":
@@ -107,6 +142,7 @@ def check_dlpack():
     compared = same_everywhere(host, allow_host=True)
     lib = ctypes.CDLL(os.environ["CAI_TEST_EXCHANGE_PRODUCER"])
     lib.producer_exchange_api.restype = ctypes.c_void_p
+    lib.producer_exchange_api_with_dltensor.restype = ctypes.c_void_p
     lib.producer_set.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
     lib.producer_set(device_memory(256), 0)
 
@@ -116,11 +152,20 @@ def check_dlpack():
         def __dlpack_device__(self):
             return (2, 0)
 
+    class ViewableProducer(Producer):
+        __c_dlpack_exchange_api__ = lib.producer_exchange_api_with_dltensor()
+
     before = lib.producer_deleted()
-    compared += same_everywhere([Producer()])
+    compared += same_everywhere([Producer(), ViewableProducer()])
     gc.collect()
     handed, deleted = lib.producer_handed_out(), lib.producer_deleted()
     assert deleted - before == handed - before, f"{handed - before} tensors taken, {deleted - before} deleted"
+    import cai_c_ext
+
+    handed = lib.producer_handed_out()
+    want = outcome(expected, ViewableProducer())
+    assert outcome(cai_c_ext.view_describe, ViewableProducer()) == want
+    assert lib.producer_handed_out() == handed + 1, "the view took no managed tensor (the expectation took one)"
     return compared
 
 
@@ -171,6 +216,12 @@ def check_refusals():
             raise AssertionError(f"cai.from_object took {obj!r}")
         status, message, exception = cai_c_ext.refusal(obj)
         assert type(exception) is type(want) and str(exception) == str(want), (exception, want)
+        view_status, view_message, view_exception = cai_c_ext.refusal(obj, view=True)
+        if not cannot_borrow(obj):
+            assert (view_status, view_message, type(view_exception), str(view_exception)) == (
+                status, message, type(exception), str(exception)), obj
+        else:  # a mask, or a DLPack producer: refused as cai_python.h says, before it is read
+            assert view_message.startswith("CAI_ERROR_INVALID_ARGUMENT: cai_python_view cannot borrow"), view_message
         if isinstance(want, cai.CaiError):
             assert status == want.code and message == str(want), (status, message, want)
         else:
@@ -213,8 +264,19 @@ def check_refcounts():
     gc.collect()
     after = [sys.getrefcount(obj) for obj, _ in inputs]
     assert after == baseline, f"reference counts {baseline} became {after}"
+    viewed = [d, exposing, array]
+    baseline = [sys.getrefcount(obj) for obj in viewed]
+    for obj in viewed:
+        cai_c_ext.view_many(obj, 1000)  # warm: caches filled, types' facts found
+    blocks = sys.getallocatedblocks()
+    for obj in viewed:
+        cai_c_ext.view_many(obj, 100_000)
+    del obj  # the loop's own reference
+    grown = sys.getallocatedblocks() - blocks
+    assert grown < 100, f"{grown} blocks more after 3 x 100000 views"
+    assert [sys.getrefcount(obj) for obj in viewed] == baseline, "a view took a reference"
     array.release()  # no export left alive: a leaked view would refuse this
-    return len(inputs)
+    return len(inputs) + len(viewed)
 
 
 def check_producer():
@@ -265,14 +327,56 @@ def check_other_table_version():
     new_capsule.restype = ctypes.py_object
     new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     name = ctypes.create_string_buffer(b"cai._native._C_API")
-    table = Table(2, 0, ctypes.sizeof(Table))
-    cai._native._C_API = new_capsule(ctypes.addressof(table), name, None)
-    try:
-        import cai_c_ext  # noqa: F401
-    except ImportError as refused:
-        assert "offers C API 2.0" in str(refused) and "cai_python.h 1.0" in str(refused), refused
+    refused_tables = 0
+    for major, minor in [(2, 0), (1, 0)]:  # another major; this major before the view (minor 1)
+        table = Table(major, minor, ctypes.sizeof(Table))
+        cai._native._C_API = new_capsule(ctypes.addressof(table), name, None)
+        try:
+            import cai_c_ext  # noqa: F401
+        except ImportError as refused:
+            assert f"offers C API {major}.{minor}" in str(refused) and "cai_python.h 1.1" in str(refused), refused
+            refused_tables += 1
+    if refused_tables == 2:
         return 1
-    raise AssertionError("an extension imported a table of another major version")
+    raise AssertionError("an extension imported a table of another major version, or an older minor")
+
+
+def check_no_import():
+    """Modules whose init never called cai_python_import() (C, pybind11, nanobind, Cython):
+    the first conversion reads the table, from several threads at once too."""
+    d = {"shape": (4,), "typestr": "<f4", "data": (device_memory(), False), "version": 3}
+    want = expected(d)
+    compared = 0
+    for name in EXTENSIONS:
+        module = __import__(name + "_no_import")
+        seen = []
+        threads = [threading.Thread(target=lambda: seen.append(module.describe(d))) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert seen == [want] * 4, (name, seen, want)
+        compared += 1
+    return compared
+
+
+def check_no_import_and_no_table():
+    """The same modules when the table cannot be read: the conversion raises ImportError."""
+    del cai._native._C_API
+    compared = 0
+    for name in EXTENSIONS:
+        module = __import__(name + "_no_import")
+        try:
+            module.describe({"shape": (4,), "typestr": "<f4", "data": (4096, False), "version": 3})
+        except ImportError as raised:
+            assert "C API" in str(raised), (name, raised)
+        except TypeError as raised:
+            # nanobind's caster cannot raise: its own TypeError, with the ImportError cleared.
+            assert name == "cai_nanobind_ext", (name, raised)
+        else:
+            raise AssertionError(f"{name} converted with no table")
+        compared += 1
+    return compared
 
 
 if __name__ == "__main__":

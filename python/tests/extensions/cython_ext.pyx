@@ -2,7 +2,7 @@
 from libc.string cimport memset
 
 from cai.capi cimport (CaiArray, CaiError, CaiImportOptions, cai_python_from_object, cai_python_import,
-                       cai_python_to_object, cai_release)
+                       cai_python_to_object, cai_python_view, cai_release)
 
 cdef extern from "description.h":
     object cai_test_description(const CaiArray *a)
@@ -40,3 +40,10 @@ def hand_back(obj):
     except BaseException:
         cai_release(&a, NULL)
         raise
+
+
+def describe_view(obj):
+    cdef CaiArray a
+    cdef CaiError e
+    cai_python_view(obj, NULL, &a, &e)
+    return cai_test_description(&a)

@@ -10,8 +10,13 @@ static nb::object described(const cai::Array& a) {
   return nb::steal(seen);
 }
 
+#ifdef CAI_TEST_NO_IMPORT
+// The same module whose init forgot the import: the table is read on first use.
+NB_MODULE(cai_nanobind_ext_no_import, m) {
+#else
 NB_MODULE(cai_nanobind_ext, m) {
   cai::nanobind::import();
+#endif
   m.def("describe", [](cai::Array a) { return described(a); });
   m.def("describe_host", [](nb::handle obj) {
     CaiImportOptions options{};
@@ -20,5 +25,10 @@ NB_MODULE(cai_nanobind_ext, m) {
   });
   m.def("describe_or_raise", [](nb::handle obj) { return described(cai::nanobind::from_object(obj)); });
   m.def("hand_back", [](cai::Array a) { return a; });
+  m.def("describe_view", [](cai::ArrayView a) {
+    PyObject* seen = cai_test_description(&a.raw());
+    if (seen == nullptr) throw nb::python_error();
+    return nb::steal(seen);
+  });
   m.def("describe_any_memory", [](cai::HostOrDeviceArray a) { return described(a); });
 }

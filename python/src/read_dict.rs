@@ -8,42 +8,79 @@
 //! come from the objects themselves (never `__len__`), and sequences longer than the rules'
 //! limits are refused before their items are read.
 
-use std::fmt;
-
 use cai::binding::dict::{array_from_dict, DictValues, Limits, Value, KEYS};
-use cai::{CaiArray, CaiField};
+use cai::binding::rules::{in_mask, mask_depth_is_within_limit};
+use cai::binding::Description;
+use cai::{CaiArray, CaiField, Error, Status};
+use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::ffi;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::errors::CaiResult;
+use crate::described::Read;
+use crate::errors::{CaiResult, Failure};
+use crate::pool::Pooled;
+use crate::values::{scalar, PyValue, TypeOf};
 
-/// An object the rules show by its type's name; the name is looked up only for a message.
-#[derive(Clone, Copy)]
-pub struct TypeOf<'a, 'py>(Borrowed<'a, 'py, PyAny>);
-
-impl<'a, 'py> TypeOf<'a, 'py> {
-    pub fn new(object: &'a Bound<'py, PyAny>) -> TypeOf<'a, 'py> {
-        TypeOf(object.as_borrowed())
+/// The interface dict of `object` (or `object` itself when it is a dict); None when it has no
+/// `__cuda_array_interface__` attribute.
+pub fn interface_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    if let Ok(dict) = object.cast::<PyDict>() {
+        return Ok(Some(dict.clone()));
     }
+    let py = object.py();
+    let desc = match object.getattr(intern!(py, "__cuda_array_interface__")) {
+        Ok(desc) => desc,
+        Err(e) if e.is_instance_of::<PyAttributeError>(py) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    desc.cast_into::<PyDict>().map(Some).map_err(|e| {
+        PyTypeError::new_err(format!(
+            "{}.__cuda_array_interface__ is a {}, not a dict",
+            TypeOf::new(object),
+            TypeOf::new(&e.into_inner())
+        ))
+    })
 }
 
-impl fmt::Display for TypeOf<'_, '_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.get_type().name() {
-            Ok(name) => write!(f, "{name}"),
-            Err(_) => f.write_str("object"),
+/// `dict`, the interface of `owner`, read into a description that keeps `owner` alive.
+pub fn read_interface(owner: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>) -> CaiResult<Read> {
+    let (description, mask_owners) = describe_dict(dict, 0)?;
+    Ok(Read { description, device: None, owner: Some(owner.clone().unbind()), mask_owners, buffer: None })
+}
+
+/// A dict (whose array is `depth` masks down) read into a complete description (the core
+/// wires its descr and mask), and the producers of its masks, the nearest first, whose memory
+/// it describes.
+fn describe_dict(dict: &Bound<'_, PyDict>, depth: usize) -> CaiResult<(Description<Pooled>, Vec<Py<PyAny>>)> {
+    let mut array = Pooled::zeroed();
+    let mut fields = Vec::new();
+    let (mask, mask_owners) = match read_dict(dict, &mut array, &mut fields)? {
+        None => (None, Vec::new()),
+        Some(mask) => {
+            let (described, mut owners) =
+                describe_mask(&mask, depth + 1).map_err(|failure| match failure {
+                    Failure::Cai(error) => Failure::Cai(in_mask(error)),
+                    other => other,
+                })?;
+            owners.insert(0, mask.unbind());
+            (Some(described), owners)
         }
-    }
+    };
+    Ok((Description::new(array, fields, mask), mask_owners))
 }
 
-impl fmt::Debug for TypeOf<'_, '_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
+fn describe_mask(mask: &Bound<'_, PyAny>, depth: usize) -> CaiResult<(Description<Pooled>, Vec<Py<PyAny>>)> {
+    mask_depth_is_within_limit(depth)?;
+    match interface_of(mask)? {
+        Some(dict) => describe_dict(&dict, depth),
+        None => Err(Failure::Cai(Error::new(
+            Status::InvalidMask,
+            format!("mask is a {}, which has no __cuda_array_interface__", TypeOf::new(mask)),
+        ))),
     }
 }
-
-pub type PyValue<'a, 'py> = Value<'a, TypeOf<'a, 'py>>;
 
 /// A dict value held for reading: a list replaced by a tuple copy of it.
 struct Held<'py> {
@@ -74,83 +111,6 @@ fn tuple_copy(object: Bound<'_, PyAny>) -> (Bound<'_, PyAny>, bool) {
         Ok(list) => (list.to_tuple().into_any(), true),
         Err(_) => (object, false),
     }
-}
-
-/// A scalar as the rules see it. A tuple or list here is shown by its length, unread.
-#[inline(always)]
-pub fn scalar<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> PyValue<'a, 'py> {
-    if object.is_none() {
-        Value::None
-    } else if object.is_instance_of::<PyBool>() {
-        Value::Bool(object.is_truthy().unwrap_or(false))
-    } else if let Some(value) = integer(object) {
-        value
-    } else if let Ok(text) = object.cast::<PyString>() {
-        utf8(text).map_or(Value::Other(TypeOf(object)), Value::Str)
-    } else if let Ok(x) = object.cast::<PyFloat>() {
-        Value::Float(x.value())
-    } else if let Ok(tuple) = object.cast::<PyTuple>() {
-        Value::Seq { list: false, len: tuple.len(), items: &[] }
-    } else if let Ok(list) = object.cast::<PyList>() {
-        Value::Seq { list: true, len: list.len(), items: &[] }
-    } else {
-        Value::Other(TypeOf(object))
-    }
-}
-
-extern "C" {
-    /// A function of the stable ABI since CPython 3.8, exported by every build. Declared here:
-    /// PyO3 0.28 declares it under PyPy's symbol name when the limited API is used.
-    fn PyIndex_Check(object: *mut ffi::PyObject) -> std::os::raw::c_int;
-}
-
-/// An int (bools are caught before), or an object with `__index__` (numpy's integers).
-fn integer<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> Option<PyValue<'a, 'py>> {
-    let py = object.py();
-    let index;
-    // SAFETY: type checks of a live object, borrowed for the calls.
-    let is_int = unsafe { ffi::PyLong_Check(object.as_ptr()) } != 0;
-    // SAFETY: as above.
-    let has_index = || unsafe { PyIndex_Check(object.as_ptr()) } != 0;
-    let int = if is_int {
-        object
-    } else if has_index() {
-        // __index__ may run any code: the dict and its values are held by strong references.
-        // SAFETY: a live object; PyNumber_Index returns a new reference or NULL with an error.
-        index = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Index(object.as_ptr())) }.ok()?;
-        index.as_borrowed()
-    } else {
-        return None;
-    };
-    let mut overflow = 0;
-    // SAFETY: an int; an overflow is reported in `overflow`, without an exception.
-    let small = unsafe { ffi::PyLong_AsLongLongAndOverflow(int.as_ptr(), &mut overflow) };
-    if overflow == 0 {
-        return Some(Value::Int(small));
-    }
-    if overflow < 0 {
-        return Some(Value::HugeInt(true));
-    }
-    // SAFETY: an int above i64::MAX; past u64::MAX an OverflowError is set, taken here.
-    let large = unsafe { ffi::PyLong_AsUnsignedLongLong(int.as_ptr()) };
-    if large == u64::MAX && PyErr::take(py).is_some() {
-        return Some(Value::HugeInt(false));
-    }
-    Some(Value::UInt(large))
-}
-
-/// A str's UTF-8, borrowed from the str (immutable, and alive for 'a); None for a str that
-/// has none (lone surrogates).
-fn utf8<'a>(text: Borrowed<'a, '_, PyString>) -> Option<&'a str> {
-    let mut size: ffi::Py_ssize_t = 0;
-    // SAFETY: a live str; the UTF-8 buffer is cached in it for its lifetime.
-    let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
-    if data.is_null() {
-        drop(PyErr::take(text.py()));
-        return None;
-    }
-    // SAFETY: `size` bytes of valid UTF-8 at `data`, owned by the str.
-    Some(unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(data.cast(), size as usize)) })
 }
 
 /// Room for N values inline, and for more on the heap.

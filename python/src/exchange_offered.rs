@@ -1,12 +1,9 @@
-//! DLPack 1.3's C exchange table: the struct (dlpack.h's `DLPackExchangeAPI`, declared here
-//! field for field) that libcai reads from a producer's type, and the table `cai.Array` offers
-//! as `__dlpack_c_exchange_api__`, so that torch, tvm-ffi, cai itself and other consumers take
-//! a cai.Array's tensor without a Python call.
-//!
-//! Every function of the table runs with the caller attached to the interpreter (DLPack's
-//! rule), returns 0, or -1 with a Python exception set, and never unwinds.
+//! cai.Array's DLPack exchange table, offered to consumers as `__dlpack_c_exchange_api__`, so
+//! that torch, tvm-ffi, cai itself and other consumers take a cai.Array's tensor without a
+//! Python call. Every function of the table runs with the caller attached to the interpreter
+//! (DLPack's rule), returns 0, or -1 with a Python exception set, and never unwinds.
 
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
 
 use cai::{
     CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor, CAI_DLPACK_MAJOR_VERSION,
@@ -16,38 +13,10 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use crate::array::Array;
+use crate::described::Read;
 use crate::dlpack::{device_of_taken, Taken};
 use crate::errors::CaiResult;
-
-/// dlpack.h's DLPackExchangeAPIHeader: stable across versions.
-#[repr(C)]
-pub struct ExchangeApiHeader {
-    pub version: CaiDLPackVersion,
-    pub prev_version_api: *const ExchangeApiHeader,
-}
-
-pub type FromPyObject = unsafe extern "C" fn(*mut c_void, *mut *mut CaiDLManagedTensorVersioned) -> c_int;
-pub type ToPyObject = unsafe extern "C" fn(*mut CaiDLManagedTensorVersioned, *mut *mut c_void) -> c_int;
-pub type DlTensorFromPyObject = unsafe extern "C" fn(*mut c_void, *mut CaiDLTensor) -> c_int;
-pub type CurrentWorkStream = unsafe extern "C" fn(i32, i32, *mut *mut c_void) -> c_int;
-
-/// dlpack.h's DLPackExchangeAPI (DLPack 1.3). The allocator is declared as a plain pointer:
-/// libcai neither offers nor calls one.
-#[repr(C)]
-pub struct ExchangeApi {
-    pub header: ExchangeApiHeader,
-    pub managed_tensor_allocator: *const c_void,
-    pub managed_tensor_from_py_object_no_sync: Option<FromPyObject>,
-    pub managed_tensor_to_py_object_no_sync: Option<ToPyObject>,
-    pub dltensor_from_py_object_no_sync: Option<DlTensorFromPyObject>,
-    pub current_work_stream: Option<CurrentWorkStream>,
-}
-
-/// The name DLPack gives the capsule holding a table.
-pub const EXCHANGE_API: &CStr = c"dlpack_exchange_api";
-
-// SAFETY: the table is immutable, its pointers are NULL or functions of this module.
-unsafe impl Sync for ExchangeApi {}
+use crate::exchange_api::{ExchangeApi, ExchangeApiHeader, EXCHANGE_API};
 
 /// cai.Array's table. Its work stream is the legacy default stream (the table is per type, and
 /// a cai.Array's producer stream is per array): taking a tensor orders the legacy default
@@ -118,7 +87,7 @@ unsafe extern "C" fn managed_tensor_to_py_object(
         unsafe { cai::binding::dlpack::from_dlpack(tensor, &options, taken.array()) }?;
         // SAFETY: taken as a versioned tensor.
         let device = unsafe { device_of_taken(taken.array(), true) };
-        let array = Py::new(py, Array::from_taken(taken, device, None))?;
+        let array = Py::new(py, Array::new(Read::borrowing(taken.into_inner(), Some(device), None), None))?;
         // SAFETY: the consumer's out-pointer; the new reference is the consumer's.
         unsafe { *out_py_object = array.into_ptr().cast() };
         Ok(())

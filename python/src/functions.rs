@@ -1,0 +1,90 @@
+//! The Python functions of the module: `cai.from_object`, `cai.validate` and
+//! `cai.from_buffer_interface`, each a negotiation (or one reader) and an import, wrapped in a
+//! cai.Array.
+
+use cai::binding::rules::validate;
+use cai::{CaiImportOptions, CAI_POINTER_CHECK_DEFAULT};
+use pyo3::intern;
+use pyo3::prelude::*;
+
+use crate::array::Array;
+use crate::buffer_interface::read_buffer_interface;
+use crate::errors::Failure;
+use crate::negotiate::{import_object, import_read, not_an_array};
+use crate::options::{consumer_stream, sync_mode};
+use crate::read_dict::{interface_of, read_interface};
+
+/// Imports `obj.__cuda_array_interface__` (or a dict): validates it by every rule of the spec,
+/// checks the pointer where a driver loads (`pointer_check`: a cai.POINTER_CHECK_* mode),
+/// synchronizes with the producer's stream (stream-ordered on `stream` if given, else
+/// blocking; `sync=False` skips it), keeps `obj` alive, and returns a cai.Array. Raises
+/// cai.CaiError (a ValueError) naming the rule broken. The GIL is released while the import
+/// may wait.
+///
+/// An object without `__cuda_array_interface__` but with `__dlpack__` is taken by DLPack: its
+/// producer is passed the consumer's `stream` (-1 when `sync=False`) and orders its work
+/// before it; CUDA memory is taken, host memory only with `allow_host=True`.
+#[pyfunction]
+#[pyo3(signature = (obj, stream=None, sync=None, writable=false, pointer_check=None, allow_host=false))]
+pub fn from_object(
+    obj: &Bound<'_, PyAny>,
+    stream: Option<&Bound<'_, PyAny>>,
+    sync: Option<&Bound<'_, PyAny>>,
+    writable: bool,
+    pointer_check: Option<i32>,
+    allow_host: bool,
+) -> PyResult<Py<Array>> {
+    let options = CaiImportOptions {
+        consumer_stream: consumer_stream(stream)?,
+        sync_mode: sync_mode(sync)?,
+        pointer_check: pointer_check.unwrap_or(CAI_POINTER_CHECK_DEFAULT),
+        writable: u32::from(writable),
+        allow_host: u32::from(allow_host),
+        ..CaiImportOptions::default()
+    };
+    let (read, imported) = import_object(obj, options)?;
+    Py::new(obj.py(), Array::new(read, Some(imported)))
+}
+
+/// Checks a CAI dict (or an object exposing one) by every rule of the spec without touching
+/// the driver. Raises cai.CaiError naming the rule broken; returns None.
+#[pyfunction(name = "validate")]
+pub fn validate_interface(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    let Some(dict) = interface_of(obj)? else { return Err(not_an_array(obj)) };
+    let read = read_interface(obj, &dict)?;
+    validate(read.description.array()).map_err(Failure::Cai)?;
+    Ok(())
+}
+
+/// Imports an object of the OpenCL/CUDA Buffer Interface (or a pyopencl.array.Array): checks
+/// it by the same rules as a CAI array, and for OpenCL memory that it lies inside its buffer
+/// and, given a consumer `queue` (a pyopencl CommandQueue or its int_ptr), in the queue's
+/// context; orders the consumer queue after the producer's (a pyopencl array's `queue`):
+/// stream-ordered, blocking, or not at all as `sync` says. Keeps `obj` alive.
+#[pyfunction]
+#[pyo3(signature = (obj, queue=None, sync=None, writable=false))]
+pub fn from_buffer_interface(
+    obj: &Bound<'_, PyAny>,
+    queue: Option<&Bound<'_, PyAny>>,
+    sync: Option<&Bound<'_, PyAny>>,
+    writable: bool,
+) -> PyResult<Py<Array>> {
+    let py = obj.py();
+    let read = read_buffer_interface(obj)?;
+    let consumer = match queue {
+        None => 0,
+        Some(queue) => match queue.getattr(intern!(py, "int_ptr")) {
+            Ok(handle) => handle.extract::<u64>()?,
+            Err(_) => consumer_stream(Some(queue))?,
+        },
+    };
+    let options = CaiImportOptions {
+        consumer_stream: consumer,
+        sync_mode: sync_mode(sync)?,
+        pointer_check: CAI_POINTER_CHECK_DEFAULT,
+        writable: u32::from(writable),
+        ..CaiImportOptions::default()
+    };
+    let (read, imported) = import_read(py, read, options)?;
+    Py::new(py, Array::new(read, Some(imported)))
+}

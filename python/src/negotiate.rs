@@ -1,0 +1,295 @@
+//! The negotiation: which protocol an object is read by (a dict, a cai.Array, its type's DLPack
+//! exchange table, `__cuda_array_interface__`, `__dlpack__`), what libcai knows of its type,
+//! and the one import (validate, pointer check, sync) of what the reader read. Python
+//! (`cai.from_object`) and C (`cai_python_from_object`) both run it.
+
+use std::ffi::c_void;
+use std::sync::Mutex;
+
+use cai::binding::dlpack::device_is_cuda_or_allowed_host;
+use cai::binding::import::{import, import_may_wait, producer_ordering, Imported};
+use cai::{CaiArray, CaiDLDevice, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER};
+use pyo3::exceptions::PyAttributeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyType};
+
+use crate::array::Array;
+use crate::described::Read;
+use crate::dlpack::Taken;
+use crate::errors::{CaiResult, Failure};
+use crate::read_array::read_array;
+use crate::read_dict::{interface_of, read_dict, read_interface};
+use crate::read_dlpack::{reported_device, take_from_producer};
+use crate::read_exchange::{lookup_exchange_api, take_by_exchange, view_by_exchange, Exchange};
+use crate::values::TypeOf;
+
+/// What libcai needs to know of a producer's type, found once per type.
+#[derive(Clone, Copy)]
+pub struct TypeFacts {
+    /// The type's DLPack exchange table, if it offers one.
+    pub exchange: Option<Exchange>,
+    /// Whether its instances can have a `__cuda_array_interface__` attribute at all: false for
+    /// a type that defines none and whose instances have no `__dict__` and no `__getattr__`
+    /// (numpy's ndarray), so that no AttributeError is built and discarded per call.
+    pub may_have_interface: bool,
+    /// Learned: an instance on the host (kDLCPU) had no interface (its property raised
+    /// AttributeError, as a jax CPU array's does) and was taken by `__dlpack__`.
+    pub host_instances_lack_interface: bool,
+}
+
+/// Types seen, with what was found of them: looked up on the type once per type (DLPack's rule
+/// for the table), and the types are kept alive so that an address is never reused.
+static FACTS_BY_TYPE: Mutex<Vec<(Py<PyType>, TypeFacts)>> = Mutex::new(Vec::new());
+/// Types remembered at most; beyond, lookups are simply not cached.
+const TYPES_KEPT: usize = 64;
+
+/// What libcai knows of `obj`'s type. The exchange table is `__dlpack_c_exchange_api__` (a
+/// PyCapsule named "dlpack_exchange_api") or `__c_dlpack_exchange_api__` (an int address),
+/// whose header (or a previous version's, down the chain) has DLPack major version 1.
+pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
+    let py = obj.py();
+    let ty = obj.get_type();
+    let cached = |cache: &Vec<(Py<PyType>, TypeFacts)>| {
+        cache.iter().find(|(seen, _)| seen.bind(py).is(&ty)).map(|(_, found)| *found)
+    };
+    let lock = || FACTS_BY_TYPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(found) = cached(&lock()) {
+        return Ok(found);
+    }
+    // Looked up with the lock released: an attribute lookup may run Python code.
+    let found = TypeFacts {
+        exchange: lookup_exchange_api(&ty)?,
+        may_have_interface: may_have_interface(&ty)?,
+        host_instances_lack_interface: false,
+    };
+    let mut cache = lock();
+    if cached(&cache).is_none() && cache.len() < TYPES_KEPT {
+        cache.push((ty.unbind(), found));
+    }
+    Ok(found)
+}
+
+/// Remembers that a host instance of `obj`'s type lacked the interface (see TypeFacts).
+fn learn_host_instances_lack_interface(obj: &Bound<'_, PyAny>) {
+    let ty = obj.get_type();
+    let mut cache = FACTS_BY_TYPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, facts)) = cache.iter_mut().find(|(seen, _)| seen.bind(obj.py()).is(&ty)) {
+        facts.host_instances_lack_interface = true;
+    }
+}
+
+/// Whether an instance of `ty` can have a `__cuda_array_interface__` attribute: the type (or a
+/// base) defines one, or instances can add attributes (an instance `__dict__`, or attribute
+/// lookup other than the generic one, such as a `__getattr__`).
+fn may_have_interface(ty: &Bound<'_, PyType>) -> PyResult<bool> {
+    let py = ty.py();
+    if ty.hasattr(intern!(py, "__cuda_array_interface__"))? {
+        return Ok(true);
+    }
+    let dict_offset: isize = ty.getattr(intern!(py, "__dictoffset__"))?.extract()?;
+    // SAFETY: a live type; PyType_GetSlot reads static types too since CPython 3.10.
+    let getattro = unsafe { pyo3::ffi::PyType_GetSlot(ty.as_type_ptr(), pyo3::ffi::Py_tp_getattro) };
+    let generic = pyo3::ffi::PyObject_GenericGetAttr as *mut c_void;
+    Ok(dict_offset != 0 || getattro != generic)
+}
+
+/// The error of an object no reader takes.
+pub fn not_an_array(object: &Bound<'_, PyAny>) -> PyErr {
+    PyAttributeError::new_err(format!(
+        "'{}' object has no attribute '__cuda_array_interface__' (nor '__dlpack__', which cai.from_object also takes)",
+        TypeOf::new(object)
+    ))
+}
+
+/// `cai.from_object`'s negotiation and import: what the reader read, and what its import
+/// established.
+pub fn import_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -> CaiResult<(Read, Imported)> {
+    let read = read_object(obj, &options)?;
+    import_read(obj.py(), read, options)
+}
+
+/// The negotiation: `obj` read by the protocol chosen for it.
+fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<Read> {
+    let py = obj.py();
+    let allow_host = options.allow_host != 0;
+    // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
+    // a CAI property that may raise (a CPU tensor's does) and cost an exception per call.
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        return read_interface(obj, dict);
+    }
+    if let Ok(array) = obj.cast::<Array>() {
+        let read = read_array(array)?;
+        if let Some(device) = read.device {
+            device_is_cuda_or_allowed_host(device, allow_host)?;
+        }
+        return Ok(read);
+    }
+    let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
+    let facts = type_facts(obj)?;
+    if let Some(exchange) = facts.exchange {
+        let (taken, device) = take_by_exchange(obj, exchange, ordering, allow_host)?;
+        return Ok(taken_from(obj, taken, device));
+    }
+    // A type whose host instances lack the interface (a property that raises for them, at a
+    // cost per call) is asked the instance's device first: a host instance is taken by DLPack
+    // without the raising call, and read by its interface after all if DLPack refuses it (an
+    // instance that differs); any other instance is read as every object is.
+    let mut reported = None;
+    if facts.host_instances_lack_interface {
+        match reported_device(obj) {
+            Ok(device) if device.device_type == CAI_DL_CPU => {
+                return match take_from_producer(
+                    obj,
+                    options.consumer_stream,
+                    ordering,
+                    allow_host,
+                    Some(device),
+                ) {
+                    Ok((taken, device)) => Ok(taken_from(obj, taken, device)),
+                    Err(refused) => match interface_of(obj)? {
+                        Some(dict) => read_interface(obj, &dict),
+                        None => Err(refused),
+                    },
+                };
+            }
+            Ok(device) => reported = Some(device),
+            // The ordinary way below asks again where it needs the device, and raises then.
+            Err(_) => {}
+        }
+    }
+    if facts.may_have_interface {
+        if let Some(dict) = interface_of(obj)? {
+            return read_interface(obj, &dict);
+        }
+    }
+    if !obj.hasattr(intern!(py, "__dlpack__"))? {
+        return Err(not_an_array(obj).into());
+    }
+    let (taken, device) = take_from_producer(obj, options.consumer_stream, ordering, allow_host, reported)?;
+    if facts.may_have_interface && !facts.host_instances_lack_interface && device.device_type == CAI_DL_CPU {
+        learn_host_instances_lack_interface(obj);
+    }
+    Ok(taken_from(obj, taken, device))
+}
+
+/// A description of the tensor taken from `obj` on `device`, keeping `obj` alive.
+fn taken_from(obj: &Bound<'_, PyAny>, taken: Taken, device: CaiDLDevice) -> Read {
+    Read::borrowing(taken.into_inner(), Some(device), Some(obj.clone().unbind()))
+}
+
+/// Moves what the import reads to the thread that runs it with the GIL released.
+struct Unshared<T>(T);
+// SAFETY: the import only reads the struct and the memory it points to, all owned by the
+// caller's stack or by objects nothing else can reach until the import returns.
+unsafe impl<T> Send for Unshared<T> {}
+
+impl<T> Unshared<T> {
+    /// Taken whole, so that a closure captures the wrapper, not the field inside it.
+    fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+/// Imports what a reader read, with the GIL released where the host may wait (a sync the core
+/// plans, or the first load of the driver).
+pub fn import_read(py: Python<'_>, read: Read, options: CaiImportOptions) -> CaiResult<(Read, Imported)> {
+    let host = read.device.is_some_and(|device| device.device_type == CAI_DL_CPU);
+    let imported = import_struct(py, read.array(), options, host)?;
+    Ok((read, imported))
+}
+
+/// Imports `array` as `options` say (no pointer check for `host` memory, taken with
+/// allow_host), with the GIL released where the host may wait.
+fn import_struct(
+    py: Python<'_>,
+    array: &CaiArray,
+    mut options: CaiImportOptions,
+    host: bool,
+) -> CaiResult<Imported> {
+    if host {
+        options.pointer_check = CAI_POINTER_CHECK_NEVER;
+    }
+    let outcome = if import_may_wait(array, &options) {
+        let job = Unshared((array as *const CaiArray, &options));
+        py.detach(move || {
+            let (array, options) = job.into_inner();
+            // SAFETY: `array` is the caller's, alive and unchanged until this returns.
+            Unshared(import(unsafe { &*array }, options))
+        })
+        .into_inner()
+    } else {
+        import(array, &options)
+    };
+    Ok(outcome?)
+}
+
+/// The refusal of what a borrowed view cannot hold without memory or a reference of its own.
+fn cannot_borrow(what: &str) -> Failure {
+    Failure::Cai(Error::new(
+        Status::InvalidArgument,
+        format!(
+            "cai_python_view cannot borrow {what}; cai_python_from_object takes it (it owns what it holds)"
+        ),
+    ))
+}
+
+/// `cai_python_view`: the negotiation and import of `import_object`, borrowed: `obj`'s
+/// description read into `array` (zeroed) with no reference taken and nothing allocated, its
+/// `release` NULL. What that cannot hold is refused (see cai_python.h): a dict with a mask or
+/// named descr fields (their structs would need memory), a DLPack producer whose type offers
+/// no non-owning DLTensor call (its capsule's tensor must be owned and deleted).
+pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mut CaiArray) -> CaiResult<()> {
+    let allow_host = options.allow_host != 0;
+    let mut host = false;
+    if let Ok(source) = obj.cast::<Array>() {
+        let source = source.get();
+        source.live()?;
+        if let Some(device) = source.dlpack_device() {
+            device_is_cuda_or_allowed_host(device, allow_host)?;
+            host = device.device_type == CAI_DL_CPU;
+        }
+        // Its own struct: its descr and mask point into memory the cai.Array owns.
+        *array = *source.array();
+        array.owner = std::ptr::null_mut();
+        array.release = None;
+    } else {
+        let facts = if obj.is_instance_of::<PyDict>() { None } else { Some(type_facts(obj)?) };
+        match facts.and_then(|facts| facts.exchange) {
+            Some(exchange) => {
+                let Some(dltensor) = exchange.dltensor_from_py_object else {
+                    return Err(cannot_borrow(
+                        "a tensor of a DLPack exchange table without dltensor_from_py_object_no_sync",
+                    ));
+                };
+                let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
+                let device = view_by_exchange(obj, exchange, dltensor, ordering, allow_host, array)?;
+                host = device.device_type == CAI_DL_CPU;
+            }
+            None => {
+                let dict = match facts {
+                    None => interface_of(obj)?,
+                    Some(facts) if facts.may_have_interface => interface_of(obj)?,
+                    Some(_) => None,
+                };
+                let Some(dict) = dict else {
+                    if obj.hasattr(intern!(obj.py(), "__dlpack__"))? {
+                        return Err(cannot_borrow("a DLPack capsule's tensor (__dlpack__)"));
+                    }
+                    return Err(not_an_array(obj).into());
+                };
+                let mut fields = Vec::new();
+                if read_dict(&dict, array, &mut fields)?.is_some() {
+                    return Err(cannot_borrow("a mask (its struct would need memory of its own)"));
+                }
+                if !fields.is_empty() {
+                    return Err(cannot_borrow(
+                        "named descr fields (their CaiFields would need memory of their own)",
+                    ));
+                }
+            }
+        }
+    }
+    import_struct(obj.py(), array, options, host)?;
+    Ok(())
+}

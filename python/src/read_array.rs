@@ -1,0 +1,16 @@
+//! The reader of a cai.Array given as input: its struct borrowed (its own stream and descr
+//! included, no copy of the producer's description), counted as an export of it.
+
+use pyo3::prelude::*;
+
+use crate::array::Array;
+use crate::described::Read;
+use crate::pool::Pooled;
+
+/// `source`'s struct as a description whose release ends the export and lets go of `source`,
+/// which is also its owner (what `cai.Array.owner` names).
+pub fn read_array(source: &Bound<'_, Array>) -> PyResult<Read> {
+    let view = Array::exported_view(source)?;
+    let owner = Some(source.clone().into_any().unbind());
+    Ok(Read::borrowing(Pooled::copy_of(&view), source.get().dlpack_device(), owner))
+}

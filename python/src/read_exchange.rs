@@ -1,0 +1,170 @@
+//! The reader of a producer whose type offers DLPack's C exchange table: the tensor taken with
+//! no Python call, and the producer's work stream asked for when a sync is wanted.
+
+use std::ffi::c_void;
+
+use cai::binding::dlpack::from_dlpack;
+use cai::binding::import::ProducerOrdering;
+use cai::{
+    CaiArray, CaiDLDevice, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor,
+    CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY,
+};
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyType};
+
+use crate::dlpack::{device_of_taken, Taken};
+use crate::errors::CaiResult;
+use crate::exchange_api::{
+    CurrentWorkStream, DlTensorFromPyObject, ExchangeApi, ExchangeApiHeader, FromPyObject, EXCHANGE_API,
+};
+
+/// The two functions libcai calls from a producer type's exchange table.
+#[derive(Clone, Copy)]
+pub struct Exchange {
+    from_py_object: FromPyObject,
+    current_work_stream: CurrentWorkStream,
+    /// The non-owning DLTensor call, for borrowed views (`cai_python_view`), where offered.
+    pub dltensor_from_py_object: Option<DlTensorFromPyObject>,
+}
+
+// SAFETY: function pointers into a producer's library, which stays loaded with its type.
+unsafe impl Send for Exchange {}
+
+/// Exchange table headers followed at most: DLPack has one major version so far, so a longer
+/// chain is a broken (or cyclic) table.
+const EXCHANGE_CHAIN_LIMIT: usize = 16;
+
+pub fn lookup_exchange_api(ty: &Bound<'_, PyType>) -> PyResult<Option<Exchange>> {
+    let py = ty.py();
+    let mut table: *const ExchangeApi = std::ptr::null();
+    if let Ok(capsule) = ty.getattr(intern!(py, "__dlpack_c_exchange_api__")) {
+        // SAFETY: capsule calls on a live object, the name checked first.
+        unsafe {
+            if pyo3::ffi::PyCapsule_IsValid(capsule.as_ptr(), EXCHANGE_API.as_ptr()) == 1 {
+                table = pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), EXCHANGE_API.as_ptr()).cast();
+            }
+        }
+    } else if let Ok(address) = ty.getattr(intern!(py, "__c_dlpack_exchange_api__")) {
+        if !address.is_exact_instance_of::<PyInt>() {
+            return Err(PyTypeError::new_err(format!(
+                "{}.__c_dlpack_exchange_api__ must be an int (the table's address), not {}",
+                ty.name()?,
+                address.get_type().name()?
+            )));
+        }
+        table = address.extract::<usize>()? as *const ExchangeApi;
+    }
+    let mut header: *const ExchangeApiHeader = table.cast();
+    for _ in 0..EXCHANGE_CHAIN_LIMIT {
+        // SAFETY: the producer publishes a table that lives as long as its type; each header
+        // points to the previous version's table or is NULL.
+        let Some(current) = (unsafe { header.as_ref() }) else { return Ok(None) };
+        if current.version.major == CAI_DLPACK_MAJOR_VERSION {
+            // SAFETY: a table of major version 1 has DLPackExchangeAPI's layout.
+            let api = unsafe { &*header.cast::<ExchangeApi>() };
+            return Ok(api.managed_tensor_from_py_object_no_sync.zip(api.current_work_stream).map(
+                |(from_py_object, current_work_stream)| Exchange {
+                    from_py_object,
+                    current_work_stream,
+                    dltensor_from_py_object: api.dltensor_from_py_object_no_sync,
+                },
+            ));
+        }
+        header = current.prev_version_api;
+    }
+    Err(PyTypeError::new_err(format!(
+        "{}'s DLPack exchange table chains more than {EXCHANGE_CHAIN_LIMIT} versions through prev_version_api (a cycle?)",
+        ty.name()?
+    )))
+}
+
+/// Takes the tensor of `obj` through its type's exchange table. When the consumer wants a sync,
+/// the array's stream is the producer's current work stream on the tensor's device, so that
+/// the import orders the consumer after it (the table's calls do no sync).
+pub fn take_by_exchange(
+    obj: &Bound<'_, PyAny>,
+    exchange: Exchange,
+    ordering: ProducerOrdering,
+    allow_host: bool,
+) -> CaiResult<(Taken, CaiDLDevice)> {
+    let mut tensor: *mut CaiDLManagedTensorVersioned = std::ptr::null_mut();
+    // SAFETY: the producer's function, given the object it was looked up for.
+    if unsafe { (exchange.from_py_object)(obj.as_ptr().cast(), &mut tensor) } != 0 || tensor.is_null() {
+        return Err(PyErr::take(obj.py())
+            .unwrap_or_else(|| PyTypeError::new_err("the DLPack exchange table gave no tensor"))
+            .into());
+    }
+    let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
+    let mut taken = Taken::new();
+    // SAFETY: a tensor handed over by the producer; the core takes it (deleting it on failure).
+    unsafe { from_dlpack(tensor, &options, taken.array()) }?;
+    // SAFETY: taken by from_dlpack, as a versioned tensor.
+    let device = unsafe { device_of_taken(taken.array(), true) };
+    if let Some(stream) = work_stream(obj.py(), exchange, ordering, device)? {
+        taken.array().stream = stream;
+    }
+    Ok((taken, device))
+}
+
+/// The producer's current work stream on `device`, for the import to order the consumer after
+/// (the table's calls do no sync); None when no sync is wanted or the memory is the host's.
+fn work_stream(
+    py: Python<'_>,
+    exchange: Exchange,
+    ordering: ProducerOrdering,
+    device: CaiDLDevice,
+) -> PyResult<Option<u64>> {
+    if ordering == ProducerOrdering::NotWanted || device.device_type == CAI_DL_CPU {
+        return Ok(None);
+    }
+    let mut stream: *mut c_void = std::ptr::null_mut();
+    // SAFETY: the producer's function, for the tensor's device.
+    if unsafe { (exchange.current_work_stream)(device.device_type, device.device_id, &mut stream) } != 0 {
+        return Err(PyErr::take(py)
+            .unwrap_or_else(|| PyTypeError::new_err("the DLPack exchange table gave no work stream")));
+    }
+    // The NULL stream is the legacy default stream (CAI's 1), never "no sync" (0).
+    Ok(Some(if stream.is_null() { CAI_STREAM_LEGACY } else { stream as u64 }))
+}
+
+/// Reads `obj`'s tensor into `array` (zeroed) through the table's non-owning DLTensor call:
+/// nothing taken, nothing to release; valid while the caller holds `obj` and runs no Python
+/// code. Returns the tensor's device.
+pub fn view_by_exchange(
+    obj: &Bound<'_, PyAny>,
+    exchange: Exchange,
+    dltensor_from_py_object: DlTensorFromPyObject,
+    ordering: ProducerOrdering,
+    allow_host: bool,
+    array: &mut CaiArray,
+) -> CaiResult<CaiDLDevice> {
+    // The DLTensor in a managed tensor of the stack, with no deleter: the core's reader of
+    // DLPack tensors reads it, and what it would own is dropped from the struct at once.
+    let mut tensor = CaiDLManagedTensorVersioned {
+        version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
+        manager_ctx: std::ptr::null_mut(),
+        deleter: None,
+        flags: 0,
+        // SAFETY: a DLTensor of integers and pointers, for which all zeros is a valid value.
+        dl_tensor: unsafe { std::mem::zeroed::<CaiDLTensor>() },
+    };
+    // SAFETY: the producer's function, given the object it was looked up for, and a DLTensor
+    // to write.
+    if unsafe { dltensor_from_py_object(obj.as_ptr().cast(), &mut tensor.dl_tensor) } != 0 {
+        return Err(PyErr::take(obj.py())
+            .unwrap_or_else(|| PyTypeError::new_err("the DLPack exchange table gave no DLTensor"))
+            .into());
+    }
+    let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
+    // SAFETY: a tensor of this stack frame with no deleter: "taking" it frees nothing.
+    unsafe { from_dlpack(&mut tensor, &options, array) }?;
+    array.owner = std::ptr::null_mut();
+    array.release = None;
+    let device = tensor.dl_tensor.device;
+    if let Some(stream) = work_stream(obj.py(), exchange, ordering, device)? {
+        array.stream = stream;
+    }
+    Ok(device)
+}

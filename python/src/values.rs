@@ -1,0 +1,114 @@
+//! A Python object as the core's rules see a value (`cai::binding::dict::Value`): ints told
+//! from bools, `__index__` honoured, strs borrowed as UTF-8, anything else shown by its type's
+//! name. Every reader of Python objects uses it.
+
+use std::fmt;
+
+use cai::binding::dict::Value;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyList, PyString, PyTuple};
+
+/// An object the rules show by its type's name; the name is looked up only for a message.
+#[derive(Clone, Copy)]
+pub struct TypeOf<'a, 'py>(Borrowed<'a, 'py, PyAny>);
+
+impl<'a, 'py> TypeOf<'a, 'py> {
+    pub fn new(object: &'a Bound<'py, PyAny>) -> TypeOf<'a, 'py> {
+        TypeOf(object.as_borrowed())
+    }
+}
+
+impl fmt::Display for TypeOf<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.get_type().name() {
+            Ok(name) => write!(f, "{name}"),
+            Err(_) => f.write_str("object"),
+        }
+    }
+}
+
+impl fmt::Debug for TypeOf<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+pub type PyValue<'a, 'py> = Value<'a, TypeOf<'a, 'py>>;
+
+/// A scalar as the rules see it. A tuple or list here is shown by its length, unread.
+#[inline(always)]
+pub fn scalar<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> PyValue<'a, 'py> {
+    if object.is_none() {
+        Value::None
+    } else if object.is_instance_of::<PyBool>() {
+        Value::Bool(object.is_truthy().unwrap_or(false))
+    } else if let Some(value) = integer(object) {
+        value
+    } else if let Ok(text) = object.cast::<PyString>() {
+        utf8(text).map_or(Value::Other(TypeOf(object)), Value::Str)
+    } else if let Ok(x) = object.cast::<PyFloat>() {
+        Value::Float(x.value())
+    } else if let Ok(tuple) = object.cast::<PyTuple>() {
+        Value::Seq { list: false, len: tuple.len(), items: &[] }
+    } else if let Ok(list) = object.cast::<PyList>() {
+        Value::Seq { list: true, len: list.len(), items: &[] }
+    } else {
+        Value::Other(TypeOf(object))
+    }
+}
+
+extern "C" {
+    /// A function of the stable ABI since CPython 3.8, exported by every build. Declared here:
+    /// PyO3 0.28 declares it under PyPy's symbol name when the limited API is used.
+    fn PyIndex_Check(object: *mut ffi::PyObject) -> std::os::raw::c_int;
+}
+
+/// An int (bools are caught before), or an object with `__index__` (numpy's integers).
+fn integer<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> Option<PyValue<'a, 'py>> {
+    let py = object.py();
+    let index;
+    // SAFETY: type checks of a live object, borrowed for the calls.
+    let is_int = unsafe { ffi::PyLong_Check(object.as_ptr()) } != 0;
+    // SAFETY: as above.
+    let has_index = || unsafe { PyIndex_Check(object.as_ptr()) } != 0;
+    let int = if is_int {
+        object
+    } else if has_index() {
+        // __index__ may run any code: the dict and its values are held by strong references.
+        // SAFETY: a live object; PyNumber_Index returns a new reference or NULL with an error.
+        index = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Index(object.as_ptr())) }.ok()?;
+        index.as_borrowed()
+    } else {
+        return None;
+    };
+    let mut overflow = 0;
+    // SAFETY: an int; an overflow is reported in `overflow`, without an exception.
+    let small = unsafe { ffi::PyLong_AsLongLongAndOverflow(int.as_ptr(), &mut overflow) };
+    if overflow == 0 {
+        return Some(Value::Int(small));
+    }
+    if overflow < 0 {
+        return Some(Value::HugeInt(true));
+    }
+    // SAFETY: an int above i64::MAX; past u64::MAX an OverflowError is set, taken here.
+    let large = unsafe { ffi::PyLong_AsUnsignedLongLong(int.as_ptr()) };
+    if large == u64::MAX && PyErr::take(py).is_some() {
+        return Some(Value::HugeInt(false));
+    }
+    Some(Value::UInt(large))
+}
+
+/// A str's UTF-8, borrowed from the str (immutable, and alive for 'a); None for a str that
+/// has none (lone surrogates).
+fn utf8<'a>(text: Borrowed<'a, '_, PyString>) -> Option<&'a str> {
+    let mut size: ffi::Py_ssize_t = 0;
+    // SAFETY: a live str; the UTF-8 buffer is cached in it for its lifetime.
+    let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
+    if data.is_null() {
+        drop(PyErr::take(text.py()));
+        return None;
+    }
+    // SAFETY: `size` bytes of valid UTF-8 at `data`, owned by the str.
+    Some(unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(data.cast(), size as usize)) })
+}

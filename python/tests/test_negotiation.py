@@ -1,0 +1,79 @@
+"""docs/conformance.md row 67: the protocol chosen by what the type offers and what it costs. A
+type whose `__cuda_array_interface__` property raises for its host instances (jax's CPU arrays)
+while they offer `__dlpack__` is learned once: later host instances go to DLPack without the
+raising call, and no instance that differs is read wrongly."""
+
+import numpy
+
+import cai
+
+
+class JaxLike:
+    """Like a jax array: the interface on a device instance only (with a mask here, which only
+    the interface can say), DLPack on every instance. Counts the property's calls."""
+
+    interface_calls = 0
+
+    def __init__(self, host=None, interface=None):
+        self.host, self.interface = host, interface
+
+    @property
+    def __cuda_array_interface__(self):
+        type(self).interface_calls += 1
+        if self.interface is None:
+            raise AttributeError("a CPU array has no __cuda_array_interface__")
+        return self.interface
+
+    def __dlpack__(self, **kwargs):
+        if self.host is None:
+            raise BufferError("this test's device instances answer by the interface only")
+        return self.host.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0) if self.host is not None else (2, 0)
+
+
+def fresh_type():
+    """A new JaxLike type per test: what libcai learns is per type."""
+    return type("JaxLike", (JaxLike,), {"interface_calls": 0})
+
+
+def test_row_67_host_instances_skip_the_raising_property_after_the_first_fake_driver(fake):
+    kind = fresh_type()
+    hosts = [numpy.arange(4.0) + i for i in range(5)]
+    for host in hosts:
+        made = cai.from_object(kind(host=host), allow_host=True)
+        assert made.data_ptr == host.ctypes.data and made.shape == (4,)
+    assert kind.interface_calls == 1, "asked once, for the first host instance only"
+
+
+def test_row_67_a_device_instance_of_a_learned_type_is_still_read_by_its_interface_fake_driver(fake):
+    kind = fresh_type()
+    cai.from_object(kind(host=numpy.arange(4.0)), allow_host=True)
+    data = fake.alloc(64)
+    mask = {"shape": (4,), "typestr": "|b1", "data": (data + 32, False), "version": 3}
+    interface = {"shape": (4,), "typestr": "<f4", "data": (data, False), "version": 3, "mask": mask}
+    made = cai.from_object(kind(interface=interface))
+    assert made.data_ptr == data and made.mask is not None and made.mask.data_ptr == data + 32
+    assert kind.interface_calls == 2
+
+
+def test_row_67_a_host_instance_dlpack_refuses_is_read_by_its_interface_if_it_has_one_fake_driver(fake):
+    kind = fresh_type()
+    cai.from_object(kind(host=numpy.arange(4.0)), allow_host=True)
+    data = fake.alloc(64)
+    differs = kind(host=numpy.arange(4.0), interface={"shape": (2,), "typestr": "<f8", "data": (data, False),
+                                                      "version": 3})
+    made = cai.from_object(differs)  # host memory without allow_host: DLPack refuses it
+    assert made.data_ptr == data and made.shape == (2,)
+
+
+def test_row_67_a_host_instance_without_allow_host_is_refused_as_before_fake_driver(fake):
+    kind = fresh_type()
+    cai.from_object(kind(host=numpy.arange(4.0)), allow_host=True)
+    try:
+        cai.from_object(kind(host=numpy.arange(4.0)))
+    except cai.CaiError as refused:
+        assert refused.status == "CAI_ERROR_HOST_MEMORY", refused
+    else:
+        raise AssertionError("host memory taken without allow_host")
