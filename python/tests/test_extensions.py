@@ -1,7 +1,7 @@
 """Compiled extensions through include/cai_python.h: a plain C extension, a pybind11 module, a
 nanobind module and a Cython module (python/tests/extensions/), each built against the
 installed package only (cai.get_include(), cai/capi.pxd; no libcai on any command line or
-library path), imported in a fresh process, and compared with cai.from_object on what it takes
+library path), and a PyO3 module on the cai-python crate (built by maturin), imported in a fresh process, and compared with cai.from_object on what it takes
 and refuses. Pointer checks and syncs run on the fake driver (a test double) or with no driver."""
 
 import os
@@ -41,7 +41,7 @@ def run_check(built, check, driver):
 
 def test_extensions_link_no_libcai_and_leave_no_cai_symbol_undefined(built):
     _, modules, _ = built
-    assert len(modules) == 4
+    assert len(modules) == 5
     for module in modules:
         needed = subprocess.run(["readelf", "-d", str(module)], capture_output=True, text=True, check=True).stdout
         assert "NEEDED" in needed and "cai" not in needed.replace(module.name, ""), needed
