@@ -41,6 +41,13 @@ use ffi::{CaiPythonApi, FromObject, CAI_PYTHON_API_MAJOR, CAI_PYTHON_API_MINOR, 
 /// capsule, so whichever store wins is the same table).
 static TABLE: AtomicPtr<CaiPythonApi> = AtomicPtr::new(std::ptr::null_mut());
 
+/// The package's table, read on first use: for calling a function of cai.h through it (the
+/// same driver table and event pool as the package's), when this crate's functions are not
+/// enough.
+pub fn api(py: Python<'_>) -> PyResult<&'static CaiPythonApi> {
+    table(py)
+}
+
 /// Reads the table from the installed `cai` package (importing it), once per process. Call it
 /// in the module's init, so that a mismatch fails the module's import; every function here
 /// reads the table on first use otherwise. An `ImportError` names both versions when the

@@ -28,10 +28,11 @@ def built(tmp_path_factory):
     return out, modules, producer
 
 
-def run_check(built, check, driver):
+def run_check(built, check, driver, first=None):
+    """Runs checks.py's `check`; modules in `first` shadow the built ones of the same names."""
     out, _, producer = built
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
-    env.update(PYTHONPATH=str(out), CAI_TEST_EXCHANGE_PRODUCER=str(producer), CAI_TEST_DRIVER=driver,
+    env.update(PYTHONPATH=os.pathsep.join(str(path) for path in (first, out) if path), CAI_TEST_EXCHANGE_PRODUCER=str(producer), CAI_TEST_DRIVER=driver,
                CAI_CUDA_DRIVER=str(FAKE_DRIVER) if driver == "fake" else "/nonexistent/libcuda.so.1")
     done = subprocess.run([sys.executable, str(EXTENSIONS / "checks.py"), check], env=env, capture_output=True,
                           text=True, timeout=600)
@@ -74,6 +75,24 @@ def test_row_63_a_module_that_never_imported_the_table_reads_it_on_first_use_fak
 
 def test_row_63_a_module_that_never_imported_the_table_raises_import_error_without_one_no_driver(built):
     assert "4 compared" in run_check(built, "no_import_and_no_table", "none")
+
+
+@pytest.fixture(scope="module")
+def pyo3_0_30(tmp_path_factory):
+    """The PyO3 module's source built on PyO3 0.30 (pyo3_030's lockfile), in its own folder."""
+    out = tmp_path_factory.mktemp("pyo3_0_30")
+    build.build_pyo3(out, crate="pyo3_030")
+    return out
+
+
+@pytest.mark.parametrize("check", ["dicts", "dlpack", "refusals", "producer", "table_layout"])
+def test_the_pyo3_module_on_pyo3_0_30_takes_what_cai_from_object_takes_fake_driver(built, pyo3_0_30, check):
+    """cai-python's range of PyO3 versions at its newest end (the harness's module is on 0.28)."""
+    assert " compared" in run_check(built, check, "fake", first=pyo3_0_30)
+
+
+def test_cai_python_crates_table_struct_is_the_packages_no_driver(built):
+    assert "1 compared" in run_check(built, "table_layout", "none")
 
 
 def test_a_table_of_another_major_version_is_a_clear_import_error(built):

@@ -61,18 +61,19 @@ def build_cython(out_dir, suffix="", flags=()):
     return compile_module([generated], out_dir / f"{name}{SUFFIX}", cpp=False)
 
 
-def build_pyo3(out_dir, suffix="", flags=()):
-    """The PyO3 module, built by maturin as a Rust author builds one (its own lockfile; the
-    build kept in target/pyo3_ext between runs), its module taken out of the wheel."""
+def build_pyo3(out_dir, suffix="", flags=(), crate="pyo3_ext"):
+    """The PyO3 module, built by maturin as a Rust author builds one (its own lockfile: PyO3
+    0.28 in pyo3_ext, 0.30 in pyo3_030; the build kept in target/<crate> between runs), its
+    module taken out of the wheel."""
     import zipfile
 
-    crate = HERE / "pyo3_ext"
     wheels = out_dir / "pyo3_wheels"
-    env = {**os.environ, "CARGO_TARGET_DIR": str(HERE.parents[2] / "target" / "pyo3_ext")}
+    env = {**os.environ, "CARGO_TARGET_DIR": str(HERE.parents[2] / "target" / crate)}
+    crate = HERE / crate
     subprocess.run([sys.executable, "-m", "maturin", "build", "--release", "--quiet", "--manifest-path",
                     str(crate / "Cargo.toml"), "--interpreter", sys.executable, "--out", str(wheels)],
                    check=True, env=env)
-    (wheel,) = wheels.glob("cai_pyo3_ext-*.whl")
+    (wheel,) = wheels.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         (member,) = [name for name in archive.namelist() if name.endswith(".so")]
         out = out_dir / f"cai_pyo3_ext{SUFFIX}"

@@ -332,6 +332,17 @@ def check_release_after_the_interpreter_is_gone():
     return 1
 
 
+def check_table_layout():
+    """cai-python's table struct (Rust) is the one the package publishes (cai_python.h's): the
+    same size, its last member last."""
+    import cai_pyo3_ext
+
+    rust_size, table_size, last_offset = cai_pyo3_ext.table_layout()
+    assert rust_size == table_size and last_offset == rust_size - ctypes.sizeof(ctypes.c_void_p), (
+        rust_size, table_size, last_offset)
+    return 1
+
+
 def check_other_table_version():
     """cai_python_import refuses a table of another major with an ImportError naming both."""
 

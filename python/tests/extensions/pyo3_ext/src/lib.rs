@@ -17,11 +17,11 @@ fn described<'py>(py: Python<'py>, array: &cai::ArrayRef) -> PyResult<Bound<'py,
     for field in array.fields() {
         // SAFETY: the struct's field names and typestrs are NUL-terminated.
         let (name, typestr) = unsafe { (CStr::from_ptr(field.name.as_ptr()), CStr::from_ptr(field.typestr.as_ptr())) };
-        descr.append((name.to_str()?, typestr.to_str()?, field.offset))?;
+        descr.append((name.to_string_lossy(), typestr.to_string_lossy(), field.offset))?;
     }
     let mask = array.mask().map(|mask| described(py, &mask)).transpose()?;
     // SAFETY: a valid struct's typestr is NUL-terminated.
-    let typestr = unsafe { CStr::from_ptr(raw.typestr.as_ptr()) }.to_str()?;
+    let typestr = unsafe { CStr::from_ptr(raw.typestr.as_ptr()) }.to_string_lossy();
     let head = (raw.version, raw.ndim, PyTuple::new(py, &raw.shape[..ndim])?, strides, typestr, raw.data);
     let tail = (raw.readonly, raw.stream, raw.memory, descr, mask);
     let head = head.into_pyobject(py)?;
@@ -113,6 +113,16 @@ fn released_count() -> usize {
     RELEASED.load(Ordering::SeqCst)
 }
 
+/// (size of cai-python's table struct, the size the package's table says it has, offset of
+/// cai-python's last member): equal sizes, and the last member at the end, when the Rust
+/// layout is the header's.
+#[pyfunction]
+fn table_layout(py: Python<'_>) -> PyResult<(usize, u64, usize)> {
+    use cai_python::ffi::CaiPythonApi;
+    let api = cai_python::api(py)?;
+    Ok((std::mem::size_of::<CaiPythonApi>(), api.size, std::mem::offset_of!(CaiPythonApi, cai_python_view)))
+}
+
 #[pymodule]
 fn cai_pyo3_ext(module: &Bound<'_, PyModule>) -> PyResult<()> {
     cai_python::import(module.py())?;
@@ -126,5 +136,6 @@ fn cai_pyo3_ext(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(produce, module)?)?;
     module.add_function(wrap_pyfunction!(produce_invalid, module)?)?;
     module.add_function(wrap_pyfunction!(released_count, module)?)?;
+    module.add_function(wrap_pyfunction!(table_layout, module)?)?;
     Ok(())
 }
