@@ -8,6 +8,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
@@ -81,10 +82,12 @@ def test_row_63_a_module_that_never_imported_the_table_raises_import_error_witho
 def pyo3_0_30(tmp_path_factory):
     """The PyO3 module's source built on PyO3 0.30 (pyo3_030's lockfile), in its own folder."""
     out = tmp_path_factory.mktemp("pyo3_0_30")
-    build.build_pyo3(out, crate="pyo3_030")
+    build.build_pyo3(out, crate=EXTENSIONS / "pyo3_030")
     return out
 
 
+@pytest.mark.skipif(sys.version_info < (3, 14) and sysconfig.get_config_var("Py_GIL_DISABLED"),
+                    reason="PyO3 0.30 builds for free-threaded CPython 3.14t and later only")
 @pytest.mark.parametrize("check", ["dicts", "dlpack", "refusals", "producer", "table_layout"])
 def test_the_pyo3_module_on_pyo3_0_30_takes_what_cai_from_object_takes_fake_driver(built, pyo3_0_30, check):
     """cai-python's range of PyO3 versions at its newest end (the harness's module is on 0.28)."""
@@ -97,6 +100,17 @@ def test_cai_python_crates_table_struct_is_the_packages_no_driver(built):
 
 def test_a_table_of_another_major_version_is_a_clear_import_error(built):
     assert "1 compared" in run_check(built, "other_table_version", "none")
+
+
+def test_the_pyo3_example_builds_with_maturin_against_cai_python_no_driver(tmp_path):
+    """examples/pyo3_extension, the README's PyO3 section: built by maturin, run by use.py."""
+    example = ROOT / "examples" / "pyo3_extension"
+    build.build_pyo3(tmp_path, crate=example)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(tmp_path), CAI_CUDA_DRIVER="/nonexistent/libcuda.so.1")
+    done = subprocess.run([sys.executable, str(example / "use.py")], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["<f4 (2, 3) 0x7f0000001000", "(1, 3)"]
 
 
 def test_the_pybind11_example_builds_with_cmake_against_the_installed_package(tmp_path):

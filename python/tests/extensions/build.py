@@ -61,22 +61,21 @@ def build_cython(out_dir, suffix="", flags=()):
     return compile_module([generated], out_dir / f"{name}{SUFFIX}", cpp=False)
 
 
-def build_pyo3(out_dir, suffix="", flags=(), crate="pyo3_ext"):
-    """The PyO3 module, built by maturin as a Rust author builds one (its own lockfile: PyO3
-    0.28 in pyo3_ext, 0.30 in pyo3_030; the build kept in target/<crate> between runs), its
-    module taken out of the wheel."""
+def build_pyo3(out_dir, suffix="", flags=(), crate=HERE / "pyo3_ext"):
+    """A PyO3 module (by default the test module: PyO3 0.28 in pyo3_ext, 0.30 in pyo3_030, each
+    with its own lockfile), built by maturin as a Rust author builds one, the build kept in
+    target/pyo3 between runs; its module taken out of the wheel."""
     import zipfile
 
-    wheels = out_dir / "pyo3_wheels"
-    env = {**os.environ, "CARGO_TARGET_DIR": str(HERE.parents[2] / "target" / crate)}
-    crate = HERE / crate
+    wheels = out_dir / f"{pathlib.Path(crate).name}_wheels"
+    env = {**os.environ, "CARGO_TARGET_DIR": str(HERE.parents[2] / "target" / "pyo3")}
     subprocess.run([sys.executable, "-m", "maturin", "build", "--release", "--quiet", "--manifest-path",
-                    str(crate / "Cargo.toml"), "--interpreter", sys.executable, "--out", str(wheels)],
+                    str(pathlib.Path(crate) / "Cargo.toml"), "--interpreter", sys.executable, "--out", str(wheels)],
                    check=True, env=env)
     (wheel,) = wheels.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         (member,) = [name for name in archive.namelist() if name.endswith(".so")]
-        out = out_dir / f"cai_pyo3_ext{SUFFIX}"
+        out = out_dir / pathlib.PurePosixPath(member).name
         out.write_bytes(archive.read(member))
     return out
 
