@@ -12,8 +12,9 @@
 //!
 //! /// The number of bytes any GPU array spans.
 //! #[pyfunction]
-//! fn nbytes(array: cai_python::ArrayView<'_>) -> PyResult<u64> {
-//!     Ok(array.layout().map_err(cai_python::raise)?.nbytes)
+//! fn nbytes(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+//!     let array = cai_python::view(obj, &cai::ImportOptions::new())?;
+//!     array.layout().map(|layout| layout.nbytes).map_err(cai_python::raise)
 //! }
 //! ```
 #![deny(missing_docs)]
@@ -68,7 +69,8 @@ fn table(py: Python<'_>) -> PyResult<&'static CaiPythonApi> {
 
 fn read_table(py: Python<'_>) -> PyResult<*mut CaiPythonApi> {
     // SAFETY: attached to the interpreter (`py`); a static, NUL-terminated name.
-    let api = unsafe { pyo3::ffi::PyCapsule_Import(CAI_PYTHON_CAPSULE_NAME.as_ptr(), 0) }.cast::<CaiPythonApi>();
+    let api =
+        unsafe { pyo3::ffi::PyCapsule_Import(CAI_PYTHON_CAPSULE_NAME.as_ptr(), 0) }.cast::<CaiPythonApi>();
     if api.is_null() {
         return Err(PyErr::fetch(py));
     }
@@ -91,7 +93,11 @@ fn read_table(py: Python<'_>) -> PyResult<*mut CaiPythonApi> {
 
 /// Calls `cai_python_from_object` or `cai_python_view`: the struct it wrote, or the Python
 /// exception it raised (`cai.CaiError` for libcai's refusals, naming the field).
-fn read(obj: &Bound<'_, PyAny>, options: &CaiImportOptions, call: impl Fn(&CaiPythonApi) -> FromObject) -> PyResult<CaiArray> {
+fn read(
+    obj: &Bound<'_, PyAny>,
+    options: &CaiImportOptions,
+    call: impl Fn(&CaiPythonApi) -> FromObject,
+) -> PyResult<CaiArray> {
     let py = obj.py();
     let entry = call(table(py)?);
     let mut out = MaybeUninit::<CaiArray>::uninit();
@@ -170,9 +176,9 @@ unsafe extern "C" fn release_boxed_array(array: *mut CaiArray) {
 pub fn raise(error: cai::Error) -> PyErr {
     Python::attach(|py| {
         static CAI_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-        let made = CAI_ERROR.import(py, "cai", "CaiError").and_then(|class| {
-            class.call1((error.status().name(), error.message(), error.driver_result()))
-        });
+        let made = CAI_ERROR
+            .import(py, "cai", "CaiError")
+            .and_then(|class| class.call1((error.status().name(), error.message(), error.driver_result())));
         match made {
             Ok(instance) => PyErr::from_value(instance),
             Err(failed) => failed,

@@ -16,7 +16,8 @@ fn described<'py>(py: Python<'py>, array: &cai::ArrayRef) -> PyResult<Bound<'py,
     let descr = PyList::empty(py);
     for field in array.fields() {
         // SAFETY: the struct's field names and typestrs are NUL-terminated.
-        let (name, typestr) = unsafe { (CStr::from_ptr(field.name.as_ptr()), CStr::from_ptr(field.typestr.as_ptr())) };
+        let (name, typestr) =
+            unsafe { (CStr::from_ptr(field.name.as_ptr()), CStr::from_ptr(field.typestr.as_ptr())) };
         descr.append((name.to_string_lossy(), typestr.to_string_lossy(), field.offset))?;
     }
     let mask = array.mask().map(|mask| described(py, &mask)).transpose()?;
