@@ -71,4 +71,5 @@ pub struct CaiPythonApi {
     pub cai_status_string: extern "C" fn(CaiStatus) -> *const c_char,
     pub cai_library_version: extern "C" fn() -> *const c_char,
     pub cai_python_view: FromObject,
+    pub cai_python_from_buffer_interface: FromObject,
 }

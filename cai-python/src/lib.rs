@@ -139,6 +139,16 @@ pub fn view<'a>(obj: &'a Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<
     read(obj, options.as_raw(), |api| api.cai_python_view).map(ArrayView::borrowing)
 }
 
+/// `cai.from_buffer_interface` from Rust: an object of the OpenCL/CUDA Buffer Interface (or a
+/// pyopencl array), checked as a CAI array is and, for OpenCL memory, against its buffer and
+/// the consumer queue (`options`' consumer stream, a `cl_command_queue`), into an owning
+/// [`cai::Array`] as [`from_object`]'s.
+pub fn from_buffer_interface(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<cai::Array> {
+    let raw = read(obj, options.as_raw(), |api| api.cai_python_from_buffer_interface)?;
+    // SAFETY: as from_object's: the table's struct, released once from any thread.
+    Ok(unsafe { cai::Array::from_raw(raw) })
+}
+
 /// Moves `array` into a new `cai.Array`, which offers the CUDA Array Interface and DLPack and
 /// drops `array` (running its release once) when Python lets go of it, on whichever thread
 /// holds the last reference: `array`'s release must be callable from any thread (as the

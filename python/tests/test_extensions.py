@@ -94,6 +94,10 @@ def test_the_pyo3_module_on_pyo3_0_30_takes_what_cai_from_object_takes_fake_driv
     assert " compared" in run_check(built, check, "fake", first=pyo3_0_30)
 
 
+def test_the_pyo3_module_reads_the_buffer_interface_as_cai_from_buffer_interface_does_pocl(built):
+    assert "5 compared" in run_check(built, "buffer_interface", "none")
+
+
 def test_cai_python_crates_table_struct_is_the_packages_no_driver(built):
     assert "1 compared" in run_check(built, "table_layout", "none")
 

@@ -332,6 +332,26 @@ def check_release_after_the_interpreter_is_gone():
     return 1
 
 
+def check_buffer_interface():
+    """cai_python::from_buffer_interface (the table's cai_python_from_buffer_interface) sees what
+    cai.from_buffer_interface makes of pyopencl arrays on PoCL, and refuses what it refuses."""
+    import numpy
+    import pyopencl as cl
+    import pyopencl.array as cla
+
+    import cai_pyo3_ext
+
+    context = cl.Context(cl.get_platforms()[0].get_devices())
+    base = cla.to_device(cl.CommandQueue(context), numpy.arange(48, dtype=numpy.int32).reshape(6, 8))
+    compared = 0
+    for obj in [base, base[1:, ::2], base[2:4], 7, {"shape": (4,)}]:
+        want = outcome(lambda o: description(cai.CaiArray.from_address(cai.from_buffer_interface(o).ptr)), obj)
+        got = outcome(cai_pyo3_ext.describe_buffer_interface, obj)
+        assert got == want, f"cai-python saw {got}, cai.from_buffer_interface {want}"
+        compared += 1
+    return compared
+
+
 def check_table_layout():
     """cai-python's table struct (Rust) is the one the package publishes (cai_python.h's): the
     same size, its last member last."""

@@ -43,6 +43,12 @@ fn describe_host<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> 
 }
 
 #[pyfunction]
+fn describe_buffer_interface<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let array = cai_python::from_buffer_interface(obj, &cai::ImportOptions::new())?;
+    described(obj.py(), &array)
+}
+
+#[pyfunction]
 fn describe_view<'py>(py: Python<'py>, array: cai_python::ArrayView<'_>) -> PyResult<Bound<'py, PyTuple>> {
     described(py, &array)
 }
@@ -121,7 +127,11 @@ fn released_count() -> usize {
 fn table_layout(py: Python<'_>) -> PyResult<(usize, u64, usize)> {
     use cai_python::ffi::CaiPythonApi;
     let api = cai_python::api(py)?;
-    Ok((std::mem::size_of::<CaiPythonApi>(), api.size, std::mem::offset_of!(CaiPythonApi, cai_python_view)))
+    Ok((
+        std::mem::size_of::<CaiPythonApi>(),
+        api.size,
+        std::mem::offset_of!(CaiPythonApi, cai_python_from_buffer_interface),
+    ))
 }
 
 #[pymodule]
@@ -130,6 +140,7 @@ fn cai_pyo3_ext(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(describe, module)?)?;
     module.add_function(wrap_pyfunction!(describe_host, module)?)?;
     module.add_function(wrap_pyfunction!(describe_view, module)?)?;
+    module.add_function(wrap_pyfunction!(describe_buffer_interface, module)?)?;
     module.add_function(wrap_pyfunction!(view_describe, module)?)?;
     module.add_function(wrap_pyfunction!(hand_back, module)?)?;
     module.add_function(wrap_pyfunction!(import_many, module)?)?;
