@@ -325,6 +325,7 @@ static inline const CaiPythonApi *cai_python_table(void) {
 #define cai_status_string (cai_python_table()->cai_status_string)
 #define cai_library_version (cai_python_table()->cai_library_version)
 #define cai_python_view (cai_python_table()->cai_python_view)
+#define cai_python_from_buffer_interface (cai_python_table()->cai_python_from_buffer_interface)
 
 #ifdef __cplusplus
 namespace cai {

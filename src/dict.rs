@@ -309,8 +309,11 @@ pub fn typestr_is_a_string_that_fits<O: Display + Copy>(
     required_key_is_present("typestr", typestr, Status::InvalidTypestr)?;
     match typestr {
         Value::Str(s) if array.set_typestr(s) => {
-            if let Ok(canonical) = canonical_typestr(s.as_bytes()) {
-                array.set_typestr(canonical.as_str());
+            match canonical_typestr(s.as_bytes()) {
+                Ok(canonical) if canonical.as_bytes() != s.as_bytes() => {
+                    array.set_typestr(canonical.as_str());
+                }
+                _ => {}
             }
             Ok(())
         }

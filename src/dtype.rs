@@ -212,8 +212,15 @@ pub fn parse_typestr(typestr: &[u8]) -> Result<CaiDtype> {
 
 /// Parses a typestr and spells it as numpy's `dtype.str` does (byte order always written).
 pub fn canonical_typestr(typestr: &[u8]) -> Result<CanonicalTypestr> {
-    let (dtype, count, unit) = parse(typestr)?;
     let mut canonical = CanonicalTypestr { bytes: [0; CAI_TYPESTR_CAPACITY], len: 0 };
+    // The typestrs nearly every array has: the byte order numpy writes, then as they are.
+    if let [order, kind, digit] = *typestr {
+        if let Some(dtype) = common_numeric_dtype([order, kind, digit]) {
+            canonical.push(&[dtype.byteorder as u8, kind, digit]);
+            return Ok(canonical);
+        }
+    }
+    let (dtype, count, unit) = parse(typestr)?;
     let mut fits = canonical.push(&[dtype.byteorder(), dtype.kind()]) && canonical.push_decimal(count);
     if let Some((multiplier, unit)) = unit.map(|inner| datetime_unit(typestr, inner)).transpose()?.flatten() {
         fits = fits

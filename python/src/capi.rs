@@ -19,10 +19,10 @@ use pyo3::ffi::PyObject;
 use pyo3::prelude::*;
 
 use crate::array::Array;
-use crate::errors::{cai_error_type, to_python, Failure};
 use crate::buffer_interface::read_buffer_interface;
-use crate::negotiate::{import_object, import_read, view_object};
 use crate::described::Read;
+use crate::errors::{cai_error_type, to_python, Failure};
+use crate::negotiate::{import_object, import_read, view_object};
 
 /// Changes when a member moves or changes type: an extension refuses any other.
 pub const CAI_PYTHON_API_MAJOR: u32 = 1;

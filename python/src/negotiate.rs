@@ -20,7 +20,7 @@ use crate::dlpack::Taken;
 use crate::errors::{CaiResult, Failure};
 use crate::read_array::read_array;
 use crate::read_dict::{interface_of, read_dict, read_interface};
-use crate::read_dlpack::{reported_device, take_from_producer};
+use crate::read_dlpack::{reported_device, take_from_producer, KnownDevice};
 use crate::read_exchange::{lookup_exchange_api, take_by_exchange, view_by_exchange, Exchange};
 use crate::values::TypeOf;
 
@@ -36,12 +36,17 @@ pub struct TypeFacts {
     /// Learned: an instance on the host (kDLCPU) had no interface (its property raised
     /// AttributeError, as a jax CPU array's does) and was taken by `__dlpack__`.
     pub host_instances_lack_interface: bool,
+    /// Whether the type (not only some instances) has `__dlpack__`.
+    pub type_has_dlpack: bool,
+    /// Learned: whether every tensor taken by `__dlpack__` from its instances was host memory
+    /// (None: none taken yet).
+    pub dlpack_host_only: Option<bool>,
 }
 
 /// Types seen, with what was found of them: looked up on the type once per type (DLPack's rule
 /// for the table), and the types are kept alive so that an address is never reused.
 static FACTS_BY_TYPE: Mutex<Vec<(Py<PyType>, TypeFacts)>> = Mutex::new(Vec::new());
-/// Types remembered at most; beyond, lookups are simply not cached.
+/// Types remembered at most; beyond, the one remembered longest is forgotten.
 const TYPES_KEPT: usize = 64;
 
 /// What libcai knows of `obj`'s type. The exchange table is `__dlpack_c_exchange_api__` (a
@@ -62,20 +67,29 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
         exchange: lookup_exchange_api(&ty)?,
         may_have_interface: may_have_interface(&ty)?,
         host_instances_lack_interface: false,
+        type_has_dlpack: ty.hasattr(intern!(py, "__dlpack__"))?,
+        dlpack_host_only: None,
     };
     let mut cache = lock();
-    if cached(&cache).is_none() && cache.len() < TYPES_KEPT {
+    let mut evicted = None;
+    if cached(&cache).is_none() {
+        if cache.len() == TYPES_KEPT {
+            evicted = Some(cache.remove(0));
+        }
         cache.push((ty.unbind(), found));
     }
+    drop(cache);
+    // Let go of outside the lock: dropping a type may run Python code.
+    drop(evicted);
     Ok(found)
 }
 
-/// Remembers that a host instance of `obj`'s type lacked the interface (see TypeFacts).
-fn learn_host_instances_lack_interface(obj: &Bound<'_, PyAny>) {
+/// Records what was learned of `obj`'s type (see TypeFacts).
+fn learn(obj: &Bound<'_, PyAny>, update: impl FnOnce(&mut TypeFacts)) {
     let ty = obj.get_type();
     let mut cache = FACTS_BY_TYPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some((_, facts)) = cache.iter_mut().find(|(seen, _)| seen.bind(obj.py()).is(&ty)) {
-        facts.host_instances_lack_interface = true;
+        update(facts);
     }
 }
 
@@ -135,17 +149,15 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
     // cost per call) is asked the instance's device first: a host instance is taken by DLPack
     // without the raising call, and read by its interface after all if DLPack refuses it (an
     // instance that differs); any other instance is read as every object is.
-    let mut reported = None;
+    let mut known = match facts.dlpack_host_only {
+        Some(true) => KnownDevice::HostType,
+        _ => KnownDevice::Unknown,
+    };
     if facts.host_instances_lack_interface {
         match reported_device(obj) {
             Ok(device) if device.device_type == CAI_DL_CPU => {
-                return match take_from_producer(
-                    obj,
-                    options.consumer_stream,
-                    ordering,
-                    allow_host,
-                    Some(device),
-                ) {
+                let known = KnownDevice::Reported(device);
+                return match take_from_producer(obj, options.consumer_stream, ordering, allow_host, known) {
                     Ok((taken, device)) => Ok(taken_from(obj, taken, device)),
                     Err(refused) => match interface_of(obj)? {
                         Some(dict) => read_interface(obj, &dict),
@@ -153,7 +165,7 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
                     },
                 };
             }
-            Ok(device) => reported = Some(device),
+            Ok(device) => known = KnownDevice::Reported(device),
             // The ordinary way below asks again where it needs the device, and raises then.
             Err(_) => {}
         }
@@ -163,12 +175,18 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
             return read_interface(obj, &dict);
         }
     }
-    if !obj.hasattr(intern!(py, "__dlpack__"))? {
+    if !facts.type_has_dlpack && !obj.hasattr(intern!(py, "__dlpack__"))? {
         return Err(not_an_array(obj).into());
     }
-    let (taken, device) = take_from_producer(obj, options.consumer_stream, ordering, allow_host, reported)?;
-    if facts.may_have_interface && !facts.host_instances_lack_interface && device.device_type == CAI_DL_CPU {
-        learn_host_instances_lack_interface(obj);
+    let (taken, device) = take_from_producer(obj, options.consumer_stream, ordering, allow_host, known)?;
+    let host = device.device_type == CAI_DL_CPU;
+    let lacks_interface = facts.may_have_interface && host && !facts.host_instances_lack_interface;
+    let host_only = Some(facts.dlpack_host_only.unwrap_or(true) && host);
+    if lacks_interface || host_only != facts.dlpack_host_only {
+        learn(obj, |learned| {
+            learned.host_instances_lack_interface |= lacks_interface;
+            learned.dlpack_host_only = Some(learned.dlpack_host_only.unwrap_or(true) && host);
+        });
     }
     Ok(taken_from(obj, taken, device))
 }

@@ -8,10 +8,11 @@ use cai::{
     CAI_STREAM_NONE,
 };
 use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::PyTuple;
 
 use crate::dlpack::{device_of_taken, take_capsule, Taken};
 use crate::errors::{CaiResult, Failure};
@@ -60,21 +61,25 @@ pub fn reported_device(obj: &Bound<'_, PyAny>) -> PyResult<CaiDLDevice> {
 /// core's `producer_ordering`), marks the capsule used and hands the tensor to the core, which
 /// owns it from then on. The array is on the stream the producer ordered, for the import to
 /// finish the sync (nothing more for a consumer on that stream, a host wait for one without).
-/// `reported` is the device `__dlpack_device__` gave already, if it was asked.
+/// `known` is what the negotiation knows of the device already.
 pub fn take_from_producer(
     obj: &Bound<'_, PyAny>,
     consumer: u64,
     ordering: ProducerOrdering,
     allow_host: bool,
-    reported: Option<CaiDLDevice>,
+    known: KnownDevice,
 ) -> CaiResult<(Taken, CaiDLDevice)> {
     let py = obj.py();
-    // A consumer without a stream asks for None whatever the device: then `__dlpack_device__`
-    // is not called, and the tensor's own device is checked once taken.
-    let reported = match (reported, ordering) {
-        (Some(device), _) => Some(device),
-        (None, ProducerOrdering::OnStream(_)) if consumer == CAI_STREAM_NONE => None,
-        (None, _) => Some(reported_device(obj)?),
+    // A consumer without a stream asks for None whatever the device, and so does one that
+    // wants no sync of a type whose instances have all been host memory (None is what host
+    // memory takes; were this one device memory, None orders the legacy default stream, no
+    // host wait): then `__dlpack_device__` is not called, and the tensor's own device is
+    // checked once taken.
+    let reported = match (known, ordering) {
+        (KnownDevice::Reported(device), _) => Some(device),
+        (_, ProducerOrdering::OnStream(_)) if consumer == CAI_STREAM_NONE => None,
+        (KnownDevice::HostType, ProducerOrdering::NotWanted) => None,
+        _ => Some(reported_device(obj)?),
     };
     let stream = match reported {
         // Refused before the producer does any work for a capsule.
@@ -83,23 +88,7 @@ pub fn take_from_producer(
             .and_then(|()| Ok(stream_argument(py, device, consumer, ordering)?))?,
         None => py.None().into_bound(py),
     };
-    let kwargs = PyDict::new(py);
-    kwargs.set_item(intern!(py, "stream"), stream)?;
-    static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    let max_version = MAX_VERSION.get_or_try_init(py, || {
-        PyTuple::new(py, [CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION]).map(Bound::unbind)
-    })?;
-    kwargs.set_item(intern!(py, "max_version"), max_version.bind(py))?;
-    let method = obj.getattr(intern!(py, "__dlpack__"))?;
-    let capsule = match method.call((), Some(&kwargs)) {
-        Ok(capsule) => capsule,
-        // A producer from before DLPack 1.0 takes no max_version.
-        Err(e) if e.is_instance_of::<PyTypeError>(py) => {
-            kwargs.del_item(intern!(py, "max_version"))?;
-            method.call((), Some(&kwargs))?
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let capsule = call_dlpack(obj, &stream)?;
     let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
     let mut taken = Taken::new();
     let versioned = take_capsule(&capsule, &options, taken.array())?;
@@ -114,4 +103,59 @@ pub fn take_from_producer(
         }
     }
     Ok((taken, device))
+}
+
+/// What the negotiation knows of a producer's device before the take.
+#[derive(Clone, Copy)]
+pub enum KnownDevice {
+    Unknown,
+    /// What `__dlpack_device__` said.
+    Reported(CaiDLDevice),
+    /// Every instance of its type taken so far was host memory (numpy's arrays).
+    HostType,
+}
+
+extern "C" {
+    /// A function of every CPython since 3.9, in the stable ABI since 3.12. Declared here: PyO3
+    /// declares it only for 3.12's limited API, and this module's is 3.10's.
+    fn PyObject_VectorcallMethod(
+        name: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargsf: usize,
+        kwnames: *mut ffi::PyObject,
+    ) -> *mut ffi::PyObject;
+}
+
+/// `obj.__dlpack__(stream=stream, max_version=(1, n))`, called without a keyword dict; again
+/// without `max_version` for a producer from before DLPack 1.0, which refuses it with a
+/// TypeError.
+fn call_dlpack<'py>(obj: &Bound<'py, PyAny>, stream: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    static BOTH: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    static STREAM_ONLY: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    let max_version = MAX_VERSION.get_or_try_init(py, || {
+        PyTuple::new(py, [CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION]).map(Bound::unbind)
+    })?;
+    let both = BOTH.get_or_try_init(py, || {
+        PyTuple::new(py, [intern!(py, "stream"), intern!(py, "max_version")]).map(Bound::unbind)
+    })?;
+    let stream_only =
+        STREAM_ONLY.get_or_try_init(py, || PyTuple::new(py, [intern!(py, "stream")]).map(Bound::unbind))?;
+    let name = intern!(py, "__dlpack__");
+    let call = |args: &[*mut ffi::PyObject], kwnames: &Py<PyTuple>| {
+        // SAFETY: live objects borrowed for the call: `obj` first (the method's self, the one
+        // positional argument), then one value per name of `kwnames`; a new reference or NULL
+        // with an exception set comes back.
+        unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                PyObject_VectorcallMethod(name.as_ptr(), args.as_ptr(), 1, kwnames.as_ptr()),
+            )
+        }
+    };
+    match call(&[obj.as_ptr(), stream.as_ptr(), max_version.as_ptr()], both) {
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => call(&[obj.as_ptr(), stream.as_ptr()], stream_only),
+        outcome => outcome,
+    }
 }

@@ -77,3 +77,35 @@ def test_row_67_a_host_instance_without_allow_host_is_refused_as_before_fake_dri
         assert refused.status == "CAI_ERROR_HOST_MEMORY", refused
     else:
         raise AssertionError("host memory taken without allow_host")
+
+
+class Wraps:
+    """A DLPack producer over a numpy array or a cai.Array, with no instance dict (as numpy's
+    arrays: no instance can have `__cuda_array_interface__`); counts its `__dlpack_device__`
+    calls."""
+
+    __slots__ = ("inner",)
+    device_calls = 0
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __dlpack__(self, **kwargs):
+        return self.inner.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        type(self).device_calls += 1
+        return self.inner.__dlpack_device__()
+
+
+def test_a_type_whose_tensors_were_all_host_memory_is_not_asked_its_device_without_sync_fake_driver(fake):
+    kind = type("Wraps", (Wraps,), {"device_calls": 0, "__slots__": ()})
+    for i in range(4):
+        host = numpy.arange(4.0) + i
+        assert cai.from_object(kind(host), sync=False, allow_host=True).data_ptr == host.ctypes.data
+    assert kind.device_calls == 1, "asked for the first instance only"
+    device = cai.from_object({"shape": (4,), "typestr": "<f4", "data": (fake.alloc(64), False), "version": 3})
+    made = cai.from_object(kind(device), sync=False)
+    assert made.data_ptr == device.data_ptr and made.__dlpack_device__() == (2, 0), "a device instance differs"
+    cai.from_object(kind(numpy.arange(4.0)), sync=False, allow_host=True)
+    assert kind.device_calls == 2, "asked again once the type has had device memory"

@@ -74,34 +74,19 @@ static PyObject *refusal(PyObject *self, PyObject *args, PyObject *kwargs) {
   return result;
 }
 
-/* n views of obj, in C. */
-static PyObject *view_many(PyObject *self, PyObject *args) {
-  PyObject *obj;
-  long long n;
-  int allow_host = 0;
-  if (!PyArg_ParseTuple(args, "OL|p", &obj, &n, &allow_host)) return NULL;
-  CaiImportOptions options;
-  memset(&options, 0, sizeof options);
-  options.allow_host = (uint32_t)allow_host;
-  for (long long i = 0; i < n; i++) {
-    CaiArray a;
-    if (cai_python_view(obj, &options, &a, NULL) != CAI_OK) return NULL;
-  }
-  Py_RETURN_NONE;
-}
-
-/* n imports and releases of obj, in C. */
+/* n imports and releases of obj, in C; with view, n views (nothing to release). */
 static PyObject *import_many(PyObject *self, PyObject *args) {
   PyObject *obj;
   long long n;
-  int allow_host = 0;
-  if (!PyArg_ParseTuple(args, "OL|p", &obj, &n, &allow_host)) return NULL;
+  int allow_host = 0, view = 0;
+  if (!PyArg_ParseTuple(args, "OL|pp", &obj, &n, &allow_host, &view)) return NULL;
   CaiImportOptions options;
   memset(&options, 0, sizeof options);
   options.allow_host = (uint32_t)allow_host;
   for (long long i = 0; i < n; i++) {
     CaiArray a;
-    if (cai_python_from_object(obj, &options, &a, NULL) != CAI_OK) return NULL;
+    int32_t status = view ? cai_python_view(obj, &options, &a, NULL) : cai_python_from_object(obj, &options, &a, NULL);
+    if (status != CAI_OK) return NULL;
     cai_release(&a, NULL);
   }
   Py_RETURN_NONE;
@@ -207,7 +192,6 @@ static PyMethodDef methods[] = {
     {"describe", describe, METH_VARARGS, NULL},
     {"refusal", (PyCFunction)(void (*)(void))refusal, METH_VARARGS | METH_KEYWORDS, NULL},
     {"view_describe", view_describe, METH_VARARGS, NULL},
-    {"view_many", view_many, METH_VARARGS, NULL},
     {"import_many", import_many, METH_VARARGS, NULL},
     {"release_on_a_thread", release_on_a_thread, METH_O, NULL},
     {"hand_back", hand_back, METH_VARARGS, NULL},

@@ -277,11 +277,11 @@ def check_refcounts():
     modules = [__import__(name) for name in PRODUCERS]
     for obj in viewed:
         for module in modules:
-            module.view_many(obj, 1000)  # warm: caches filled, types' facts found
+            module.import_many(obj, 1000, False, True)  # warm: caches filled, types' facts found
     blocks = sys.getallocatedblocks()
     for obj in viewed:
         for module in modules:
-            module.view_many(obj, 100_000)
+            module.import_many(obj, 100_000, False, True)
     del obj  # the loop's own reference
     grown = sys.getallocatedblocks() - blocks
     assert grown < 100, f"{grown} blocks more after 2 x 3 x 100000 views"

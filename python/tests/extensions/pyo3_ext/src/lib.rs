@@ -64,19 +64,17 @@ fn hand_back(array: cai_python::Array) -> cai_python::Array {
     array
 }
 
+/// `count` imports of `obj`, owning (each dropped at once) or borrowed (`view`).
 #[pyfunction]
-fn import_many(obj: &Bound<'_, PyAny>, count: usize, allow_host: bool) -> PyResult<()> {
+#[pyo3(signature = (obj, count, allow_host, view = false))]
+fn import_many(obj: &Bound<'_, PyAny>, count: usize, allow_host: bool, view: bool) -> PyResult<()> {
     let options = cai::ImportOptions::new().allow_host(allow_host);
     for _ in 0..count {
-        drop(cai_python::from_object(obj, &options)?);
-    }
-    Ok(())
-}
-
-#[pyfunction]
-fn view_many(obj: &Bound<'_, PyAny>, count: usize) -> PyResult<()> {
-    for _ in 0..count {
-        cai_python::view(obj, &cai::ImportOptions::new())?;
+        if view {
+            cai_python::view(obj, &options)?;
+        } else {
+            drop(cai_python::from_object(obj, &options)?);
+        }
     }
     Ok(())
 }
@@ -144,7 +142,6 @@ fn cai_pyo3_ext(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(view_describe, module)?)?;
     module.add_function(wrap_pyfunction!(hand_back, module)?)?;
     module.add_function(wrap_pyfunction!(import_many, module)?)?;
-    module.add_function(wrap_pyfunction!(view_many, module)?)?;
     module.add_function(wrap_pyfunction!(produce, module)?)?;
     module.add_function(wrap_pyfunction!(produce_invalid, module)?)?;
     module.add_function(wrap_pyfunction!(released_count, module)?)?;
