@@ -103,6 +103,14 @@ typedef struct CaiPythonApi {
   //    exchange table's managed tensor, must be owned and deleted).
   // Every other refusal is cai_python_from_object's, with the same status and message.
   int32_t (*cai_python_view)(PyObject *obj, const CaiImportOptions *options, CaiArray *out, CaiError *error);
+  // Minor 1. cai.from_buffer_interface from C: an object of the OpenCL/CUDA Buffer Interface
+  // (or a pyopencl.array.Array), checked as a CAI array is and, for OpenCL memory, against its
+  // buffer (and, given a consumer cl_command_queue as options->consumer_stream, its context),
+  // the consumer ordered after the producer as options->sync_mode says. Owning, as
+  // cai_python_from_object: on CAI_OK `out` holds a reference to `obj`; release it with
+  // cai_release. Failures as cai_python_from_object's.
+  int32_t (*cai_python_from_buffer_interface)(PyObject *obj, const CaiImportOptions *options, CaiArray *out,
+                                              CaiError *error);
 } CaiPythonApi;
 
 #ifdef __cplusplus
@@ -267,6 +275,7 @@ static const CaiPythonApi cai_python_unavailable_api_ = {
     cai_python_unavailable_status_string_,
     cai_python_unavailable_library_version_,
     cai_python_unavailable_from_object_,
+    cai_python_unavailable_from_object_,
 };
 
 // The table every name below calls through: the one cai_python_import read, or, in a module
@@ -316,6 +325,7 @@ static inline const CaiPythonApi *cai_python_table(void) {
 #define cai_status_string (cai_python_table()->cai_status_string)
 #define cai_library_version (cai_python_table()->cai_library_version)
 #define cai_python_view (cai_python_table()->cai_python_view)
+#define cai_python_from_buffer_interface (cai_python_table()->cai_python_from_buffer_interface)
 
 #ifdef __cplusplus
 namespace cai {

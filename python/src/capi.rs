@@ -19,8 +19,10 @@ use pyo3::ffi::PyObject;
 use pyo3::prelude::*;
 
 use crate::array::Array;
+use crate::buffer_interface::read_buffer_interface;
+use crate::described::Read;
 use crate::errors::{cai_error_type, to_python, Failure};
-use crate::negotiate::{import_object, view_object};
+use crate::negotiate::{import_object, import_read, view_object};
 
 /// Changes when a member moves or changes type: an extension refuses any other.
 pub const CAI_PYTHON_API_MAJOR: u32 = 1;
@@ -83,6 +85,7 @@ pub struct PythonApi {
     pub cai_status_string: extern "C" fn(CaiStatus) -> *const c_char,
     pub cai_library_version: extern "C" fn() -> *const c_char,
     pub cai_python_view: FromObject,
+    pub cai_python_from_buffer_interface: FromObject,
 }
 
 /// The table every extension reads: static, immutable, its members functions of this module.
@@ -109,6 +112,7 @@ pub static PYTHON_API: PythonApi = PythonApi {
     cai_status_string: cai::cai_status_string,
     cai_library_version: cai::cai_library_version,
     cai_python_view: python_view,
+    cai_python_from_buffer_interface: python_from_buffer_interface,
 };
 
 /// The table as the module publishes it: `cai._native._C_API`.
@@ -134,13 +138,36 @@ unsafe extern "C" fn python_from_object(
     unsafe {
         object_entry("cai_python_from_object", obj, options, out, error, |obj, options, out| {
             let (read, imported) = import_object(obj, options)?;
-            let imported = Box::new(Array::new(read, Some(imported)));
-            *out = *imported.array();
-            out.owner = Box::into_raw(imported).cast();
-            out.release = Some(release_imported);
+            own(read, imported, out);
             Ok(())
         })
     }
+}
+
+/// `cai_python_from_buffer_interface`: `cai.from_buffer_interface`'s reading and import (the
+/// consumer's queue or stream in `options`) into an owning struct, as `python_from_object`.
+unsafe extern "C" fn python_from_buffer_interface(
+    obj: *mut PyObject,
+    options: *const CaiImportOptions,
+    out: *mut CaiArray,
+    error: *mut CaiError,
+) -> i32 {
+    // SAFETY: the caller's arguments, as cai_python.h describes them.
+    unsafe {
+        object_entry("cai_python_from_buffer_interface", obj, options, out, error, |obj, options, out| {
+            let (read, imported) = import_read(obj.py(), read_buffer_interface(obj)?, options)?;
+            own(read, imported, out);
+            Ok(())
+        })
+    }
+}
+
+/// Writes into `out` a struct that owns the imported Array (and through it the object).
+fn own(read: Read, imported: cai::binding::import::Imported, out: &mut CaiArray) {
+    let imported = Box::new(Array::new(read, Some(imported)));
+    *out = *imported.array();
+    out.owner = Box::into_raw(imported).cast();
+    out.release = Some(release_imported);
 }
 
 /// `cai_python_view`: the same negotiation and import, borrowed (see `view_object`): no

@@ -1,13 +1,14 @@
 """Compiled extensions through include/cai_python.h: a plain C extension, a pybind11 module, a
 nanobind module and a Cython module (python/tests/extensions/), each built against the
 installed package only (cai.get_include(), cai/capi.pxd; no libcai on any command line or
-library path), imported in a fresh process, and compared with cai.from_object on what it takes
+library path), and a PyO3 module on the cai-python crate (built by maturin), imported in a fresh process, and compared with cai.from_object on what it takes
 and refuses. Pointer checks and syncs run on the fake driver (a test double) or with no driver."""
 
 import os
 import pathlib
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
@@ -28,10 +29,11 @@ def built(tmp_path_factory):
     return out, modules, producer
 
 
-def run_check(built, check, driver):
+def run_check(built, check, driver, first=None):
+    """Runs checks.py's `check`; modules in `first` shadow the built ones of the same names."""
     out, _, producer = built
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
-    env.update(PYTHONPATH=str(out), CAI_TEST_EXCHANGE_PRODUCER=str(producer), CAI_TEST_DRIVER=driver,
+    env.update(PYTHONPATH=os.pathsep.join(str(path) for path in (first, out) if path), CAI_TEST_EXCHANGE_PRODUCER=str(producer), CAI_TEST_DRIVER=driver,
                CAI_CUDA_DRIVER=str(FAKE_DRIVER) if driver == "fake" else "/nonexistent/libcuda.so.1")
     done = subprocess.run([sys.executable, str(EXTENSIONS / "checks.py"), check], env=env, capture_output=True,
                           text=True, timeout=600)
@@ -41,7 +43,7 @@ def run_check(built, check, driver):
 
 def test_extensions_link_no_libcai_and_leave_no_cai_symbol_undefined(built):
     _, modules, _ = built
-    assert len(modules) == 4
+    assert len(modules) == 5
     for module in modules:
         needed = subprocess.run(["readelf", "-d", str(module)], capture_output=True, text=True, check=True).stdout
         assert "NEEDED" in needed and "cai" not in needed.replace(module.name, ""), needed
@@ -76,8 +78,43 @@ def test_row_63_a_module_that_never_imported_the_table_raises_import_error_witho
     assert "4 compared" in run_check(built, "no_import_and_no_table", "none")
 
 
+@pytest.fixture(scope="module")
+def pyo3_0_30(tmp_path_factory):
+    """The PyO3 module's source built on PyO3 0.30 (pyo3_030's lockfile), in its own folder."""
+    out = tmp_path_factory.mktemp("pyo3_0_30")
+    build.build_pyo3(out, crate=EXTENSIONS / "pyo3_030")
+    return out
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14) and sysconfig.get_config_var("Py_GIL_DISABLED"),
+                    reason="PyO3 0.30 builds for free-threaded CPython 3.14t and later only")
+@pytest.mark.parametrize("check", ["dicts", "dlpack", "refusals", "producer", "table_layout"])
+def test_the_pyo3_module_on_pyo3_0_30_takes_what_cai_from_object_takes_fake_driver(built, pyo3_0_30, check):
+    """cai-python's range of PyO3 versions at its newest end (the harness's module is on 0.28)."""
+    assert " compared" in run_check(built, check, "fake", first=pyo3_0_30)
+
+
+def test_the_pyo3_module_reads_the_buffer_interface_as_cai_from_buffer_interface_does_pocl(built):
+    assert "5 compared" in run_check(built, "buffer_interface", "none")
+
+
+def test_cai_python_crates_table_struct_is_the_packages_no_driver(built):
+    assert "1 compared" in run_check(built, "table_layout", "none")
+
+
 def test_a_table_of_another_major_version_is_a_clear_import_error(built):
     assert "1 compared" in run_check(built, "other_table_version", "none")
+
+
+def test_the_pyo3_example_builds_with_maturin_against_cai_python_no_driver(tmp_path):
+    """examples/pyo3_extension, the README's PyO3 section: built by maturin, run by use.py."""
+    example = ROOT / "examples" / "pyo3_extension"
+    build.build_pyo3(tmp_path, crate=example)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(tmp_path), CAI_CUDA_DRIVER="/nonexistent/libcuda.so.1")
+    done = subprocess.run([sys.executable, str(example / "use.py")], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["<f4 (2, 3) 0x7f0000001000", "(1, 3)"]
 
 
 def test_the_pybind11_example_builds_with_cmake_against_the_installed_package(tmp_path):

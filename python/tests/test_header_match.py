@@ -81,7 +81,8 @@ def test_the_python_c_api_table_lists_every_function_of_cai_h_in_one_order():
     macros = re.findall(r"^#define (cai_\w+) \(cai_python_table\(\)->(cai_\w+)\)", python_header, re.M)
     rust = re.findall(r"^    pub (cai_\w+):", (ROOT / "python" / "src" / "capi.rs").read_text(), re.M)
     assert len(functions) >= 16
-    assert members == ["cai_python_from_object", "cai_python_to_object", *functions, "cai_python_view"]
+    assert members == ["cai_python_from_object", "cai_python_to_object", *functions, "cai_python_view",
+                       "cai_python_from_buffer_interface"]
     assert rust == members
     assert macros == [(name, name) for name in members]
     pxd = (ROOT / "python" / "cai" / "capi.pxd").read_text()

@@ -38,7 +38,8 @@ def test_the_readme_marks_its_code_blocks():
         ("file", "c"), ("run by scripts/test-packaging.sh", "cmake"), ("run by scripts/test-packaging.sh", "sh"),
         ("doctest (cargo test runs the README's Rust blocks)", "rust"),
         ("with stand-ins for cupy_array, my_stream, my_c_library, torch and ptr", "python"),
-        ("examples/pybind11_extension/arrays.cpp", "cpp"), ("cython module", "cython")]
+        ("examples/pybind11_extension/arrays.cpp", "cpp"), ("cython module", "cython"),
+        ("examples/pyo3_extension/src/lib.rs", "rs")]
 
 
 def test_the_rust_block_of_the_readme_is_a_doctest():
@@ -104,6 +105,13 @@ def test_the_readme_shows_the_pybind11_example_as_it_is():
     """The example itself is built and run by test_extensions.py."""
     [(_, _, code)] = [block for block in BLOCKS if block[1] == "cpp"]
     assert code == (ROOT / "examples" / "pybind11_extension" / "arrays.cpp").read_text()
+
+
+def test_the_readme_shows_the_pyo3_example_as_it_is():
+    """The example itself is built and run by test_extensions.py (marked `rs`, which cargo's
+    README doctest leaves alone: the `cai` crate does not depend on PyO3)."""
+    [(_, _, code)] = [block for block in BLOCKS if block[1] == "rs"]
+    assert code == (ROOT / "examples" / "pyo3_extension" / "src" / "lib.rs").read_text()
 
 
 def test_the_cython_block_of_the_readme_builds_and_runs(tmp_path):

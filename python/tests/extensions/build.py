@@ -61,10 +61,31 @@ def build_cython(out_dir, suffix="", flags=()):
     return compile_module([generated], out_dir / f"{name}{SUFFIX}", cpp=False)
 
 
-BUILDERS = {"c": build_c, "pybind11": build_pybind11, "nanobind": build_nanobind, "cython": build_cython}
-# The modules of the same names with "_no_import" appended, their inits without the import.
+def build_pyo3(out_dir, suffix="", flags=(), crate=HERE / "pyo3_ext"):
+    """A PyO3 module (by default the test module: PyO3 0.28 in pyo3_ext, 0.30 in pyo3_030, each
+    with its own lockfile), built by maturin as a Rust author builds one, the build kept in
+    target/pyo3 between runs; its module taken out of the wheel."""
+    import zipfile
+
+    wheels = out_dir / f"{pathlib.Path(crate).name}_wheels"
+    env = {**os.environ, "CARGO_TARGET_DIR": str(HERE.parents[2] / "target" / "pyo3")}
+    subprocess.run([sys.executable, "-m", "maturin", "build", "--release", "--quiet", "--manifest-path",
+                    str(pathlib.Path(crate) / "Cargo.toml"), "--interpreter", sys.executable, "--out", str(wheels)],
+                   check=True, env=env)
+    (wheel,) = wheels.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (member,) = [name for name in archive.namelist() if name.endswith(".so")]
+        out = out_dir / pathlib.PurePosixPath(member).name
+        out.write_bytes(archive.read(member))
+    return out
+
+
+BUILDERS = {"c": build_c, "pybind11": build_pybind11, "nanobind": build_nanobind, "cython": build_cython,
+            "pyo3": build_pyo3}
+# The modules of the same names with "_no_import" appended, their inits without the import
+# (cai-python reads the table on first use in every module: no such variant of the PyO3 one).
 NO_IMPORT_BUILDERS = {name: (lambda out_dir, build=build: build(out_dir, "_no_import", NO_IMPORT))
-                      for name, build in BUILDERS.items()}
+                      for name, build in BUILDERS.items() if name != "pyo3"}
 
 if __name__ == "__main__":
     out_dir = pathlib.Path(sys.argv[1])

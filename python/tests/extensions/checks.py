@@ -10,7 +10,12 @@ import threading
 
 import cai
 
-EXTENSIONS = ["cai_c_ext", "cai_pybind11_ext", "cai_nanobind_ext", "cai_cython_ext"]
+EXTENSIONS = ["cai_c_ext", "cai_pybind11_ext", "cai_nanobind_ext", "cai_cython_ext", "cai_pyo3_ext"]
+# The modules with a C-style producer and import loops (c_ext.c; the PyO3 module through
+# cai-python's Rust API).
+PRODUCERS = ["cai_c_ext", "cai_pyo3_ext"]
+# The modules built a second time with an init that forgot cai_python_import() (build.py).
+NO_IMPORT = EXTENSIONS[:4]
 
 
 def description(struct):
@@ -90,8 +95,10 @@ def same_view_everywhere(obj, want, allow_host):
     """cai_python_view sees what cai.from_object makes of `obj`, or refuses it as documented;
     the ArrayView casters (borrowing, else owning for the call) always see it."""
     import cai_c_ext
+    import cai_pyo3_ext
 
     view = outcome(cai_c_ext.view_describe, obj, allow_host)
+    assert outcome(cai_pyo3_ext.view_describe, obj, allow_host) == view, obj  # cai_python::view
     if view != want:
         assert cannot_borrow(obj) and view[0] == "CaiError" and "cai_python_from_object" in view[1], (obj, view)
         assert view[1].startswith("CAI_ERROR_INVALID_ARGUMENT: cai_python_view cannot borrow"), view
@@ -100,6 +107,8 @@ def same_view_everywhere(obj, want, allow_host):
     for name in ["cai_pybind11_ext", "cai_nanobind_ext"]:
         assert outcome(__import__(name).describe_view, obj) == want, (name, obj)
     assert outcome(__import__("cai_cython_ext").describe_view, obj) == view, obj
+    # cai_python::ArrayView borrows, as Cython's declaration does
+    assert outcome(cai_pyo3_ext.describe_view, obj) == view, obj
     return 1
 
 
@@ -227,7 +236,7 @@ def check_refusals():
         else:
             assert status == cai._native.STATUS_CODES["CAI_ERROR_PYTHON"], status
             assert message == f"CAI_ERROR_PYTHON: {type(want).__name__}: {want}", message
-        for name in ["cai_pybind11_ext", "cai_cython_ext"]:
+        for name in ["cai_pybind11_ext", "cai_cython_ext", "cai_pyo3_ext"]:
             try:
                 __import__(name).describe(obj)
             except Exception as raised:
@@ -252,49 +261,55 @@ def check_refusals():
 def check_refcounts():
     import numpy
 
-    import cai_c_ext
-
     d = {"shape": (4, 3), "typestr": "<f4", "data": (device_memory(), False), "version": 3}
     exposing, host, array = Exposes(d), numpy.arange(6.0), cai.from_object(d)
     inputs = [(d, False), (exposing, False), (host, True), (array, False)]
     baseline = [sys.getrefcount(obj) for obj, _ in inputs]
     for taken, allow_host in inputs:
-        cai_c_ext.import_many(taken, 100_000, allow_host)
+        for name in PRODUCERS:
+            __import__(name).import_many(taken, 100_000, allow_host)
     del taken  # the loop's own reference
     gc.collect()
     after = [sys.getrefcount(obj) for obj, _ in inputs]
     assert after == baseline, f"reference counts {baseline} became {after}"
     viewed = [d, exposing, array]
     baseline = [sys.getrefcount(obj) for obj in viewed]
+    modules = [__import__(name) for name in PRODUCERS]
     for obj in viewed:
-        cai_c_ext.import_many(obj, 1000, False, True)  # warm: caches filled, types' facts found
+        for module in modules:
+            module.import_many(obj, 1000, False, True)  # warm: caches filled, types' facts found
     blocks = sys.getallocatedblocks()
     for obj in viewed:
-        cai_c_ext.import_many(obj, 100_000, False, True)
+        for module in modules:
+            module.import_many(obj, 100_000, False, True)
     del obj  # the loop's own reference
     grown = sys.getallocatedblocks() - blocks
-    assert grown < 100, f"{grown} blocks more after 3 x 100000 views"
+    assert grown < 100, f"{grown} blocks more after 2 x 3 x 100000 views"
     assert [sys.getrefcount(obj) for obj in viewed] == baseline, "a view took a reference"
     array.release()  # no export left alive: a leaked view would refuse this
     return len(inputs) + len(viewed)
 
 
 def check_producer():
+    """A C producer's array (c_ext.c) and a Rust one (a cai::Array through cai_python::to_object)
+    handed to Python: released once, also when the last reference dies on another thread; a
+    refused one released once too (by its producer in C, by to_object's drop in Rust)."""
     import cai_c_ext
 
-    made = cai_c_ext.produce(16)
-    assert made.shape == (16,) and made.typestr == "<f4"
-    assert made.__cuda_array_interface__["shape"] == (16,)
-    before = cai_c_ext.released_count()
-    died = threading.Thread(target=lambda held: held.clear(), args=([made],))
-    del made
-    died.start()
-    died.join()
-    gc.collect()
-    assert cai_c_ext.released_count() == before + 1, "released once, on the other thread"
-    exception, still_ours = cai_c_ext.produce_invalid()
-    assert isinstance(exception, cai.CaiError) and "ndim" in str(exception) and still_ours == 1, exception
-    assert cai_c_ext.released_count() == before + 2, "the refused array was the producer's to release"
+    for module in map(__import__, PRODUCERS):
+        made = module.produce(16)
+        assert made.shape == (16,) and made.typestr == "<f4"
+        assert made.__cuda_array_interface__["shape"] == (16,)
+        before = module.released_count()
+        died = threading.Thread(target=lambda held: held.clear(), args=([made],))
+        del made
+        died.start()
+        died.join()
+        gc.collect()
+        assert module.released_count() == before + 1, (module, "released once, on the other thread")
+        exception, released = module.produce_invalid()
+        assert isinstance(exception, cai.CaiError) and "ndim" in str(exception) and released == 1, exception
+        assert module.released_count() == before + 2, (module, "the refused array released once")
     d = {"shape": (2,), "typestr": "<f8", "data": (device_memory(), True), "version": 3}
     for name in EXTENSIONS:
         back = __import__(name).hand_back(d)
@@ -317,6 +332,37 @@ def check_release_after_the_interpreter_is_gone():
     return 1
 
 
+def check_buffer_interface():
+    """cai_python::from_buffer_interface (the table's cai_python_from_buffer_interface) sees what
+    cai.from_buffer_interface makes of pyopencl arrays on PoCL, and refuses what it refuses."""
+    import numpy
+    import pyopencl as cl
+    import pyopencl.array as cla
+
+    import cai_pyo3_ext
+
+    context = cl.Context(cl.get_platforms()[0].get_devices())
+    base = cla.to_device(cl.CommandQueue(context), numpy.arange(48, dtype=numpy.int32).reshape(6, 8))
+    compared = 0
+    for obj in [base, base[1:, ::2], base[2:4], 7, {"shape": (4,)}]:
+        want = outcome(lambda o: description(cai.CaiArray.from_address(cai.from_buffer_interface(o).ptr)), obj)
+        got = outcome(cai_pyo3_ext.describe_buffer_interface, obj)
+        assert got == want, f"cai-python saw {got}, cai.from_buffer_interface {want}"
+        compared += 1
+    return compared
+
+
+def check_table_layout():
+    """cai-python's table struct (Rust) is the one the package publishes (cai_python.h's): the
+    same size, its last member last."""
+    import cai_pyo3_ext
+
+    rust_size, table_size, last_offset = cai_pyo3_ext.table_layout()
+    assert rust_size == table_size and last_offset == rust_size - ctypes.sizeof(ctypes.c_void_p), (
+        rust_size, table_size, last_offset)
+    return 1
+
+
 def check_other_table_version():
     """cai_python_import refuses a table of another major with an ImportError naming both."""
 
@@ -331,12 +377,13 @@ def check_other_table_version():
     for major, minor in [(2, 0), (1, 0)]:  # another major; this major before the view (minor 1)
         table = Table(major, minor, ctypes.sizeof(Table))
         cai._native._C_API = new_capsule(ctypes.addressof(table), name, None)
-        try:
-            import cai_c_ext  # noqa: F401
-        except ImportError as refused:
-            assert f"offers C API {major}.{minor}" in str(refused) and "cai_python.h 1.1" in str(refused), refused
-            refused_tables += 1
-    if refused_tables == 2:
+        for module in PRODUCERS:  # cai_python.h's import, and cai-python's
+            try:
+                __import__(module)
+            except ImportError as refused:
+                assert f"offers C API {major}.{minor}" in str(refused) and "cai_python.h 1.1" in str(refused), refused
+                refused_tables += 1
+    if refused_tables == 4:
         return 1
     raise AssertionError("an extension imported a table of another major version, or an older minor")
 
@@ -347,7 +394,7 @@ def check_no_import():
     d = {"shape": (4,), "typestr": "<f4", "data": (device_memory(), False), "version": 3}
     want = expected(d)
     compared = 0
-    for name in EXTENSIONS:
+    for name in NO_IMPORT:
         module = __import__(name + "_no_import")
         seen = []
         threads = [threading.Thread(target=lambda: seen.append(module.describe(d))) for _ in range(4)]
@@ -364,7 +411,7 @@ def check_no_import_and_no_table():
     """The same modules when the table cannot be read: the conversion raises ImportError."""
     del cai._native._C_API
     compared = 0
-    for name in EXTENSIONS:
+    for name in NO_IMPORT:
         module = __import__(name + "_no_import")
         try:
             module.describe({"shape": (4,), "typestr": "<f4", "data": (4096, False), "version": 3})

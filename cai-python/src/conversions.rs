@@ -1,0 +1,36 @@
+//! PyO3's conversions: [`Array`] and [`ArrayView`] as function arguments (default options:
+//! device memory only, no pointer check beyond the defaults, no sync), [`Array`] as a return
+//! value. Take [`crate::from_object`] or [`crate::view`] for other options.
+
+use pyo3::prelude::*;
+use pyo3::Borrowed;
+
+use crate::{Array, ArrayView};
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Array {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Array> {
+        crate::from_object(&obj, &cai::ImportOptions::new()).map(Array)
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for ArrayView<'a> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<ArrayView<'a>> {
+        let raw = crate::read(&obj, cai::ImportOptions::new().as_raw(), |api| api.cai_python_view)?;
+        // The struct borrows `obj`, which PyO3 lends for 'a.
+        Ok(ArrayView::borrowing(raw))
+    }
+}
+
+impl<'py> IntoPyObject<'py> for Array {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::to_object(py, self.0)
+    }
+}

@@ -1,0 +1,251 @@
+//! libcai for PyO3 extensions: take any array the `cai` package takes (a CUDA Array Interface
+//! dict of versions 0-3 or an object exposing one, a `cai.Array`, a DLPack producer), and hand
+//! a [`cai::Array`] back to Python as a `cai.Array`.
+//!
+//! Every call goes through the C API table the installed `cai` package publishes (the capsule
+//! `cai._native._C_API`, as `include/cai_python.h` reads it), so that an extension built on
+//! this crate links no libcai and no `cai._native`, and a process has one `cai.Array` type, one
+//! CUDA driver table and one event pool, whichever extensions it loads.
+//!
+//! ```no_run
+//! use pyo3::prelude::*;
+//!
+//! /// The number of bytes any GPU array spans.
+//! #[pyfunction]
+//! fn nbytes(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+//!     let array = cai_python::view(obj, &cai::ImportOptions::new())?;
+//!     array.layout().map(|layout| layout.nbytes).map_err(cai_python::raise)
+//! }
+//! ```
+#![deny(missing_docs)]
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use cai::{CaiArray, CaiImportOptions, ImportOptions};
+use pyo3::exceptions::PyImportError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+#[cfg(feature = "conversions")]
+mod conversions;
+pub mod ffi;
+
+use ffi::{CaiPythonApi, FromObject, CAI_PYTHON_API_MAJOR, CAI_PYTHON_API_MINOR, CAI_PYTHON_CAPSULE_NAME};
+
+/// The table `import` read: null until then. Read and written atomically, as threads of a
+/// free-threaded interpreter may read it for the first time together (they read the same
+/// capsule, so whichever store wins is the same table).
+static TABLE: AtomicPtr<CaiPythonApi> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The package's table, read on first use: for calling a function of cai.h through it (the
+/// same driver table and event pool as the package's), when this crate's functions are not
+/// enough.
+pub fn api(py: Python<'_>) -> PyResult<&'static CaiPythonApi> {
+    table(py)
+}
+
+/// Reads the table from the installed `cai` package (importing it), once per process. Call it
+/// in the module's init, so that a mismatch fails the module's import; every function here
+/// reads the table on first use otherwise. An `ImportError` names both versions when the
+/// package's table is not one this crate reads.
+pub fn import(py: Python<'_>) -> PyResult<()> {
+    table(py).map(drop)
+}
+
+fn table(py: Python<'_>) -> PyResult<&'static CaiPythonApi> {
+    let mut api = TABLE.load(Ordering::Acquire);
+    if api.is_null() {
+        api = read_table(py)?;
+        TABLE.store(api, Ordering::Release);
+    }
+    // SAFETY: a table read_table checked, in a module (`cai._native`) never unloaded.
+    Ok(unsafe { &*api })
+}
+
+fn read_table(py: Python<'_>) -> PyResult<*mut CaiPythonApi> {
+    // SAFETY: attached to the interpreter (`py`); a static, NUL-terminated name.
+    let api =
+        unsafe { pyo3::ffi::PyCapsule_Import(CAI_PYTHON_CAPSULE_NAME.as_ptr(), 0) }.cast::<CaiPythonApi>();
+    if api.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: every version of the table begins with these three fields; read by value, no
+    // reference to a table that may be shorter than ours.
+    let (major, minor, size) = unsafe { ((*api).major, (*api).minor, (*api).size) };
+    if major != CAI_PYTHON_API_MAJOR
+        || minor < CAI_PYTHON_API_MINOR
+        || size < std::mem::size_of::<CaiPythonApi>() as u64
+    {
+        return Err(PyImportError::new_err(format!(
+            "the installed cai package offers C API {major}.{minor}; this extension was built against \
+             cai_python.h {CAI_PYTHON_API_MAJOR}.{CAI_PYTHON_API_MINOR} (the cai-python crate) and needs \
+             {CAI_PYTHON_API_MAJOR}.{CAI_PYTHON_API_MINOR} or a later minor: install a cai package that \
+             matches it, or rebuild the extension against the installed one"
+        )));
+    }
+    Ok(api)
+}
+
+/// Calls `cai_python_from_object` or `cai_python_view`: the struct it wrote, or the Python
+/// exception it raised (`cai.CaiError` for libcai's refusals, naming the field).
+fn read(
+    obj: &Bound<'_, PyAny>,
+    options: &CaiImportOptions,
+    call: impl Fn(&CaiPythonApi) -> FromObject,
+) -> PyResult<CaiArray> {
+    let py = obj.py();
+    let entry = call(table(py)?);
+    let mut out = MaybeUninit::<CaiArray>::uninit();
+    // SAFETY: attached (`py`); a live object; readable options; `out` writable; a NULL error
+    // (the exception carries the message). `out` is written on success only.
+    let status = unsafe { entry(obj.as_ptr(), options, out.as_mut_ptr(), std::ptr::null_mut()) };
+    if status != cai::CAI_OK {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: written on success.
+    Ok(unsafe { out.assume_init() })
+}
+
+/// `cai.from_object` from Rust: `obj` negotiated (CAI dict or object, `cai.Array`, DLPack),
+/// validated, pointer-checked and synchronized as `options` say, into an owning
+/// [`cai::Array`]: it holds a reference to `obj` (and any DLPack tensor taken), let go of when
+/// the Array is dropped, on any thread.
+pub fn from_object(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<cai::Array> {
+    let raw = read(obj, options.as_raw(), |api| api.cai_python_from_object)?;
+    // SAFETY: the table's struct owns what it points at until its release, which runs once,
+    // from any thread (cai_python.h); nothing else releases it.
+    Ok(unsafe { cai::Array::from_raw(raw) })
+}
+
+/// The borrowed import (`cai_python_view`): the same negotiation, validation, pointer check and
+/// synchronization as [`from_object`], but no reference taken and nothing allocated.
+///
+/// The view borrows `obj`, so the object outlives it: Rust guarantees that much. It does not
+/// guarantee the rest of the contract: the struct describes `obj` as it was, and Python code
+/// that the caller runs while holding the view (a call into Python, a drop that runs a
+/// `__del__`, releasing the GIL to another thread) may change or free what it points at (a
+/// dict's `typestr` replaced, a tensor resized). Use a view between taking it and a kernel
+/// launch; take [`from_object`] to keep an array.
+///
+/// Refuses, with `cai.CaiError` naming `cai_python_from_object`, what cannot be borrowed: a
+/// dict with a mask or named `descr` fields, and a DLPack producer without the exchange
+/// table's non-owning call (numpy, jax).
+pub fn view<'a>(obj: &'a Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<ArrayView<'a>> {
+    read(obj, options.as_raw(), |api| api.cai_python_view).map(ArrayView::borrowing)
+}
+
+/// `cai.from_buffer_interface` from Rust: an object of the OpenCL/CUDA Buffer Interface (or a
+/// pyopencl array), checked as a CAI array is and, for OpenCL memory, against its buffer and
+/// the consumer queue (`options`' consumer stream, a `cl_command_queue`), into an owning
+/// [`cai::Array`] as [`from_object`]'s.
+pub fn from_buffer_interface(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<cai::Array> {
+    let raw = read(obj, options.as_raw(), |api| api.cai_python_from_buffer_interface)?;
+    // SAFETY: as from_object's: the table's struct, released once from any thread.
+    Ok(unsafe { cai::Array::from_raw(raw) })
+}
+
+/// Moves `array` into a new `cai.Array`, which offers the CUDA Array Interface and DLPack and
+/// drops `array` (running its release once) when Python lets go of it, on whichever thread
+/// holds the last reference: `array`'s release must be callable from any thread (as the
+/// builder's `on_release` and [`from_object`]'s are). The array is validated first; when it is
+/// refused, it is dropped and the `cai.CaiError` returned.
+pub fn to_object(py: Python<'_>, array: cai::Array) -> PyResult<Bound<'_, PyAny>> {
+    let api = table(py)?;
+    let mut raw = *array.as_raw();
+    raw.owner = Box::into_raw(Box::new(array)).cast::<c_void>();
+    raw.release = Some(release_boxed_array);
+    // SAFETY: attached (`py`); a valid struct, which the new object takes over on success.
+    let made = unsafe { (api.cai_python_to_object)(&mut raw) };
+    if made.is_null() {
+        // SAFETY: refused: the struct is still ours, released here once.
+        unsafe { release_boxed_array(&mut raw) };
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: a new reference.
+    Ok(unsafe { Bound::from_owned_ptr(py, made) })
+}
+
+/// The release of what [`to_object`] hands over: drops the boxed [`cai::Array`] it owns.
+unsafe extern "C" fn release_boxed_array(array: *mut CaiArray) {
+    // SAFETY: `owner` is the Box to_object leaked; the release runs once.
+    let boxed = unsafe { Box::from_raw((*array).owner.cast::<cai::Array>()) };
+    // A producer's release that panics must not unwind into C: it is reported and the rest
+    // leaked.
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(boxed))).is_err() {
+        eprintln!("cai-python: an array's release panicked; what it held is leaked");
+    }
+}
+
+/// `error` (a refusal of libcai's Rust API) as the `cai.CaiError` the package raises for it,
+/// with its status, message and driver result: for `.map_err(cai_python::raise)?`.
+pub fn raise(error: cai::Error) -> PyErr {
+    Python::attach(|py| {
+        static CAI_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+        let made = CAI_ERROR
+            .import(py, "cai", "CaiError")
+            .and_then(|class| class.call1((error.status().name(), error.message(), error.driver_result())));
+        match made {
+            Ok(instance) => PyErr::from_value(instance),
+            Err(failed) => failed,
+        }
+    })
+}
+
+/// What [`view`] borrowed: the array as the object described it, valid while the object is
+/// borrowed (see [`view`] for what that does and does not guarantee). Dereferences to
+/// [`cai::ArrayRef`]; never releases anything.
+pub struct ArrayView<'a> {
+    raw: CaiArray,
+    _object: PhantomData<&'a Bound<'a, PyAny>>,
+}
+
+impl ArrayView<'_> {
+    fn borrowing(raw: CaiArray) -> Self {
+        ArrayView { raw, _object: PhantomData }
+    }
+
+    /// The borrowed array as libcai's own view type.
+    pub fn as_view(&self) -> cai::ArrayView<'_> {
+        // SAFETY: the table wrote the struct; its descr and mask point into the object, which
+        // outlives `self`, and its stream is the object's.
+        unsafe { cai::ArrayView::from_raw(&self.raw) }
+    }
+}
+
+impl Deref for ArrayView<'_> {
+    type Target = cai::ArrayRef;
+
+    fn deref(&self) -> &cai::ArrayRef {
+        self.as_view().array()
+    }
+}
+
+impl std::fmt::Debug for ArrayView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_view().fmt(f)
+    }
+}
+
+/// An owning [`cai::Array`] as a PyO3 argument and return value (feature `conversions`): a
+/// newtype, as neither PyO3's traits nor `cai::Array` are this crate's.
+#[derive(Debug)]
+pub struct Array(pub cai::Array);
+
+impl From<cai::Array> for Array {
+    fn from(array: cai::Array) -> Array {
+        Array(array)
+    }
+}
+
+impl Deref for Array {
+    type Target = cai::Array;
+
+    fn deref(&self) -> &cai::Array {
+        &self.0
+    }
+}

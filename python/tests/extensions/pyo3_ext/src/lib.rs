@@ -1,0 +1,150 @@
+//! The PyO3 test extension: each function as the C, pybind11, nanobind and Cython modules
+//! have it (python/tests/extensions/checks.py compares them with cai.from_object).
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+/// What an extension saw of an array (description.h's tuple): (version, ndim, shape, strides
+/// or None, typestr, data, readonly, stream, memory, descr, mask's description or None).
+fn described<'py>(py: Python<'py>, array: &cai::ArrayRef) -> PyResult<Bound<'py, PyTuple>> {
+    let raw = array.as_raw();
+    let ndim = raw.ndim as usize;
+    let strides = (raw.strides_given != 0).then(|| PyTuple::new(py, &raw.strides[..ndim])).transpose()?;
+    let descr = PyList::empty(py);
+    for field in array.fields() {
+        // SAFETY: the struct's field names and typestrs are NUL-terminated.
+        let (name, typestr) =
+            unsafe { (CStr::from_ptr(field.name.as_ptr()), CStr::from_ptr(field.typestr.as_ptr())) };
+        descr.append((name.to_string_lossy(), typestr.to_string_lossy(), field.offset))?;
+    }
+    let mask = array.mask().map(|mask| described(py, &mask)).transpose()?;
+    // SAFETY: a valid struct's typestr is NUL-terminated.
+    let typestr = unsafe { CStr::from_ptr(raw.typestr.as_ptr()) }.to_string_lossy();
+    let head = (raw.version, raw.ndim, PyTuple::new(py, &raw.shape[..ndim])?, strides, typestr, raw.data);
+    let tail = (raw.readonly, raw.stream, raw.memory, descr, mask);
+    let head = head.into_pyobject(py)?;
+    let tail = tail.into_pyobject(py)?;
+    let items: Vec<_> = head.iter().chain(tail.iter()).collect();
+    PyTuple::new(py, items)
+}
+
+#[pyfunction]
+fn describe<'py>(py: Python<'py>, array: cai_python::Array) -> PyResult<Bound<'py, PyTuple>> {
+    described(py, &array)
+}
+
+#[pyfunction]
+fn describe_host<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let array = cai_python::from_object(obj, &cai::ImportOptions::new().allow_host(true))?;
+    described(obj.py(), &array)
+}
+
+#[pyfunction]
+fn describe_buffer_interface<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let array = cai_python::from_buffer_interface(obj, &cai::ImportOptions::new())?;
+    described(obj.py(), &array)
+}
+
+#[pyfunction]
+fn describe_view<'py>(py: Python<'py>, array: cai_python::ArrayView<'_>) -> PyResult<Bound<'py, PyTuple>> {
+    described(py, &array)
+}
+
+#[pyfunction]
+fn view_describe<'py>(obj: &Bound<'py, PyAny>, allow_host: bool) -> PyResult<Bound<'py, PyTuple>> {
+    let view = cai_python::view(obj, &cai::ImportOptions::new().allow_host(allow_host))?;
+    described(obj.py(), &view)
+}
+
+#[pyfunction]
+fn hand_back(array: cai_python::Array) -> cai_python::Array {
+    array
+}
+
+/// `count` imports of `obj`, owning (each dropped at once) or borrowed (`view`).
+#[pyfunction]
+#[pyo3(signature = (obj, count, allow_host, view = false))]
+fn import_many(obj: &Bound<'_, PyAny>, count: usize, allow_host: bool, view: bool) -> PyResult<()> {
+    let options = cai::ImportOptions::new().allow_host(allow_host);
+    for _ in 0..count {
+        if view {
+            cai_python::view(obj, &options)?;
+        } else {
+            drop(cai_python::from_object(obj, &options)?);
+        }
+    }
+    Ok(())
+}
+
+static RELEASED: AtomicUsize = AtomicUsize::new(0);
+
+/// A Rust producer's array of `count` floats at a made-up device address, its release counted.
+fn made(count: i64, shape_of: impl FnOnce(i64) -> Vec<i64>) -> cai::Result<cai::Array> {
+    cai::Array::builder("<f4", &shape_of(count), 0x7f00_0000_1000)
+        .on_release(|| {
+            RELEASED.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+}
+
+#[pyfunction]
+fn produce(py: Python<'_>, count: i64) -> PyResult<Bound<'_, PyAny>> {
+    cai_python::to_object(py, made(count, |n| vec![n]).map_err(cai_python::raise)?)
+}
+
+unsafe extern "C" fn count_release(_array: *mut cai::CaiArray) {
+    RELEASED.fetch_add(1, Ordering::SeqCst);
+}
+
+/// An array the table refuses (ndim 99): (the exception, how many releases ran meanwhile: 1,
+/// as to_object drops what it could not hand over).
+#[pyfunction]
+fn produce_invalid(py: Python<'_>) -> PyResult<(PyErr, usize)> {
+    let before = RELEASED.load(Ordering::SeqCst);
+    let mut raw = cai::CaiArray::zeroed();
+    raw.ndim = 99;
+    raw.release = Some(count_release);
+    // SAFETY: a struct pointing at nothing, its release callable once from any thread.
+    let invalid = unsafe { cai::Array::from_raw(raw) };
+    let refused = cai_python::to_object(py, invalid).expect_err("an ndim of 99 is refused");
+    Ok((refused, RELEASED.load(Ordering::SeqCst) - before))
+}
+
+#[pyfunction]
+fn released_count() -> usize {
+    RELEASED.load(Ordering::SeqCst)
+}
+
+/// (size of cai-python's table struct, the size the package's table says it has, offset of
+/// cai-python's last member): equal sizes, and the last member at the end, when the Rust
+/// layout is the header's.
+#[pyfunction]
+fn table_layout(py: Python<'_>) -> PyResult<(usize, u64, usize)> {
+    use cai_python::ffi::CaiPythonApi;
+    let api = cai_python::api(py)?;
+    Ok((
+        std::mem::size_of::<CaiPythonApi>(),
+        api.size,
+        std::mem::offset_of!(CaiPythonApi, cai_python_from_buffer_interface),
+    ))
+}
+
+#[pymodule]
+fn cai_pyo3_ext(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    cai_python::import(module.py())?;
+    module.add_function(wrap_pyfunction!(describe, module)?)?;
+    module.add_function(wrap_pyfunction!(describe_host, module)?)?;
+    module.add_function(wrap_pyfunction!(describe_view, module)?)?;
+    module.add_function(wrap_pyfunction!(describe_buffer_interface, module)?)?;
+    module.add_function(wrap_pyfunction!(view_describe, module)?)?;
+    module.add_function(wrap_pyfunction!(hand_back, module)?)?;
+    module.add_function(wrap_pyfunction!(import_many, module)?)?;
+    module.add_function(wrap_pyfunction!(produce, module)?)?;
+    module.add_function(wrap_pyfunction!(produce_invalid, module)?)?;
+    module.add_function(wrap_pyfunction!(released_count, module)?)?;
+    module.add_function(wrap_pyfunction!(table_layout, module)?)?;
+    Ok(())
+}
