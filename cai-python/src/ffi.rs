@@ -1,5 +1,6 @@
 //! include/cai_python.h's table, member for member, as the installed `cai` package publishes
-//! it in the capsule `cai._native._C_API`.
+//! it in the capsule `cai._native._C_API`. The package's extension (python/src/capi.rs) fills
+//! this very struct, so the Rust side has one definition of the layout.
 
 use std::ffi::{c_char, CStr};
 

@@ -8,12 +8,13 @@
 //! gives them.
 //! The layout is fixed per major version; a minor version appends members only.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::c_void;
 
-use cai::{
-    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDtype,
-    CaiError, CaiExportOptions, CaiImportOptions, CaiLayout, CaiPointerInfo, CaiStatus, CaiSyncOptions,
-    Error, Status, CAI_OK,
+use cai::{CaiArray, CaiError, CaiImportOptions, Error, Status, CAI_OK};
+// The table's layout is defined once, in cai-python (the crate Rust extensions read it with):
+// this module fills it, and any drift between the two is a compile error.
+use cai_python::ffi::{
+    CaiPythonApi as PythonApi, CAI_PYTHON_API_MAJOR, CAI_PYTHON_API_MINOR, CAI_PYTHON_CAPSULE_NAME,
 };
 use pyo3::ffi::PyObject;
 use pyo3::prelude::*;
@@ -23,70 +24,6 @@ use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
 use crate::errors::{cai_error_type, to_python, Failure};
 use crate::negotiate::{import_object, import_read, view_object};
-
-/// Changes when a member moves or changes type: an extension refuses any other.
-pub const CAI_PYTHON_API_MAJOR: u32 = 1;
-/// Grows when members are appended: an extension refuses a table older than its header.
-pub const CAI_PYTHON_API_MINOR: u32 = 1;
-/// The capsule's name: the module's dotted path and the attribute (PyCapsule_Import's form).
-pub const CAPSULE_NAME: &CStr = c"cai._native._C_API";
-
-type FromObject =
-    unsafe extern "C" fn(*mut PyObject, *const CaiImportOptions, *mut CaiArray, *mut CaiError) -> i32;
-
-/// cai_python.h's CaiPythonApi, member for member.
-#[repr(C)]
-pub struct PythonApi {
-    pub major: u32,
-    pub minor: u32,
-    /// The table's size in bytes as this library built it.
-    pub size: u64,
-    pub cai_python_from_object: FromObject,
-    pub cai_python_to_object: unsafe extern "C" fn(*mut CaiArray) -> *mut PyObject,
-    pub cai_validate: unsafe extern "C" fn(*const CaiArray, *mut CaiError) -> CaiStatus,
-    pub cai_layout: unsafe extern "C" fn(*const CaiArray, *mut CaiLayout, *mut CaiError) -> CaiStatus,
-    pub cai_export: unsafe extern "C" fn(*mut CaiArray, *const CaiExportOptions, *mut CaiError) -> CaiStatus,
-    pub cai_release: unsafe extern "C" fn(*mut CaiArray, *mut CaiError) -> CaiStatus,
-    pub cai_move: unsafe extern "C" fn(*mut CaiArray, *mut CaiArray, *mut CaiError) -> CaiStatus,
-    pub cai_import: unsafe extern "C" fn(
-        *const CaiArray,
-        *const CaiImportOptions,
-        *mut CaiPointerInfo,
-        *mut CaiError,
-    ) -> CaiStatus,
-    pub cai_sync: unsafe extern "C" fn(*const CaiArray, *const CaiSyncOptions, *mut CaiError) -> CaiStatus,
-    pub cai_pointer_info: unsafe extern "C" fn(u64, *mut CaiPointerInfo, *mut CaiError) -> CaiStatus,
-    pub cai_driver_status: unsafe extern "C" fn(*mut i32, *mut CaiError) -> CaiStatus,
-    pub cai_from_dlpack: unsafe extern "C" fn(
-        *mut CaiDLManagedTensorVersioned,
-        *const CaiDLPackOptions,
-        *mut CaiArray,
-        *mut CaiError,
-    ) -> CaiStatus,
-    pub cai_from_dlpack_legacy: unsafe extern "C" fn(
-        *mut CaiDLManagedTensor,
-        *const CaiDLPackOptions,
-        *mut CaiArray,
-        *mut CaiError,
-    ) -> CaiStatus,
-    pub cai_to_dlpack: unsafe extern "C" fn(
-        *mut CaiArray,
-        *const CaiDLDevice,
-        *mut *mut CaiDLManagedTensorVersioned,
-        *mut CaiError,
-    ) -> CaiStatus,
-    pub cai_to_dlpack_legacy: unsafe extern "C" fn(
-        *mut CaiArray,
-        *const CaiDLDevice,
-        *mut *mut CaiDLManagedTensor,
-        *mut CaiError,
-    ) -> CaiStatus,
-    pub cai_typestr_parse: unsafe extern "C" fn(*const c_char, *mut CaiDtype, *mut CaiError) -> CaiStatus,
-    pub cai_status_string: extern "C" fn(CaiStatus) -> *const c_char,
-    pub cai_library_version: extern "C" fn() -> *const c_char,
-    pub cai_python_view: FromObject,
-    pub cai_python_from_buffer_interface: FromObject,
-}
 
 /// The table every extension reads: static, immutable, its members functions of this module.
 pub static PYTHON_API: PythonApi = PythonApi {
@@ -119,7 +56,7 @@ pub static PYTHON_API: PythonApi = PythonApi {
 pub fn python_api_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
     let table = &PYTHON_API as *const PythonApi as *mut c_void;
     // SAFETY: a static table and a static name; neither needs a destructor.
-    let capsule = unsafe { pyo3::ffi::PyCapsule_New(table, CAPSULE_NAME.as_ptr(), None) };
+    let capsule = unsafe { pyo3::ffi::PyCapsule_New(table, CAI_PYTHON_CAPSULE_NAME.as_ptr(), None) };
     // SAFETY: a new reference, or NULL with an exception set.
     Ok(unsafe { Bound::from_owned_ptr_or_err(py, capsule) }?.unbind())
 }

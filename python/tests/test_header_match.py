@@ -72,14 +72,15 @@ def _function_type(ffi, name):
 
 
 def test_the_python_c_api_table_lists_every_function_of_cai_h_in_one_order():
-    """cai_python.h's table, its macros and the extension's table (python/src/capi.rs) name
+    """cai_python.h's table, its macros and the Rust table (cai-python/src/ffi.rs, which the
+    extension's python/src/capi.rs fills and Rust extensions read) name
     every function of cai.h, member for member in the same order (then the members appended by
     minor versions); capi.pxd's array sizes are cai.h's."""
     functions = re.findall(r"^\w[\w *]*?\b(cai_\w+)\(", (ROOT / "include" / "cai.h").read_text(), re.M)
     python_header = (ROOT / "include" / "cai_python.h").read_text()
     members = re.findall(r"\(\*(cai_\w+)\)\(", python_header)
     macros = re.findall(r"^#define (cai_\w+) \(cai_python_table\(\)->(cai_\w+)\)", python_header, re.M)
-    rust = re.findall(r"^    pub (cai_\w+):", (ROOT / "python" / "src" / "capi.rs").read_text(), re.M)
+    rust = re.findall(r"^    pub (cai_\w+):", (ROOT / "cai-python" / "src" / "ffi.rs").read_text(), re.M)
     assert len(functions) >= 16
     assert members == ["cai_python_from_object", "cai_python_to_object", *functions, "cai_python_view",
                        "cai_python_from_buffer_interface"]
