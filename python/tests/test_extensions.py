@@ -55,7 +55,7 @@ def test_extensions_link_no_libcai_and_leave_no_cai_symbol_undefined(built):
 @pytest.mark.parametrize("check", ["dicts", "dlpack", "refusals", "producer"])
 def test_every_extension_takes_what_cai_from_object_takes(built, check, driver):
     """On the fake driver, or with none: CAI dicts of versions 0-3 and the objects exposing
-    them, a cai.Array, numpy through DLPack (allow_host), an exchange-table producer, the hostile
+    them, a cai.Array, numpy and torch through DLPack (allow_host), an exchange-table producer, the hostile
     objects; a C producer's array handed to Python and released once, on another thread too."""
     assert " compared" in run_check(built, check, driver)
 
