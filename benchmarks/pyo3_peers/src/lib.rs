@@ -10,7 +10,10 @@ use pyo3::prelude::*;
 /// Host memory allowed (the arguments are CPU tensors and CAI dicts over host memory), no
 /// stream ordering and no pointer check: dlpark and rust-numpy do neither.
 fn options() -> cai::ImportOptions {
-    cai::ImportOptions::new().allow_host(true).sync(cai::SyncMode::None).pointer_check(cai::PointerCheck::Never)
+    cai::ImportOptions::new()
+        .allow_host(true)
+        .sync(cai::SyncMode::None)
+        .pointer_check(cai::PointerCheck::Never)
 }
 
 #[pyfunction]
