@@ -172,15 +172,7 @@ def main():
     print("| argument | " + " | ".join(f"`{c}`" for c in columns) + " | vs fastest goal peer | goal |")
     print("|---|" + "---:|" * len(columns) + "---:|---|")
     for argument in dict.fromkeys(argument for argument, _ in table):
-        row = []
-        for column in columns:
-            key = (argument, column)
-            if key not in times:
-                row.append("")
-            elif key in instructions:
-                row.append(f"{times[key]:.0f} / {instructions[key]:,.0f}")
-            else:
-                row.append(f"{times[key]:.0f}")
+        row = [cell_text(times, instructions, (argument, column)) for column in columns]
         goal = goal_of(argument)
         ratio, bound = "", ""
         if goal:
@@ -195,6 +187,15 @@ def main():
             bound = f"<= {limit}x"
         print(f"| {argument} | " + " | ".join(row) + f" | {ratio} | {bound} |")
     return 0
+
+
+def cell_text(times, instructions, key):
+    """A table cell: ns per call, then instructions per call where counted; empty if no cell."""
+    if key not in times:
+        return ""
+    if key in instructions:
+        return f"{times[key]:.0f} / {instructions[key]:,.0f}"
+    return f"{times[key]:.0f}"
 
 
 def versions():

@@ -30,7 +30,7 @@ import torch  # noqa: E402
 
 import cai  # noqa: E402
 
-from dlpack_bench import count_child, counted, timed  # noqa: E402
+from dlpack_bench import cell_text, count_child, counted, timed  # noqa: E402
 from extension_bench import cpu_name  # noqa: E402
 from framework_dicts import PRODUCERS, SHAPE  # noqa: E402
 
@@ -104,15 +104,7 @@ def main():
     print("| argument | " + " | ".join(f"`{c}`" for c in columns) + " | cai vs fastest peer | goal |")
     print("|---|" + "---:|" * len(columns) + "---:|---|")
     for argument in dict.fromkeys(argument for argument, _ in table):
-        row = []
-        for column in columns:
-            key = (argument, column)
-            if key not in times:
-                row.append("")
-            elif key in instructions:
-                row.append(f"{times[key]:.0f} / {instructions[key]:,.0f}")
-            else:
-                row.append(f"{times[key]:.0f}")
+        row = [cell_text(times, instructions, (argument, column)) for column in columns]
         ratio, bound = "", ""
         peers = goal_of(argument)
         present = [(argument, name) for name in peers or () if (argument, name) in times]
