@@ -127,14 +127,15 @@ def timed(table):
     return best
 
 
-def counted(table):
-    """Instructions per call of each cell: one child process under callgrind, instrumentation
-    on only from the first counted loop (the frameworks' imports run uninstrumented)."""
+def counted(table, script=__file__, child_args=()):
+    """Instructions per call of each cell: one child process (SCRIPT --count-child DIR
+    CHILD_ARGS...) under callgrind, instrumentation on only from the first counted loop (the
+    frameworks' imports run uninstrumented)."""
     out_dir = pathlib.Path(tempfile.mkdtemp(prefix="cai-dlpack-bench-"))
     build_loops(out_dir)
     subprocess.run(
         ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-         f"--callgrind-out-file={out_dir}/callgrind.out", sys.executable, __file__, "--count-child", str(out_dir)],
+         f"--callgrind-out-file={out_dir}/callgrind.out", sys.executable, script, "--count-child", str(out_dir), *child_args],
         check=True, env={**os.environ, "PYTHONHASHSEED": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     totals = callgrind_dumps(out_dir)
     empty = totals.pop("empty")
@@ -145,11 +146,11 @@ def label(key):
     return re.sub(r"[^A-Za-z0-9_.-]", "_", "|".join(key))
 
 
-def count_child(loops_dir):
+def count_child(loops_dir, table):
+    """Counts each call of TABLE in its own labelled C loop (run in the child under callgrind)."""
     sys.path.insert(0, loops_dir)
     import cai_bench_loops as loops
 
-    table = {(argument, column): call for argument, column, call in cells()}
     for key, call in [(("empty",), lambda: None), *table.items()]:
         for _ in range(200):  # warm: the interpreter's specializations, type caches
             call()
@@ -158,7 +159,7 @@ def count_child(loops_dir):
 
 def main():
     if sys.argv[1:2] == ["--count-child"]:
-        count_child(sys.argv[2])
+        count_child(sys.argv[2], {(argument, column): call for argument, column, call in cells()})
         return
     print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, numpy {numpy.__version__}, "
           f"cai {cai.__version__}; {versions()}")
@@ -171,15 +172,7 @@ def main():
     print("| argument | " + " | ".join(f"`{c}`" for c in columns) + " | vs fastest goal peer | goal |")
     print("|---|" + "---:|" * len(columns) + "---:|---|")
     for argument in dict.fromkeys(argument for argument, _ in table):
-        row = []
-        for column in columns:
-            key = (argument, column)
-            if key not in times:
-                row.append("")
-            elif key in instructions:
-                row.append(f"{times[key]:.0f} / {instructions[key]:,.0f}")
-            else:
-                row.append(f"{times[key]:.0f}")
+        row = [cell_text(times, instructions, (argument, column)) for column in columns]
         goal = goal_of(argument)
         ratio, bound = "", ""
         if goal:
@@ -194,6 +187,15 @@ def main():
             bound = f"<= {limit}x"
         print(f"| {argument} | " + " | ".join(row) + f" | {ratio} | {bound} |")
     return 0
+
+
+def cell_text(times, instructions, key):
+    """A table cell: ns per call, then instructions per call where counted; empty if no cell."""
+    if key not in times:
+        return ""
+    if key in instructions:
+        return f"{times[key]:.0f} / {instructions[key]:,.0f}"
+    return f"{times[key]:.0f}"
 
 
 def versions():
