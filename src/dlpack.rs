@@ -8,10 +8,10 @@
 use std::ffi::c_void;
 
 use crate::abi::{
-    c_chars_until_nul, CaiArray, CaiDLDataType, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned,
-    CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor, CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION,
-    CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM,
-    CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
+    c_chars_until_nul, copy_into_c_chars, CaiArray, CaiDLDataType, CaiDLDevice, CaiDLManagedTensor,
+    CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor, CAI_DLPACK_FLAG_READ_ONLY,
+    CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST,
+    CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
 };
 use crate::device::memory::kind_of;
 use crate::dtype::parse_typestr_buffer;
@@ -99,8 +99,9 @@ pub struct DlTypestr {
 }
 
 impl DlTypestr {
-    pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.bytes[..self.len]).expect("ASCII")
+    /// The typestr's ASCII bytes (no NUL), for a struct's buffer without a UTF-8 check.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
@@ -220,14 +221,14 @@ pub fn data_with_byte_offset(data: *mut c_void, byte_offset: u64) -> Result<u64>
     })
 }
 
-/// Reads a DLTensor into `array`, a zeroed struct (not yet owning anything). NULL strides mean
-/// C-contiguous (DLPack before 1.2 allowed them).
+/// Reads a DLTensor into `array`, a zeroed struct (not yet owning anything), and validates it.
+/// NULL strides mean C-contiguous (DLPack before 1.2 allowed them).
 fn array_of_tensor(
     tensor: &CaiDLTensor,
     readonly: bool,
     allow_host: bool,
     array: &mut CaiArray,
-) -> Result<()> {
+) -> Result<Validated> {
     device_is_cuda_or_allowed_host(tensor.device, allow_host)?;
     let ndim = usize::try_from(tensor.ndim).ok().filter(|&n| n <= CAI_MAX_NDIM).ok_or_else(|| {
         Error::new(
@@ -242,7 +243,7 @@ fn array_of_tensor(
     array.version = 3;
     array.ndim = ndim as i32;
     array.readonly = readonly.into();
-    array.set_typestr(typestr.as_str());
+    copy_into_c_chars(&mut array.typestr, typestr.as_bytes());
     array.stream = CAI_STREAM_NONE; // the DLPack exchange did its sync before handing the tensor over
     if ndim > 0 {
         // SAFETY: DLPack promises `ndim` extents (and strides, when not NULL).
@@ -258,9 +259,11 @@ fn array_of_tensor(
     array.data = data_with_byte_offset(tensor.data, tensor.byte_offset)?;
     let validated = validate(array)?;
     if validated.element_count == 0 {
-        array.data = 0; // CAI: "For zero-size arrays, use 0"
+        // CAI: "For zero-size arrays, use 0" (an empty extent holds at any address: `validated`
+        // stays true of the array).
+        array.data = 0;
     }
-    Ok(())
+    Ok(validated)
 }
 
 /// Runs the deleter of a tensor (either struct) that is refused before it is read.
@@ -284,7 +287,8 @@ fn options_of(options: &CaiDLPackOptions) -> Result<bool> {
 }
 
 /// Takes a versioned DLPack tensor into `array`, a zeroed struct: on success the array owns
-/// it (its release runs the tensor's deleter once); on failure the deleter has run already and
+/// it (its release runs the tensor's deleter once) and what validating it found is returned,
+/// for an import to reuse (`import_validated`); on failure the deleter has run already and
 /// `array` holds nothing to release. A tensor of an unknown major version has nothing read but
 /// its version and deleter.
 ///
@@ -294,7 +298,7 @@ pub unsafe fn from_dlpack(
     tensor: *mut CaiDLManagedTensorVersioned,
     options: &CaiDLPackOptions,
     array: &mut CaiArray,
-) -> Result<()> {
+) -> Result<Validated> {
     let read = |array: &mut CaiArray| {
         let allow_host = options_of(options)?;
         let version = (*tensor).version;
@@ -314,7 +318,7 @@ pub unsafe fn from_dlpack_legacy(
     tensor: *mut CaiDLManagedTensor,
     options: &CaiDLPackOptions,
     array: &mut CaiArray,
-) -> Result<()> {
+) -> Result<Validated> {
     let read = |array: &mut CaiArray| {
         let allow_host = options_of(options)?;
         array_of_tensor(&(*tensor).dl_tensor, false, allow_host, array)
@@ -324,21 +328,25 @@ pub unsafe fn from_dlpack_legacy(
 
 /// The ownership sequence of both `from_dlpack`s: `read` the tensor into `array`; on success
 /// the array owns it (its release runs the deleter), on failure the deleter runs now.
+/// Returns what `read` validated.
 ///
 /// # Safety
 /// `tensor` is a valid tensor of struct `T`, handed over.
 unsafe fn take_tensor<T: Managed>(
     tensor: *mut T,
     array: &mut CaiArray,
-    read: impl FnOnce(&mut CaiArray) -> Result<()>,
-) -> Result<()> {
-    if let Err(e) = read(array) {
-        discard(tensor);
-        return Err(e);
-    }
+    read: impl FnOnce(&mut CaiArray) -> Result<Validated>,
+) -> Result<Validated> {
+    let validated = match read(array) {
+        Ok(validated) => validated,
+        Err(e) => {
+            discard(tensor);
+            return Err(e);
+        }
+    };
     array.owner = tensor.cast();
     array.release = Some(release_taken::<T>);
-    Ok(())
+    Ok(validated)
 }
 
 /// What a tensor made by `to_dlpack` holds besides itself: the array it took over, and the
@@ -532,6 +540,46 @@ mod tests {
         }
     }
 
+    /// The validation `from_dlpack` returns is the array's (an import reuses it instead of
+    /// validating again), strided, empty (whose data becomes 0 after validation) and 0-d alike.
+    #[test]
+    fn from_dlpack_returns_what_validating_the_array_finds_and_the_import_reuses_it() {
+        let mut shape = [3i64, 4];
+        let mut strides = [8i64, 1]; // in elements: a padded row
+        for (ndim, rows) in [(2, 3), (2, 0), (0, 3)] {
+            shape[0] = rows;
+            let mut tensor = CaiDLManagedTensorVersioned {
+                version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: 0 },
+                manager_ctx: std::ptr::null_mut(),
+                deleter: None,
+                flags: 0,
+                dl_tensor: CaiDLTensor {
+                    data: 0x1000 as *mut c_void,
+                    device: CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 },
+                    ndim,
+                    dtype: dt(2, 32, 1),
+                    shape: shape.as_mut_ptr(),
+                    strides: strides.as_mut_ptr(),
+                    byte_offset: 16,
+                },
+            };
+            let options = CaiDLPackOptions { allow_host: 1, ..Default::default() };
+            let mut array = CaiArray::zeroed();
+            // SAFETY: a tensor of this frame with no deleter; its shape and strides outlive it.
+            let returned = unsafe { from_dlpack(&mut tensor, &options, &mut array) }.unwrap();
+            assert_eq!(returned, validate(&array).unwrap(), "ndim {ndim}, rows {rows}");
+            let import_options = crate::abi::CaiImportOptions {
+                allow_host: 1,
+                pointer_check: crate::abi::CAI_POINTER_CHECK_NEVER,
+                sync_mode: crate::abi::CAI_SYNC_NONE,
+                ..Default::default()
+            };
+            let reused = crate::import::import_validated(&array, returned, &import_options).unwrap();
+            let imported = crate::import::import(&array, &import_options).unwrap();
+            assert_eq!(reused.validated, imported.validated);
+        }
+    }
+
     #[test]
     fn dtypes_map_to_typestrs_and_back() {
         let native = NATIVE_BYTE_ORDER as char;
@@ -546,7 +594,7 @@ mod tests {
             (dt(DL_COMPLEX, 64, 1), format!("{native}c8")),
             (dt(DL_COMPLEX, 128, 1), format!("{native}c16")),
         ] {
-            assert_eq!(typestr_of_dtype(dtype).unwrap().as_str(), typestr);
+            assert_eq!(typestr_of_dtype(dtype).unwrap().as_bytes(), typestr.as_bytes());
             let mut a = CaiArray::zeroed();
             a.set_typestr(&typestr);
             let back = dtype_of_typestr(&a).unwrap();

@@ -20,22 +20,56 @@ pub struct Imported {
 
 /// Imports `array` as `options` ask.
 pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<Imported> {
+    let wanted = wanted(options)?;
+    let validated = validate(array)?;
+    import_with(array, validated, &wanted, options)
+}
+
+/// `import` of an array validated already: `validated` is what `validate(array)` returned for
+/// the array as it is now (a reader that validated what it read, such as `from_dlpack`, hands
+/// it on, so that no rule runs twice per import).
+pub fn import_validated(
+    array: &CaiArray,
+    validated: Validated,
+    options: &CaiImportOptions,
+) -> Result<Imported> {
+    import_with(array, validated, &wanted(options)?, options)
+}
+
+/// What the options ask of an import, each checked to be a known value.
+struct Wanted {
+    writable: bool,
+    native_only: bool,
+    host: HostMemory,
+}
+
+fn wanted(options: &CaiImportOptions) -> Result<Wanted> {
     reserved_are_zero("CaiImportOptions.reserved", &options.reserved)?;
     sync_mode_is_known(options.sync_mode)?;
-    let writable = option_is_a_flag("CaiImportOptions.writable", options.writable)?;
-    let native_only = option_is_a_flag("CaiImportOptions.native_only", options.native_only)?;
-    let host = match option_is_a_flag("CaiImportOptions.allow_host", options.allow_host)? {
-        true => HostMemory::Allowed,
-        false => HostMemory::Refused,
-    };
-    let validated = validate(array)?;
-    writable_access_is_allowed(array, writable)?;
-    if native_only {
+    Ok(Wanted {
+        writable: option_is_a_flag("CaiImportOptions.writable", options.writable)?,
+        native_only: option_is_a_flag("CaiImportOptions.native_only", options.native_only)?,
+        host: match option_is_a_flag("CaiImportOptions.allow_host", options.allow_host)? {
+            true => HostMemory::Allowed,
+            false => HostMemory::Refused,
+        },
+    })
+}
+
+/// The import's steps after validation: access, byte order, the pointer check, the sync.
+fn import_with(
+    array: &CaiArray,
+    validated: Validated,
+    wanted: &Wanted,
+    options: &CaiImportOptions,
+) -> Result<Imported> {
+    writable_access_is_allowed(array, wanted.writable)?;
+    if wanted.native_only {
         byte_order_is_native(array, &validated)?;
     }
     let kind = kind_of(array);
     let info =
-        kind.check(array, validated.touched(), options.consumer_stream, options.pointer_check, host)?;
+        kind.check(array, validated.touched(), options.consumer_stream, options.pointer_check, wanted.host)?;
     kind.sync(array, stream_for_version(array), options.consumer_stream, options.sync_mode, &info)?;
     Ok(Imported { validated, info })
 }

@@ -4,6 +4,7 @@
 
 use std::mem::ManuallyDrop;
 
+use cai::binding::rules::Validated;
 use cai::binding::{release_array, Description};
 use cai::{CaiArray, CaiDLDevice};
 use pyo3::prelude::*;
@@ -23,6 +24,9 @@ pub struct Read {
     pub mask_owners: Vec<Py<PyAny>>,
     /// The Buffer Interface's `buffer` object (a cl_mem holder), for OpenCL memory.
     pub buffer: Option<Py<PyAny>>,
+    /// What validation found of the struct as it is (None: not validated yet), for the import
+    /// to reuse.
+    pub validated: Option<Validated>,
 }
 
 impl Read {
@@ -35,6 +39,7 @@ impl Read {
             owner,
             mask_owners: Vec::new(),
             buffer: None,
+            validated: None,
         }
     }
 }

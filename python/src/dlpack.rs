@@ -10,6 +10,7 @@ use cai::binding::dlpack::{
     device_of, discard, from_dlpack, from_dlpack_legacy, to_dlpack, to_dlpack_legacy,
 };
 use cai::binding::release_array;
+use cai::binding::rules::Validated;
 use cai::{
     CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiSyncOptions,
     CAI_SYNC_DEFAULT,
@@ -44,6 +45,14 @@ impl Taken {
     }
 }
 
+/// A tensor taken from a producer: the array that owns it, the tensor's device, and what the
+/// core validated when it read the tensor (for the import to reuse: no rule runs twice).
+pub struct TakenTensor {
+    pub taken: Taken,
+    pub device: CaiDLDevice,
+    pub validated: Validated,
+}
+
 impl Drop for Taken {
     fn drop(&mut self) {
         if let Some(mut array) = self.0.take() {
@@ -66,14 +75,14 @@ pub unsafe fn device_of_taken(array: &CaiArray, versioned: bool) -> CaiDLDevice 
 }
 
 /// Takes the tensor out of an unused DLPack capsule into `array` (the core owns it from then
-/// on); returns whether it was the versioned struct. The name check, the pointer and the
+/// on); returns whether it was the versioned struct, and what the core validated of it. The name check, the pointer and the
 /// renaming to "used_..." happen in one critical section on the capsule, so that two threads
 /// (with or without a GIL) handed the same capsule never both take its tensor.
 pub fn take_capsule(
     capsule: &Bound<'_, PyAny>,
     options: &CaiDLPackOptions,
     array: &mut CaiArray,
-) -> CaiResult<bool> {
+) -> CaiResult<(bool, Validated)> {
     let raw = capsule.as_ptr();
     let taken = with_critical_section(capsule, || {
         // SAFETY: capsule calls on a live object; the name is checked before the pointer is
@@ -100,14 +109,14 @@ pub fn take_capsule(
         .into());
     };
     // SAFETY: the tensor of a capsule this thread alone marked used: handed over to the core.
-    unsafe {
+    let validated = unsafe {
         if versioned {
-            from_dlpack(tensor.cast(), options, array)?;
+            from_dlpack(tensor.cast(), options, array)?
         } else {
-            from_dlpack_legacy(tensor.cast(), options, array)?;
+            from_dlpack_legacy(tensor.cast(), options, array)?
         }
-    }
-    Ok(versioned)
+    };
+    Ok((versioned, validated))
 }
 
 /// Destructor of a capsule made here: a tensor no consumer took is deleted with it.

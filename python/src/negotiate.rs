@@ -7,8 +7,9 @@ use std::ffi::c_void;
 use std::sync::Mutex;
 
 use cai::binding::dlpack::device_is_cuda_or_allowed_host;
-use cai::binding::import::{import, import_may_wait, producer_ordering, Imported};
-use cai::{CaiArray, CaiDLDevice, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER};
+use cai::binding::import::{import, import_may_wait, import_validated, producer_ordering, Imported};
+use cai::binding::rules::Validated;
+use cai::{CaiArray, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -16,7 +17,7 @@ use pyo3::types::{PyDict, PyType};
 
 use crate::array::Array;
 use crate::described::Read;
-use crate::dlpack::Taken;
+use crate::dlpack::TakenTensor;
 use crate::errors::{CaiResult, Failure};
 use crate::read_array::read_array;
 use crate::read_dict::{interface_of, read_dict, read_interface};
@@ -142,8 +143,7 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
     let facts = type_facts(obj)?;
     if let Some(exchange) = facts.exchange {
-        let (taken, device) = take_by_exchange(obj, exchange, ordering, allow_host)?;
-        return Ok(taken_from(obj, taken, device));
+        return Ok(taken_from(obj, take_by_exchange(obj, exchange, ordering, allow_host)?));
     }
     // A type whose host instances lack the interface (a property that raises for them, at a
     // cost per call) is asked the instance's device first: a host instance is taken by DLPack
@@ -158,7 +158,7 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
             Ok(device) if device.device_type == CAI_DL_CPU => {
                 let known = KnownDevice::Reported(device);
                 return match take_from_producer(obj, options.consumer_stream, ordering, allow_host, known) {
-                    Ok((taken, device)) => Ok(taken_from(obj, taken, device)),
+                    Ok(tensor) => Ok(taken_from(obj, tensor)),
                     Err(refused) => match interface_of(obj)? {
                         Some(dict) => read_interface(obj, &dict),
                         None => Err(refused),
@@ -178,8 +178,8 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
     if !facts.type_has_dlpack && !obj.hasattr(intern!(py, "__dlpack__"))? {
         return Err(not_an_array(obj).into());
     }
-    let (taken, device) = take_from_producer(obj, options.consumer_stream, ordering, allow_host, known)?;
-    let host = device.device_type == CAI_DL_CPU;
+    let tensor = take_from_producer(obj, options.consumer_stream, ordering, allow_host, known)?;
+    let host = tensor.device.device_type == CAI_DL_CPU;
     let lacks_interface = facts.may_have_interface && host && !facts.host_instances_lack_interface;
     let host_only = Some(facts.dlpack_host_only.unwrap_or(true) && host);
     if lacks_interface || host_only != facts.dlpack_host_only {
@@ -188,12 +188,16 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
             learned.dlpack_host_only = Some(learned.dlpack_host_only.unwrap_or(true) && host);
         });
     }
-    Ok(taken_from(obj, taken, device))
+    Ok(taken_from(obj, tensor))
 }
 
-/// A description of the tensor taken from `obj` on `device`, keeping `obj` alive.
-fn taken_from(obj: &Bound<'_, PyAny>, taken: Taken, device: CaiDLDevice) -> Read {
-    Read::borrowing(taken.into_inner(), Some(device), Some(obj.clone().unbind()))
+/// A description of the tensor taken from `obj`, keeping `obj` alive, with what the core
+/// validated of it.
+fn taken_from(obj: &Bound<'_, PyAny>, tensor: TakenTensor) -> Read {
+    let TakenTensor { taken, device, validated } = tensor;
+    let mut read = Read::borrowing(taken.into_inner(), Some(device), Some(obj.clone().unbind()));
+    read.validated = Some(validated);
+    read
 }
 
 /// Moves what the import reads to the thread that runs it with the GIL released.
@@ -213,15 +217,17 @@ impl<T> Unshared<T> {
 /// plans, or the first load of the driver).
 pub fn import_read(py: Python<'_>, read: Read, options: CaiImportOptions) -> CaiResult<(Read, Imported)> {
     let host = read.device.is_some_and(|device| device.device_type == CAI_DL_CPU);
-    let imported = import_struct(py, read.array(), options, host)?;
+    let imported = import_struct(py, read.array(), read.validated, options, host)?;
     Ok((read, imported))
 }
 
 /// Imports `array` as `options` say (no pointer check for `host` memory, taken with
-/// allow_host), with the GIL released where the host may wait.
+/// allow_host), with the GIL released where the host may wait; `validated` (what validation
+/// found of `array` as it is) spares validating it again.
 fn import_struct(
     py: Python<'_>,
     array: &CaiArray,
+    validated: Option<Validated>,
     mut options: CaiImportOptions,
     host: bool,
 ) -> CaiResult<Imported> {
@@ -233,13 +239,25 @@ fn import_struct(
         py.detach(move || {
             let (array, options) = job.into_inner();
             // SAFETY: `array` is the caller's, alive and unchanged until this returns.
-            Unshared(import(unsafe { &*array }, options))
+            Unshared(import_as_read(unsafe { &*array }, validated, options))
         })
         .into_inner()
     } else {
-        import(array, &options)
+        import_as_read(array, validated, &options)
     };
     Ok(outcome?)
+}
+
+/// The core's import, reusing the reader's validation where there was one.
+fn import_as_read(
+    array: &CaiArray,
+    validated: Option<Validated>,
+    options: &CaiImportOptions,
+) -> cai::Result<Imported> {
+    match validated {
+        Some(validated) => import_validated(array, validated, options),
+        None => import(array, options),
+    }
 }
 
 /// The refusal of what a borrowed view cannot hold without memory or a reference of its own.
@@ -260,6 +278,7 @@ fn cannot_borrow(what: &str) -> Failure {
 pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mut CaiArray) -> CaiResult<()> {
     let allow_host = options.allow_host != 0;
     let mut host = false;
+    let mut validated = None;
     if let Ok(source) = obj.cast::<Array>() {
         let source = source.get();
         source.live()?;
@@ -269,6 +288,7 @@ pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mu
         }
         // Its own struct: its descr and mask point into memory the cai.Array owns.
         *array = *source.array();
+        validated = source.imported().map(|imported| imported.validated);
         array.owner = std::ptr::null_mut();
         array.release = None;
     } else {
@@ -281,8 +301,9 @@ pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mu
                     ));
                 };
                 let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
-                let device = view_by_exchange(obj, exchange, dltensor, ordering, allow_host, array)?;
+                let (device, found) = view_by_exchange(obj, exchange, dltensor, ordering, allow_host, array)?;
                 host = device.device_type == CAI_DL_CPU;
+                validated = Some(found);
             }
             None => {
                 let dict = match facts {
@@ -308,6 +329,6 @@ pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mu
             }
         }
     }
-    import_struct(obj.py(), array, options, host)?;
+    import_struct(obj.py(), array, validated, options, host)?;
     Ok(())
 }

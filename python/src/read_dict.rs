@@ -47,7 +47,14 @@ pub fn interface_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'p
 /// `dict`, the interface of `owner`, read into a description that keeps `owner` alive.
 pub fn read_interface(owner: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>) -> CaiResult<Read> {
     let (description, mask_owners) = describe_dict(dict, 0)?;
-    Ok(Read { description, device: None, owner: Some(owner.clone().unbind()), mask_owners, buffer: None })
+    Ok(Read {
+        description,
+        device: None,
+        owner: Some(owner.clone().unbind()),
+        mask_owners,
+        buffer: None,
+        validated: None,
+    })
 }
 
 /// A dict (whose array is `depth` masks down) read into a complete description (the core

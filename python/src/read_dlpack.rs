@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
-use crate::dlpack::{device_of_taken, take_capsule, Taken};
+use crate::dlpack::{device_of_taken, take_capsule, Taken, TakenTensor};
 use crate::errors::{CaiResult, Failure};
 
 /// The `stream` argument of `__dlpack__` for what the consumer needs (the core's
@@ -68,7 +68,7 @@ pub fn take_from_producer(
     ordering: ProducerOrdering,
     allow_host: bool,
     known: KnownDevice,
-) -> CaiResult<(Taken, CaiDLDevice)> {
+) -> CaiResult<TakenTensor> {
     let py = obj.py();
     // A consumer without a stream asks for None whatever the device, and so does one that
     // wants no sync of a type whose instances have all been host memory (None is what host
@@ -91,7 +91,7 @@ pub fn take_from_producer(
     let capsule = call_dlpack(obj, &stream)?;
     let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
     let mut taken = Taken::new();
-    let versioned = take_capsule(&capsule, &options, taken.array())?;
+    let (versioned, validated) = take_capsule(&capsule, &options, taken.array())?;
     // SAFETY: taken by the core, of the kind `versioned` says.
     let device = unsafe { device_of_taken(taken.array(), versioned) };
     if let Some(reported) = reported {
@@ -102,7 +102,7 @@ pub fn take_from_producer(
             taken.array().stream = stream;
         }
     }
-    Ok((taken, device))
+    Ok(TakenTensor { taken, device, validated })
 }
 
 /// What the negotiation knows of a producer's device before the take.

@@ -5,6 +5,7 @@ use std::ffi::c_void;
 
 use cai::binding::dlpack::from_dlpack;
 use cai::binding::import::ProducerOrdering;
+use cai::binding::rules::Validated;
 use cai::{
     CaiArray, CaiDLDevice, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor,
     CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY,
@@ -14,7 +15,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyType};
 
-use crate::dlpack::{device_of_taken, Taken};
+use crate::dlpack::{device_of_taken, Taken, TakenTensor};
 use crate::errors::CaiResult;
 use crate::exchange_api::{
     CurrentWorkStream, DlTensorFromPyObject, ExchangeApi, ExchangeApiHeader, FromPyObject, EXCHANGE_API,
@@ -88,7 +89,7 @@ pub fn take_by_exchange(
     exchange: Exchange,
     ordering: ProducerOrdering,
     allow_host: bool,
-) -> CaiResult<(Taken, CaiDLDevice)> {
+) -> CaiResult<TakenTensor> {
     let mut tensor: *mut CaiDLManagedTensorVersioned = std::ptr::null_mut();
     // SAFETY: the producer's function, given the object it was looked up for.
     if unsafe { (exchange.from_py_object)(obj.as_ptr().cast(), &mut tensor) } != 0 || tensor.is_null() {
@@ -99,13 +100,13 @@ pub fn take_by_exchange(
     let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
     let mut taken = Taken::new();
     // SAFETY: a tensor handed over by the producer; the core takes it (deleting it on failure).
-    unsafe { from_dlpack(tensor, &options, taken.array()) }?;
+    let validated = unsafe { from_dlpack(tensor, &options, taken.array()) }?;
     // SAFETY: taken by from_dlpack, as a versioned tensor.
     let device = unsafe { device_of_taken(taken.array(), true) };
     if let Some(stream) = work_stream(obj.py(), exchange, ordering, device)? {
         taken.array().stream = stream;
     }
-    Ok((taken, device))
+    Ok(TakenTensor { taken, device, validated })
 }
 
 /// The producer's current work stream on `device`, for the import to order the consumer after
@@ -131,7 +132,7 @@ fn work_stream(
 
 /// Reads `obj`'s tensor into `array` (zeroed) through the table's non-owning DLTensor call:
 /// nothing taken, nothing to release; valid while the caller holds `obj` and runs no Python
-/// code. Returns the tensor's device.
+/// code. Returns the tensor's device and what the core validated of it.
 pub fn view_by_exchange(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,
@@ -139,7 +140,7 @@ pub fn view_by_exchange(
     ordering: ProducerOrdering,
     allow_host: bool,
     array: &mut CaiArray,
-) -> CaiResult<CaiDLDevice> {
+) -> CaiResult<(CaiDLDevice, Validated)> {
     // The DLTensor in a managed tensor of the stack, with no deleter: the core's reader of
     // DLPack tensors reads it, and what it would own is dropped from the struct at once.
     let mut tensor = CaiDLManagedTensorVersioned {
@@ -159,12 +160,12 @@ pub fn view_by_exchange(
     }
     let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
     // SAFETY: a tensor of this stack frame with no deleter: "taking" it frees nothing.
-    unsafe { from_dlpack(&mut tensor, &options, array) }?;
+    let validated = unsafe { from_dlpack(&mut tensor, &options, array) }?;
     array.owner = std::ptr::null_mut();
     array.release = None;
     let device = tensor.dl_tensor.device;
     if let Some(stream) = work_stream(obj.py(), exchange, ordering, device)? {
         array.stream = stream;
     }
-    Ok(device)
+    Ok((device, validated))
 }

@@ -5,6 +5,7 @@ use crate::abi::{
     CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiError,
 };
 use crate::status::{CaiStatus, Error, Status};
+use crate::validate::Validated;
 
 /// Takes a DLPack tensor (cast a `DLManagedTensorVersioned *` to this type) as a CaiArray
 /// that owns it: `*out`'s release runs the tensor's deleter exactly once. Accepts kDLCUDA,
@@ -59,7 +60,7 @@ unsafe fn take<T: crate::dlpack::Managed>(
     tensor: *mut T,
     options: *const CaiDLPackOptions,
     out: *mut CaiArray,
-    from: unsafe fn(*mut T, &CaiDLPackOptions, &mut CaiArray) -> crate::status::Result<()>,
+    from: unsafe fn(*mut T, &CaiDLPackOptions, &mut CaiArray) -> crate::status::Result<Validated>,
 ) -> crate::status::Result<()> {
     if tensor.is_null() {
         return Err(Error::new(Status::NullArgument, "tensor is NULL"));
