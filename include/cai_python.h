@@ -95,12 +95,15 @@ typedef struct CaiPythonApi {
   //    fields (a descr that restates the typestr, as numpy writes it, is fine);
   //  - a cai.Array: its own struct (its descr and mask point into the cai.Array);
   //  - a DLPack producer whose type's exchange table offers dltensor_from_py_object_no_sync
-  //    (torch, cai.Array), read without a managed tensor.
+  //    (torch, paddle, cai.Array), read without a managed tensor;
+  //  - a `__dlpack__` producer (numpy, jax): asked for its own memory (copy=False; a producer
+  //    from before DLPack 1.0 never copies), the tensor read and deleted before the call
+  //    returns: the data stays valid while `obj` is held, as above.
   // Refused with CAI_ERROR_INVALID_ARGUMENT and a message naming cai_python_from_object,
   // which takes them, because a borrowed struct cannot hold them:
   //  - a dict with a mask, or with named descr fields (their structs would need memory);
-  //  - a DLPack producer without that call (numpy, jax: `__dlpack__`'s capsule, or the
-  //    exchange table's managed tensor, must be owned and deleted).
+  //  - a type whose exchange table lacks dltensor_from_py_object_no_sync (its managed tensor
+  //    must be owned, and the table promises no view of the object's own memory).
   // Every other refusal is cai_python_from_object's, with the same status and message.
   int32_t (*cai_python_view)(PyObject *obj, const CaiImportOptions *options, CaiArray *out, CaiError *error);
   // Minor 1. cai.from_buffer_interface from C: an object of the OpenCL/CUDA Buffer Interface

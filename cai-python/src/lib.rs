@@ -132,9 +132,10 @@ pub fn from_object(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<
 /// dict's `typestr` replaced, a tensor resized). Use a view between taking it and a kernel
 /// launch; take [`from_object`] to keep an array.
 ///
-/// Refuses, with `cai.CaiError` naming `cai_python_from_object`, what cannot be borrowed: a
-/// dict with a mask or named `descr` fields, and a DLPack producer without the exchange
-/// table's non-owning call (numpy, jax).
+/// A `__dlpack__` producer (numpy, jax) is asked for its own memory (`copy=False`) and its
+/// tensor deleted before this returns. Refuses, with `cai.CaiError` naming
+/// `cai_python_from_object`, what cannot be borrowed: a dict with a mask or named `descr`
+/// fields, and a type whose DLPack exchange table lacks the non-owning DLTensor call.
 pub fn view<'a>(obj: &'a Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<ArrayView<'a>> {
     read(obj, options.as_raw(), |api| api.cai_python_view).map(ArrayView::borrowing)
 }

@@ -125,8 +125,8 @@ cdef extern from "cai_python.h":
     int32_t cai_python_from_object(object obj, const CaiImportOptions *options, CaiArray *out,
                                    CaiError *error) except *
     # The same, borrowed: no reference, no allocation, `release` NULL; valid while `obj` is held
-    # and no Python code runs. Refuses a mask, named descr fields and DLPack capsules (see
-    # cai_python.h). Raises libcai's exception when it fails.
+    # and no Python code runs. Refuses a mask and named descr fields (see cai_python.h).
+    # Raises libcai's exception when it fails.
     int32_t cai_python_view(object obj, const CaiImportOptions *options, CaiArray *out,
                             CaiError *error) except *
     # A new cai.Array that owns `array`; raises (and leaves `array` the caller's) on failure.

@@ -124,27 +124,49 @@ pub fn import_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -> CaiRe
     import_read(obj.py(), read, options)
 }
 
-/// The negotiation: `obj` read by the protocol chosen for it.
-fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<Read> {
+/// The protocol the negotiation chose for an object.
+enum Chosen<'py> {
+    /// A CAI dict: the object itself, or what its `__cuda_array_interface__` gave.
+    Dict(Bound<'py, PyDict>),
+    /// A cai.Array, read from its own struct.
+    Array(Bound<'py, Array>),
+    /// Its type's DLPack exchange table.
+    Exchange(Exchange),
+    /// `__dlpack__`, the tensor taken already (what the take showed is learned of the type).
+    Taken(TakenTensor),
+}
+
+/// Who holds what is read: an import keeps the producer's tensor; a borrowed view lets go of
+/// it before returning, so the tensor must be the object's own memory, never a copy.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    Import,
+    View,
+}
+
+/// The negotiation, shared by the import and the view: the protocol chosen for `obj`.
+fn choose<'py>(
+    obj: &Bound<'py, PyAny>,
+    options: &CaiImportOptions,
+    holder: Holder,
+) -> CaiResult<Chosen<'py>> {
     let py = obj.py();
     let allow_host = options.allow_host != 0;
     // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
     // a CAI property that may raise (a CPU tensor's does) and cost an exception per call.
     if let Ok(dict) = obj.cast::<PyDict>() {
-        return read_interface(obj, dict);
+        return Ok(Chosen::Dict(dict.clone()));
     }
     if let Ok(array) = obj.cast::<Array>() {
-        let read = read_array(array)?;
-        if let Some(device) = read.device {
-            device_is_cuda_or_allowed_host(device, allow_host)?;
-        }
-        return Ok(read);
+        return Ok(Chosen::Array(array.clone()));
     }
-    let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
     let facts = type_facts(obj)?;
     if let Some(exchange) = facts.exchange {
-        return Ok(taken_from(obj, take_by_exchange(obj, exchange, ordering, allow_host)?));
+        return Ok(Chosen::Exchange(exchange));
     }
+    let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
+    let no_copy = holder == Holder::View;
+    let take = |known| take_from_producer(obj, options.consumer_stream, ordering, allow_host, known, no_copy);
     // A type whose host instances lack the interface (a property that raises for them, at a
     // cost per call) is asked the instance's device first: a host instance is taken by DLPack
     // without the raising call, and read by its interface after all if DLPack refuses it (an
@@ -156,11 +178,10 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
     if facts.host_instances_lack_interface {
         match reported_device(obj) {
             Ok(device) if device.device_type == CAI_DL_CPU => {
-                let known = KnownDevice::Reported(device);
-                return match take_from_producer(obj, options.consumer_stream, ordering, allow_host, known) {
-                    Ok(tensor) => Ok(taken_from(obj, tensor)),
+                return match take(KnownDevice::Reported(device)) {
+                    Ok(tensor) => Ok(Chosen::Taken(tensor)),
                     Err(refused) => match interface_of(obj)? {
-                        Some(dict) => read_interface(obj, &dict),
+                        Some(dict) => Ok(Chosen::Dict(dict)),
                         None => Err(refused),
                     },
                 };
@@ -172,13 +193,13 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
     }
     if facts.may_have_interface {
         if let Some(dict) = interface_of(obj)? {
-            return read_interface(obj, &dict);
+            return Ok(Chosen::Dict(dict));
         }
     }
     if !facts.type_has_dlpack && !obj.hasattr(intern!(py, "__dlpack__"))? {
         return Err(not_an_array(obj).into());
     }
-    let tensor = take_from_producer(obj, options.consumer_stream, ordering, allow_host, known)?;
+    let tensor = take(known)?;
     let host = tensor.device.device_type == CAI_DL_CPU;
     let lacks_interface = facts.may_have_interface && host && !facts.host_instances_lack_interface;
     let host_only = Some(facts.dlpack_host_only.unwrap_or(true) && host);
@@ -188,7 +209,27 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<
             learned.dlpack_host_only = Some(learned.dlpack_host_only.unwrap_or(true) && host);
         });
     }
-    Ok(taken_from(obj, tensor))
+    Ok(Chosen::Taken(tensor))
+}
+
+/// `obj` read by the protocol chosen for it, to be owned.
+fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<Read> {
+    let allow_host = options.allow_host != 0;
+    match choose(obj, options, Holder::Import)? {
+        Chosen::Dict(dict) => Ok(read_interface(obj, &dict)?),
+        Chosen::Array(array) => {
+            let read = read_array(&array)?;
+            if let Some(device) = read.device {
+                device_is_cuda_or_allowed_host(device, allow_host)?;
+            }
+            Ok(read)
+        }
+        Chosen::Exchange(exchange) => {
+            let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
+            Ok(taken_from(obj, take_by_exchange(obj, exchange, ordering, allow_host)?))
+        }
+        Chosen::Taken(tensor) => Ok(taken_from(obj, tensor)),
+    }
 }
 
 /// A description of the tensor taken from `obj`, keeping `obj` alive, with what the core
@@ -271,64 +312,63 @@ fn cannot_borrow(what: &str) -> Failure {
 }
 
 /// `cai_python_view`: the negotiation and import of `import_object`, borrowed: `obj`'s
-/// description read into `array` (zeroed) with no reference taken and nothing allocated, its
-/// `release` NULL. What that cannot hold is refused (see cai_python.h): a dict with a mask or
-/// named descr fields (their structs would need memory), a DLPack producer whose type offers
-/// no non-owning DLTensor call (its capsule's tensor must be owned and deleted).
+/// description read into `array` (zeroed) with no reference kept and nothing allocated that
+/// outlives the call, its `release` NULL. A tensor taken by `__dlpack__` (asked for with
+/// `copy=False`: the object's own memory) is deleted before returning; the data stays valid
+/// while the caller holds `obj`. What a struct cannot hold without memory of its own is
+/// refused (see cai_python.h): a dict with a mask or named descr fields, a tensor of an
+/// exchange table without the non-owning DLTensor call.
 pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mut CaiArray) -> CaiResult<()> {
     let allow_host = options.allow_host != 0;
-    let mut host = false;
-    let mut validated = None;
-    if let Ok(source) = obj.cast::<Array>() {
-        let source = source.get();
-        source.live()?;
-        if let Some(device) = source.dlpack_device() {
-            device_is_cuda_or_allowed_host(device, allow_host)?;
-            host = device.device_type == CAI_DL_CPU;
-        }
-        // Its own struct: its descr and mask point into memory the cai.Array owns.
-        *array = *source.array();
-        validated = source.imported().map(|imported| imported.validated);
-        array.owner = std::ptr::null_mut();
-        array.release = None;
-    } else {
-        let facts = if obj.is_instance_of::<PyDict>() { None } else { Some(type_facts(obj)?) };
-        match facts.and_then(|facts| facts.exchange) {
-            Some(exchange) => {
-                let Some(dltensor) = exchange.dltensor_from_py_object else {
-                    return Err(cannot_borrow(
-                        "a tensor of a DLPack exchange table without dltensor_from_py_object_no_sync",
-                    ));
-                };
-                let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
-                let (device, found) = view_by_exchange(obj, exchange, dltensor, ordering, allow_host, array)?;
-                host = device.device_type == CAI_DL_CPU;
-                validated = Some(found);
+    let (host, validated) = match choose(obj, &options, Holder::View)? {
+        Chosen::Array(source) => {
+            let source = source.get();
+            source.live()?;
+            let device = source.dlpack_device();
+            if let Some(device) = device {
+                device_is_cuda_or_allowed_host(device, allow_host)?;
             }
-            None => {
-                let dict = match facts {
-                    None => interface_of(obj)?,
-                    Some(facts) if facts.may_have_interface => interface_of(obj)?,
-                    Some(_) => None,
-                };
-                let Some(dict) = dict else {
-                    if obj.hasattr(intern!(obj.py(), "__dlpack__"))? {
-                        return Err(cannot_borrow("a DLPack capsule's tensor (__dlpack__)"));
-                    }
-                    return Err(not_an_array(obj).into());
-                };
-                let mut fields = Vec::new();
-                if read_dict(&dict, array, &mut fields)?.is_some() {
-                    return Err(cannot_borrow("a mask (its struct would need memory of its own)"));
-                }
-                if !fields.is_empty() {
-                    return Err(cannot_borrow(
-                        "named descr fields (their CaiFields would need memory of their own)",
-                    ));
-                }
-            }
+            // Its own struct: its descr and mask point into memory the cai.Array owns.
+            *array = *source.array();
+            array.owner = std::ptr::null_mut();
+            array.release = None;
+            (
+                device.is_some_and(|device| device.device_type == CAI_DL_CPU),
+                source.imported().map(|i| i.validated),
+            )
         }
-    }
+        Chosen::Exchange(exchange) => {
+            let Some(dltensor) = exchange.dltensor_from_py_object else {
+                return Err(cannot_borrow(
+                    "a tensor of a DLPack exchange table without dltensor_from_py_object_no_sync",
+                ));
+            };
+            let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
+            let (device, validated) = view_by_exchange(obj, exchange, dltensor, ordering, allow_host, array)?;
+            (device.device_type == CAI_DL_CPU, Some(validated))
+        }
+        Chosen::Taken(TakenTensor { mut taken, device, validated }) => {
+            // The struct holds the shape and strides itself; the tensor (a no-copy view of
+            // `obj`'s memory) is let go of here, the data kept valid by `obj`.
+            *array = *taken.array();
+            array.owner = std::ptr::null_mut();
+            array.release = None;
+            drop(taken);
+            (device.device_type == CAI_DL_CPU, Some(validated))
+        }
+        Chosen::Dict(dict) => {
+            let mut fields = Vec::new();
+            if read_dict(&dict, array, &mut fields)?.is_some() {
+                return Err(cannot_borrow("a mask (its struct would need memory of its own)"));
+            }
+            if !fields.is_empty() {
+                return Err(cannot_borrow(
+                    "named descr fields (their CaiFields would need memory of their own)",
+                ));
+            }
+            (false, None)
+        }
+    };
     import_struct(obj.py(), array, validated, options, host)?;
     Ok(())
 }

@@ -12,7 +12,7 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyBool, PyString, PyTuple};
 
 use crate::dlpack::{device_of_taken, take_capsule, Taken, TakenTensor};
 use crate::errors::{CaiResult, Failure};
@@ -61,13 +61,15 @@ pub fn reported_device(obj: &Bound<'_, PyAny>) -> PyResult<CaiDLDevice> {
 /// core's `producer_ordering`), marks the capsule used and hands the tensor to the core, which
 /// owns it from then on. The array is on the stream the producer ordered, for the import to
 /// finish the sync (nothing more for a consumer on that stream, a host wait for one without).
-/// `known` is what the negotiation knows of the device already.
+/// `known` is what the negotiation knows of the device already; `no_copy` asks the producer
+/// for its own memory, never a copy (`copy=False`), for a view that lets go of the tensor.
 pub fn take_from_producer(
     obj: &Bound<'_, PyAny>,
     consumer: u64,
     ordering: ProducerOrdering,
     allow_host: bool,
     known: KnownDevice,
+    no_copy: bool,
 ) -> CaiResult<TakenTensor> {
     let py = obj.py();
     // A consumer without a stream asks for None whatever the device, and so does one that
@@ -88,7 +90,7 @@ pub fn take_from_producer(
             .and_then(|()| Ok(stream_argument(py, device, consumer, ordering)?))?,
         None => py.None().into_bound(py),
     };
-    let capsule = call_dlpack(obj, &stream)?;
+    let capsule = call_dlpack(obj, &stream, no_copy)?;
     let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
     let mut taken = Taken::new();
     let (versioned, validated) = take_capsule(&capsule, &options, taken.array())?;
@@ -126,22 +128,29 @@ extern "C" {
     ) -> *mut ffi::PyObject;
 }
 
-/// `obj.__dlpack__(stream=stream, max_version=(1, n))`, called without a keyword dict; again
-/// without `max_version` for a producer from before DLPack 1.0, which refuses it with a
-/// TypeError.
-fn call_dlpack<'py>(obj: &Bound<'py, PyAny>, stream: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+/// `obj.__dlpack__(stream=stream, max_version=(1, n))` (with `copy=False` when `no_copy`),
+/// called without a keyword dict; again with `stream` alone for a producer from before DLPack
+/// 1.0, which refuses the newer arguments with a TypeError (and, from before `copy` existed,
+/// never copies).
+fn call_dlpack<'py>(
+    obj: &Bound<'py, PyAny>,
+    stream: &Bound<'py, PyAny>,
+    no_copy: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
     static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
     static BOTH: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    static NO_COPY: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
     static STREAM_ONLY: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
     let max_version = MAX_VERSION.get_or_try_init(py, || {
         PyTuple::new(py, [CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION]).map(Bound::unbind)
     })?;
-    let both = BOTH.get_or_try_init(py, || {
-        PyTuple::new(py, [intern!(py, "stream"), intern!(py, "max_version")]).map(Bound::unbind)
+    let names = |names: &[&Bound<'py, PyString>]| PyTuple::new(py, names).map(Bound::unbind);
+    let both = BOTH.get_or_try_init(py, || names(&[intern!(py, "stream"), intern!(py, "max_version")]))?;
+    let no_copy_names = NO_COPY.get_or_try_init(py, || {
+        names(&[intern!(py, "stream"), intern!(py, "max_version"), intern!(py, "copy")])
     })?;
-    let stream_only =
-        STREAM_ONLY.get_or_try_init(py, || PyTuple::new(py, [intern!(py, "stream")]).map(Bound::unbind))?;
+    let stream_only = STREAM_ONLY.get_or_try_init(py, || names(&[intern!(py, "stream")]))?;
     let name = intern!(py, "__dlpack__");
     let call = |args: &[*mut ffi::PyObject], kwnames: &Py<PyTuple>| {
         // SAFETY: live objects borrowed for the call: `obj` first (the method's self, the one
@@ -154,7 +163,14 @@ fn call_dlpack<'py>(obj: &Bound<'py, PyAny>, stream: &Bound<'py, PyAny>) -> PyRe
             )
         }
     };
-    match call(&[obj.as_ptr(), stream.as_ptr(), max_version.as_ptr()], both) {
+    let newer = match no_copy {
+        true => call(
+            &[obj.as_ptr(), stream.as_ptr(), max_version.as_ptr(), PyBool::new(py, false).as_ptr()],
+            no_copy_names,
+        ),
+        false => call(&[obj.as_ptr(), stream.as_ptr(), max_version.as_ptr()], both),
+    };
+    match newer {
         Err(e) if e.is_instance_of::<PyTypeError>(py) => call(&[obj.as_ptr(), stream.as_ptr()], stream_only),
         outcome => outcome,
     }

@@ -61,7 +61,11 @@ def test_every_extension_takes_what_cai_from_object_takes(built, check, driver):
 
 
 def test_reference_counts_return_to_baseline_after_100000_imports_fake_driver(built):
-    assert "7 compared" in run_check(built, "refcounts", "fake")
+    assert "8 compared" in run_check(built, "refcounts", "fake")
+
+
+def test_row_64_a_view_of_a_dlpack_producer_asks_for_its_own_memory_and_keeps_no_tensor_fake_driver(built):
+    assert "5 compared" in run_check(built, "view_of_dlpack_producers", "fake")
 
 
 def test_a_struct_released_after_the_interpreter_is_gone_does_not_crash_no_driver(built):

@@ -78,7 +78,8 @@ class Exposes:
 
 def cannot_borrow(obj):
     """Whether cai_python_view refuses `obj` (cai_python.h): a dict with a mask or named descr
-    fields, or a DLPack producer without the exchange table's non-owning DLTensor call."""
+    fields, or a type whose DLPack exchange table lacks the non-owning DLTensor call (a
+    `__dlpack__` producer is borrowed: its tensor, its own memory, is deleted at once)."""
     if isinstance(obj, cai.Array):
         return False
     if isinstance(obj, dict):
@@ -87,8 +88,7 @@ def cannot_borrow(obj):
         d = vars(obj).get("__cuda_array_interface__") if hasattr(obj, "__dict__") else None
         if d is None:
             kind = type(obj)
-            dlpack = hasattr(kind, "__dlpack__") or hasattr(kind, "__c_dlpack_exchange_api__")
-            return dlpack and not hasattr(kind, "__cuda_array_interface__")
+            return getattr(kind, "table_lacks_dltensor_call", False)
     return isinstance(d, dict) and (d.get("mask") is not None or any(entry[0] for entry in d.get("descr") or []))
 
 
@@ -162,12 +162,14 @@ def check_dlpack():
 
     class Producer:
         __c_dlpack_exchange_api__ = lib.producer_exchange_api()
+        table_lacks_dltensor_call = True  # what cannot_borrow looks for
 
         def __dlpack_device__(self):
             return (2, 0)
 
     class ViewableProducer(Producer):
         __c_dlpack_exchange_api__ = lib.producer_exchange_api_with_dltensor()
+        table_lacks_dltensor_call = False
 
     before = lib.producer_deleted()
     compared += same_everywhere([Producer(), ViewableProducer()])
@@ -277,22 +279,67 @@ def check_refcounts():
     gc.collect()
     after = [sys.getrefcount(obj) for obj, _ in inputs]
     assert after == baseline, f"reference counts {baseline} became {after}"
-    viewed = [d, exposing, array]
-    baseline = [sys.getrefcount(obj) for obj in viewed]
+    # The numpy array is viewed through __dlpack__: a capsule's tensor not deleted would keep a
+    # reference to it.
+    viewed = [(d, False), (exposing, False), (host, True), (array, False)]
+    baseline = [sys.getrefcount(obj) for obj, _ in viewed]
     modules = [__import__(name) for name in PRODUCERS]
-    for obj in viewed:
+    for obj, allow_host in viewed:
         for module in modules:
-            module.import_many(obj, 1000, False, True)  # warm: caches filled, types' facts found
+            module.import_many(obj, 1000, allow_host, True)  # warm: caches filled, types' facts found
     blocks = sys.getallocatedblocks()
-    for obj in viewed:
+    for obj, allow_host in viewed:
         for module in modules:
-            module.import_many(obj, 100_000, False, True)
+            module.import_many(obj, 100_000, allow_host, True)
     del obj  # the loop's own reference
     grown = sys.getallocatedblocks() - blocks
-    assert grown < 100, f"{grown} blocks more after 2 x 3 x 100000 views"
-    assert [sys.getrefcount(obj) for obj in viewed] == baseline, "a view took a reference"
+    assert grown < 100, f"{grown} blocks more after {len(modules)} x {len(viewed)} x 100000 views"
+    assert [sys.getrefcount(obj) for obj, _ in viewed] == baseline, "a view took a reference"
     array.release()  # no export left alive: a leaked view would refuse this
     return len(inputs) + len(viewed)
+
+
+def check_view_of_dlpack_producers():
+    """cai_python_view of a `__dlpack__` producer (conformance row 64): the struct
+    cai.from_object makes, the producer asked for its own memory (copy=False: the view deletes
+    the tensor before returning, so it must not be a copy), one from before DLPack 1.0 (no
+    max_version, no copy) viewed too, and every tensor deleted by the call."""
+    import numpy
+    import cai_c_ext
+
+    class Recording:
+        def __init__(self, array):
+            self.array, self.calls = array, []
+
+        def __dlpack_device__(self):
+            return self.array.__dlpack_device__()
+
+        def __dlpack__(self, **kwargs):
+            self.calls.append(kwargs)
+            return self.array.__dlpack__(**kwargs)
+
+    class Legacy(Recording):
+        def __dlpack__(self, stream=None):
+            self.calls.append({"stream": stream})
+            return self.array.__dlpack__(stream=stream)
+
+    compared = 0
+    for kind in [Recording, Legacy]:
+        for host in [numpy.arange(12.0).reshape(3, 4), numpy.arange(24, dtype=numpy.int16)[::2]]:
+            producer = kind(host)
+            baseline = sys.getrefcount(host)
+            want = outcome(expected, producer, True)
+            imported = producer.calls[-1]
+            assert "copy" not in imported, imported  # an owning import lets the producer choose
+            for module in PRODUCERS:
+                assert outcome(__import__(module).view_describe, producer, True) == want, (module, kind, host)
+                if kind is Recording:
+                    assert producer.calls[-1]["copy"] is False, producer.calls[-1]
+            assert sys.getrefcount(host) == baseline, "a view kept the producer's tensor"
+            compared += 1
+    view = outcome(cai_c_ext.view_describe, numpy.arange(3.0), False)  # host memory, not allowed
+    assert view[0] == "CaiError" and "CAI_ERROR_HOST_MEMORY" in view[1], view
+    return compared + 1
 
 
 def check_producer():
