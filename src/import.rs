@@ -127,3 +127,36 @@ pub(crate) fn byte_order_is_native(array: &CaiArray, validated: &Validated) -> R
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{CAI_POINTER_CHECK_NEVER, CAI_SYNC_NONE};
+
+    /// An import given the array's validation finds what one that validates finds, and still
+    /// applies the options (a writable import of a read-only array is refused either way).
+    #[test]
+    fn import_validated_agrees_with_import() {
+        let mut array = CaiArray::zeroed();
+        array.version = 3;
+        array.ndim = 2;
+        array.shape[..2].copy_from_slice(&[3, 4]);
+        array.set_typestr("<f4");
+        array.data = 0x1000;
+        let options = CaiImportOptions {
+            allow_host: 1,
+            pointer_check: CAI_POINTER_CHECK_NEVER,
+            sync_mode: CAI_SYNC_NONE,
+            ..Default::default()
+        };
+        let validated = validate(&array).unwrap();
+        assert_eq!(
+            import_validated(&array, validated, &options).unwrap().validated,
+            import(&array, &options).unwrap().validated
+        );
+        array.readonly = 1;
+        let writable = CaiImportOptions { writable: 1, ..options };
+        let refused = import_validated(&array, validated, &writable).unwrap_err();
+        assert_eq!(refused.status, import(&array, &writable).unwrap_err().status);
+    }
+}
