@@ -7,8 +7,9 @@ author would use instead, all measured in one interleaved run (best of 9 rounds 
 - the same on DLPack producers' CPU tensors (paddle, and torch where installed: both offer
   DLPack 1.3's C exchange table), next to the producer's raw dltensor_from_py_object_no_sync
   (the floor for any consumer) and managed_tensor_from_py_object_no_sync + deleter;
-- a pybind11 function taking cai::Array next to the same function taking py::array through
-  py::array::ensure of the numpy twin, called from Python.
+- a pybind11 function taking cai::Array, and one taking cai::ArrayView (borrowed), next to the
+  same function taking py::array through py::array::ensure of the numpy twin, called from
+  Python.
 
 Builds its two modules (benchmarks/extension/) against the installed package first. With
 --instructions, the C loops' rows are also counted by callgrind in one child process: a C loop
@@ -167,6 +168,8 @@ def main():
             rows.append((f"{name}: cai::pybind11::from_object (sync off)", python_call(calls.take_cai_no_sync, cuda)))
         else:
             rows.append((f"{name}: cai::Array caster", python_call(calls.take_cai, cuda)))
+            if view_borrows(lambda n, c=cuda: calls.take_view(c)):
+                rows.append((f"{name}: cai::ArrayView caster", python_call(calls.take_view, cuda)))
     report(best(rows), " ns")
     if "--instructions" in sys.argv:
         instructions()
