@@ -75,9 +75,10 @@ pub unsafe fn device_of_taken(array: &CaiArray, versioned: bool) -> CaiDLDevice 
 }
 
 /// Takes the tensor out of an unused DLPack capsule into `array` (the core owns it from then
-/// on); returns whether it was the versioned struct, and what the core validated of it. The name check, the pointer and the
-/// renaming to "used_..." happen in one critical section on the capsule, so that two threads
-/// (with or without a GIL) handed the same capsule never both take its tensor.
+/// on); returns whether it was the versioned struct, and what the core validated of it. The
+/// name check, the pointer and the renaming to "used_..." happen in one critical section on
+/// the capsule, so that two threads (with or without a GIL) handed the same capsule never both
+/// take its tensor.
 pub fn take_capsule(
     capsule: &Bound<'_, PyAny>,
     options: &CaiDLPackOptions,

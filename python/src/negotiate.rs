@@ -301,6 +301,12 @@ fn import_as_read(
     }
 }
 
+/// `source`'s description with nothing of its own to release (`owner` and `release` NULL):
+/// what a view hands out, whoever keeps the memory alive.
+fn borrowed_copy(source: &CaiArray) -> CaiArray {
+    CaiArray { owner: std::ptr::null_mut(), release: None, ..*source }
+}
+
 /// The refusal of what a borrowed view cannot hold without memory or a reference of its own.
 fn cannot_borrow(what: &str) -> Failure {
     Failure::Cai(Error::new(
@@ -329,9 +335,7 @@ pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mu
                 device_is_cuda_or_allowed_host(device, allow_host)?;
             }
             // Its own struct: its descr and mask point into memory the cai.Array owns.
-            *array = *source.array();
-            array.owner = std::ptr::null_mut();
-            array.release = None;
+            *array = borrowed_copy(source.array());
             (
                 device.is_some_and(|device| device.device_type == CAI_DL_CPU),
                 source.imported().map(|i| i.validated),
@@ -350,9 +354,7 @@ pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mu
         Chosen::Taken(TakenTensor { mut taken, device, validated }) => {
             // The struct holds the shape and strides itself; the tensor (a no-copy view of
             // `obj`'s memory) is let go of here, the data kept valid by `obj`.
-            *array = *taken.array();
-            array.owner = std::ptr::null_mut();
-            array.release = None;
+            *array = borrowed_copy(taken.array());
             drop(taken);
             (device.device_type == CAI_DL_CPU, Some(validated))
         }

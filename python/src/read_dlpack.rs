@@ -145,7 +145,7 @@ fn call_dlpack<'py>(
     let max_version = MAX_VERSION.get_or_try_init(py, || {
         PyTuple::new(py, [CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION]).map(Bound::unbind)
     })?;
-    let names = |names: &[&Bound<'py, PyString>]| PyTuple::new(py, names).map(Bound::unbind);
+    let names = |each: &[&Bound<'py, PyString>]| PyTuple::new(py, each).map(Bound::unbind);
     let both = BOTH.get_or_try_init(py, || names(&[intern!(py, "stream"), intern!(py, "max_version")]))?;
     let no_copy_names = NO_COPY.get_or_try_init(py, || {
         names(&[intern!(py, "stream"), intern!(py, "max_version"), intern!(py, "copy")])
