@@ -3,8 +3,10 @@
 //! and the one import (validate, pointer check, sync) of what the reader read. Python
 //! (`cai.from_object`) and C (`cai_python_from_object`) both run it.
 
+use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use cai::binding::dlpack::device_is_cuda_or_allowed_host;
 use cai::binding::import::{import, import_may_wait, import_validated, producer_ordering, Imported};
@@ -49,18 +51,45 @@ pub struct TypeFacts {
 static FACTS_BY_TYPE: Mutex<Vec<(Py<PyType>, TypeFacts)>> = Mutex::new(Vec::new());
 /// Types remembered at most; beyond, the one remembered longest is forgotten.
 const TYPES_KEPT: usize = 64;
+/// Counts the changes to what is remembered (a fact learned, a type forgotten): a thread's copy
+/// of the facts it used last is current while this has not moved since it was made.
+static FACTS_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The facts this thread used last, with their type's address and the generation they
+    /// were read at: a loop over one type finds them without taking the lock that the
+    /// remembered types are under (which threads of a free-threaded interpreter would
+    /// contend for). The address cannot be reused while the generation stands: a forgotten
+    /// type is let go of only after the generation moved.
+    static LAST_FACTS: Cell<Option<(usize, u64, TypeFacts)>> = const { Cell::new(None) };
+}
 
 /// What libcai knows of `obj`'s type. The exchange table is `__dlpack_c_exchange_api__` (a
 /// PyCapsule named "dlpack_exchange_api") or `__c_dlpack_exchange_api__` (an int address),
 /// whose header (or a previous version's, down the chain) has DLPack major version 1.
 pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
+    let address = obj.get_type_ptr() as usize;
+    let generation = FACTS_GENERATION.load(Ordering::Acquire);
+    if let Ok(Some((seen, at, facts))) = LAST_FACTS.try_with(Cell::get) {
+        if seen == address && at == generation {
+            return Ok(facts);
+        }
+    }
+    let found = remembered_facts(obj)?;
+    // Tagged with the generation read before the lock: a change since makes it stale, at worst
+    // read again on the next call.
+    let _ = LAST_FACTS.try_with(|last| last.set(Some((address, generation, found))));
+    Ok(found)
+}
+
+/// The facts of `obj`'s type from the remembered types, found and remembered if new.
+fn remembered_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     let py = obj.py();
     let ty = obj.get_type();
     let cached = |cache: &Vec<(Py<PyType>, TypeFacts)>| {
         cache.iter().find(|(seen, _)| seen.bind(py).is(&ty)).map(|(_, found)| *found)
     };
-    let lock = || FACTS_BY_TYPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(found) = cached(&lock()) {
+    if let Some(found) = cached(&lock_facts()) {
         return Ok(found);
     }
     // Looked up with the lock released: an attribute lookup may run Python code.
@@ -71,11 +100,13 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
         type_has_dlpack: ty.hasattr(intern!(py, "__dlpack__"))?,
         dlpack_host_only: None,
     };
-    let mut cache = lock();
+    let mut cache = lock_facts();
     let mut evicted = None;
     if cached(&cache).is_none() {
         if cache.len() == TYPES_KEPT {
             evicted = Some(cache.remove(0));
+            // Before the type is let go of (below), so that no thread's copy outlives it.
+            FACTS_GENERATION.fetch_add(1, Ordering::Release);
         }
         cache.push((ty.unbind(), found));
     }
@@ -85,12 +116,17 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     Ok(found)
 }
 
+fn lock_facts() -> MutexGuard<'static, Vec<(Py<PyType>, TypeFacts)>> {
+    FACTS_BY_TYPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Records what was learned of `obj`'s type (see TypeFacts).
 fn learn(obj: &Bound<'_, PyAny>, update: impl FnOnce(&mut TypeFacts)) {
     let ty = obj.get_type();
-    let mut cache = FACTS_BY_TYPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut cache = lock_facts();
     if let Some((_, facts)) = cache.iter_mut().find(|(seen, _)| seen.bind(obj.py()).is(&ty)) {
         update(facts);
+        FACTS_GENERATION.fetch_add(1, Ordering::Release);
     }
 }
 
