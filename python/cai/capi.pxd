@@ -129,6 +129,11 @@ cdef extern from "cai_python.h":
     # Raises libcai's exception when it fails.
     int32_t cai_python_view(object obj, const CaiImportOptions *options, CaiArray *out,
                             CaiError *error) except *
+    # cai.from_buffer_interface from C: an object of the OpenCL/CUDA Buffer Interface (or a
+    # pyopencl.array.Array), owning as cai_python_from_object (the consumer's cl_command_queue
+    # or stream as options.consumer_stream). Raises libcai's exception when it fails.
+    int32_t cai_python_from_buffer_interface(object obj, const CaiImportOptions *options, CaiArray *out,
+                                             CaiError *error) except *
     # A new cai.Array that owns `array`; raises (and leaves `array` the caller's) on failure.
     object cai_python_to_object(CaiArray *array)
 

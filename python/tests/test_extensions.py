@@ -55,8 +55,9 @@ def test_extensions_link_no_libcai_and_leave_no_cai_symbol_undefined(built):
 @pytest.mark.parametrize("check", ["dicts", "dlpack", "refusals", "producer"])
 def test_every_extension_takes_what_cai_from_object_takes(built, check, driver):
     """On the fake driver, or with none: CAI dicts of versions 0-3 and the objects exposing
-    them, a cai.Array, numpy and torch through DLPack (allow_host), an exchange-table producer, the hostile
-    objects; a C producer's array handed to Python and released once, on another thread too."""
+    them, a cai.Array, numpy, torch and jax through DLPack (allow_host), an exchange-table
+    producer, the hostile objects; a C producer's array handed to Python and released once, on
+    another thread too."""
     assert " compared" in run_check(built, check, driver)
 
 
@@ -100,8 +101,8 @@ def test_the_pyo3_module_on_pyo3_0_30_takes_what_cai_from_object_takes_fake_driv
 
 @pytest.mark.skipif(sysconfig.get_config_var("Py_GIL_DISABLED"),
                     reason="pyopencl has no free-threaded wheel (as test_buffer_interface.py, left out there)")
-def test_the_pyo3_module_reads_the_buffer_interface_as_cai_from_buffer_interface_does_pocl(built):
-    assert "5 compared" in run_check(built, "buffer_interface", "none")
+def test_the_pyo3_and_cython_modules_read_the_buffer_interface_as_cai_from_buffer_interface_does_pocl(built):
+    assert "10 compared" in run_check(built, "buffer_interface", "none")
 
 
 def test_cai_python_crates_table_struct_is_the_packages_no_driver(built):

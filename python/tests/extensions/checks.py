@@ -153,6 +153,9 @@ def check_dlpack():
         import torch  # through its type's exchange table, which the view borrows from
 
         host += [torch.arange(12.0).reshape(3, 4), torch.arange(12, dtype=torch.int16)[::2]]
+        import jax.numpy  # by `__dlpack__` (copy=False for the view), its raising interface learned
+
+        host += [jax.numpy.arange(12.0).reshape(3, 4), jax.numpy.arange(6, dtype=jax.numpy.int16)]
     compared = same_everywhere(host, allow_host=True)
     lib = ctypes.CDLL(os.environ["CAI_TEST_EXCHANGE_PRODUCER"])
     lib.producer_exchange_api.restype = ctypes.c_void_p
@@ -385,12 +388,14 @@ def check_release_after_the_interpreter_is_gone():
 
 
 def check_buffer_interface():
-    """cai_python::from_buffer_interface (the table's cai_python_from_buffer_interface) sees what
+    """The table's cai_python_from_buffer_interface, through cai-python's
+    `from_buffer_interface` and through Cython's declaration (cai/capi.pxd), sees what
     cai.from_buffer_interface makes of pyopencl arrays on PoCL, and refuses what it refuses."""
     import numpy
     import pyopencl as cl
     import pyopencl.array as cla
 
+    import cai_cython_ext
     import cai_pyo3_ext
 
     context = cl.Context(cl.get_platforms()[0].get_devices())
@@ -398,9 +403,10 @@ def check_buffer_interface():
     compared = 0
     for obj in [base, base[1:, ::2], base[2:4], 7, {"shape": (4,)}]:
         want = outcome(lambda o: description(cai.CaiArray.from_address(cai.from_buffer_interface(o).ptr)), obj)
-        got = outcome(cai_pyo3_ext.describe_buffer_interface, obj)
-        assert got == want, f"cai-python saw {got}, cai.from_buffer_interface {want}"
-        compared += 1
+        for reader in (cai_pyo3_ext.describe_buffer_interface, cai_cython_ext.describe_buffer_interface):
+            got = outcome(reader, obj)
+            assert got == want, f"{reader.__module__} saw {got}, cai.from_buffer_interface {want}"
+            compared += 1
     return compared
 
 

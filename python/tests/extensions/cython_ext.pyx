@@ -1,8 +1,9 @@
 # A Cython extension built against the installed cai package only (cai/capi.pxd).
 from libc.string cimport memset
 
-from cai.capi cimport (CaiArray, CaiError, CaiImportOptions, cai_python_from_object, cai_python_import,
-                       cai_python_to_object, cai_python_view, cai_release)
+from cai.capi cimport (CaiArray, CaiError, CaiImportOptions, cai_python_from_buffer_interface,
+                       cai_python_from_object, cai_python_import, cai_python_to_object, cai_python_view,
+                       cai_release)
 
 cdef extern from "description.h":
     object cai_test_description(const CaiArray *a)
@@ -47,3 +48,13 @@ def describe_view(obj):
     cdef CaiError e
     cai_python_view(obj, NULL, &a, &e)
     return cai_test_description(&a)
+
+
+def describe_buffer_interface(obj):
+    cdef CaiArray a
+    cdef CaiError e
+    cai_python_from_buffer_interface(obj, NULL, &a, &e)
+    try:
+        return cai_test_description(&a)
+    finally:
+        cai_release(&a, NULL)
