@@ -11,6 +11,14 @@ cdef extern from "description.h":
 cai_python_import()
 
 
+cdef object released_description(CaiArray *a):
+    """The description of an owning struct, released once read."""
+    try:
+        return cai_test_description(a)
+    finally:
+        cai_release(a, NULL)
+
+
 cdef object described(obj, bint allow_host):
     cdef CaiArray a
     cdef CaiError e
@@ -18,10 +26,7 @@ cdef object described(obj, bint allow_host):
     memset(&options, 0, sizeof(options))
     options.allow_host = allow_host
     cai_python_from_object(obj, &options, &a, &e)
-    try:
-        return cai_test_description(&a)
-    finally:
-        cai_release(&a, NULL)
+    return released_description(&a)
 
 
 def describe(obj):
@@ -54,7 +59,4 @@ def describe_buffer_interface(obj):
     cdef CaiArray a
     cdef CaiError e
     cai_python_from_buffer_interface(obj, NULL, &a, &e)
-    try:
-        return cai_test_description(&a)
-    finally:
-        cai_release(&a, NULL)
+    return released_description(&a)
