@@ -93,8 +93,8 @@ struct type_caster<cai::HostOrDeviceArray> : cai_array_caster<cai::HostOrDeviceA
 
 // The caster of cai::ArrayView (device memory, default import options): borrowed by
 // cai_python_view, no reference and no allocation; what that cannot borrow (a mask, named
-// descr fields, an exchange table without the non-owning call) is taken by cai_python_from_object into an array this caster
-// owns for the call, and viewed.
+// descr fields, an exchange table without the non-owning call) is taken by
+// cai_python_from_object into an array this caster owns for the call, and viewed.
 template <>
 struct type_caster<cai::ArrayView> {
   PYBIND11_TYPE_CASTER(cai::ArrayView, const_name("cai.Array"));
