@@ -13,5 +13,12 @@ echo "python-env: the test tools into $venv (python/test-requirements.txt; the f
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -r python/test-requirements.txt
 echo "python-env: building and installing the package (pip install ./python, maturin; about a minute)"
-"$PYTHON" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./python
+# The README's install command as written (scripts/readme-block.py), run with this environment's
+# pip and quiet, reinstalling flags.
+install=$(python3 scripts/readme-block.py sh 4)
+case "$install" in
+  "pip install "*) ;;
+  *) echo "python-env: README.md's install block is not a pip install: $install" >&2; exit 1 ;;
+esac
+"$PYTHON" -m $install --quiet --disable-pip-version-check --force-reinstall --no-deps
 export PYTHON

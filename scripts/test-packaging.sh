@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every way a C or C++ user builds and links libcai:
-# - the README's build command, its CMake and its pkg-config blocks, run as the README has them
+# - the README's build command, its CMake and its pkg-config blocks (shared and static), run as
+#   the README has them
 #   (scripts/readme-block.py extracts them); the build command again with no cmake on the PATH;
 # - the build installed again with `--prefix` given at install time (the usual way) and
 #   `--strip`; a downstream project against that install through find_package (shared and
@@ -102,11 +103,17 @@ echo "== pkg-config, the prefix given only at install time: the README's block a
 pkg_config_block=$(readme_block sh 2 | sed "s#<prefix>#$prefix#g; s#app\.c#app.c -o pc_c#")
 (cd "$work/readme-cmake" && bash -euo pipefail -c "$pkg_config_block")
 "$work/readme-cmake/pc_c"
-echo "README CMake and pkg-config blocks: 2 passed, 0 failed"
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_static" $(pkg-config --cflags cai) \
-  "$prefix/lib/libcai.a" $(pkg-config --static --libs-only-l cai | sed 's/-lcai//')
-"$work/pc_static"
+echo "== pkg-config, static: the README's block as written"
+# `pkg-config --static --libs cai` still says -lcai, which links libcai.so while it lies beside
+# libcai.a: the README's block names the archive instead.
+pkg_config_static_block=$(readme_block sh 3 | sed "s#app\.c#app.c -o pc_static#")
+(cd "$work/readme-cmake" && PKG_CONFIG_PATH="$prefix/lib/pkgconfig" bash -euo pipefail -c "$pkg_config_static_block")
+"$work/readme-cmake/pc_static"
+if readelf -d "$work/readme-cmake/pc_static" | grep -q 'NEEDED.*libcai'; then
+  echo "the README's static pkg-config command linked libcai dynamically" >&2
+  exit 1
+fi
+echo "README CMake and pkg-config blocks (shared and static): 3 passed, 0 failed"
 # The same install moved elsewhere still finds itself.
 mv "$prefix" "$work/moved"
 PKG_CONFIG_PATH="$work/moved/lib/pkgconfig" cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_moved" \

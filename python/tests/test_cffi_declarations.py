@@ -44,3 +44,15 @@ def test_a_cai_array_passes_to_cffi_by_address_and_shares_the_extensions_library
     layout = ffi.new("CaiLayout *")
     assert lib.cai_layout(struct, layout, ffi.NULL) == lib.CAI_OK
     assert (layout.element_count, layout.f_contiguous) == (6, 1)
+
+
+def test_the_readmes_ctypes_and_cffi_block_runs(capsys):
+    """README.md's ctypes and cffi section, run as written (here, not in test_readme_blocks.py:
+    the free-threaded leg has no cffi and leaves this file out)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    [code] = re.findall(r"<!-- tested: run by python/tests/test_cffi_declarations.py -->\n```python\n(.*?)```",
+                        readme, re.S)
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out == "24\n"

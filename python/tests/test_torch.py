@@ -165,7 +165,7 @@ def test_a_torch_tensor_keeps_the_cai_array_alive_and_release_waits_for_it_real_
 
 
 def test_torchs_table_hands_a_conjugate_or_negative_view_as_stored_so_resolve_it_first_real_torch():
-    # What the README warns of: torch's __dlpack__ refuses a tensor whose conjugate (or
+    # What docs/dlpack.md warns of: torch's __dlpack__ refuses a tensor whose conjugate (or
     # negative) bit is set, its exchange table hands out the memory as stored, so the values
     # taken are not torch's; resolved first, they are.
     stored = torch.tensor([1 + 2j, 3 - 1j])
