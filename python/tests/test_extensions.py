@@ -51,6 +51,17 @@ def test_extensions_link_no_libcai_and_leave_no_cai_symbol_undefined(built):
         assert not [line for line in undefined.splitlines() if "cai_" in line], undefined
 
 
+def test_the_pyo3_module_exports_no_c_function_of_its_cai_crate(built):
+    """cai-python builds the cai crate without its C API (feature c-api off): the module's own
+    copy exports no cai_* function next to the package's."""
+    _, modules, _ = built
+    (module,) = [module for module in modules if module.name.startswith("cai_pyo3_ext")]
+    defined = subprocess.run(["nm", "-D", "--defined-only", str(module)], capture_output=True, text=True,
+                             check=True).stdout
+    exported = [line.split()[-1] for line in defined.splitlines() if line.split()[-1].startswith("cai_")]
+    assert not exported, exported
+
+
 @pytest.mark.parametrize("driver", ["fake", "none"])
 @pytest.mark.parametrize("check", ["dicts", "dlpack", "refusals", "producer"])
 def test_every_extension_takes_what_cai_from_object_takes(built, check, driver):
