@@ -54,6 +54,7 @@ mod abi;
 mod config;
 mod description;
 mod device;
+mod device_calls;
 mod dict;
 mod dlpack;
 mod driver;
@@ -70,6 +71,7 @@ mod status;
 mod validate;
 
 pub use abi::*;
+pub use device_calls::{device_calls_routed, route_device_calls, DeviceCalls};
 #[cfg(feature = "c-api")]
 pub use ffi::*;
 pub use rust_api::*;

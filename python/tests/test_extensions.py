@@ -120,6 +120,12 @@ def test_cai_python_crates_table_struct_is_the_packages_no_driver(built):
     assert "1 compared" in run_check(built, "table_layout", "none")
 
 
+def test_the_pyo3_modules_own_cai_calls_share_the_packages_driver_and_event_pool_fake_driver(built):
+    """ArrayRef::import and ArrayRef::sync in the PyO3 module's copy of the cai crate, after the
+    package used the driver: cuInit once, no entry point resolved again, one event made."""
+    assert "4 compared" in run_check(built, "one_driver", "fake")
+
+
 def test_a_table_of_another_major_version_is_a_clear_import_error(built):
     assert "1 compared" in run_check(built, "other_table_version", "none")
 
