@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Layers, lowest first.
-const LAYERS: [(&str, u32); 17] = [
+const LAYERS: [(&str, u32); 18] = [
     ("status", 0),
     ("abi", 1),
     ("config", 1),
@@ -23,7 +23,8 @@ const LAYERS: [(&str, u32); 17] = [
     ("dlpack", 6),
     ("ffi", 7),
     ("headers", 7),
-    ("rust_api", 7),
+    ("device_calls", 7),
+    ("rust_api", 8),
 ];
 
 fn module_of(path: &Path, src: &Path) -> String {

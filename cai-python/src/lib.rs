@@ -7,6 +7,11 @@
 //! this crate links no libcai and no `cai._native`, and a process has one `cai.Array` type, one
 //! CUDA driver table and one event pool, whichever extensions it loads.
 //!
+//! The `cai` crate's own safe device calls are routed there too: once this crate has read the
+//! table ([`import`] in the module's init, or any function here), [`cai::ArrayRef::import`],
+//! [`cai::ArrayRef::sync`], [`cai::pointer_info`] and [`cai::driver_version`] in the extension
+//! run on the package's driver state ([`cai::route_device_calls`]), never on a second one.
+//!
 //! ```no_run
 //! use pyo3::prelude::*;
 //!
@@ -24,6 +29,7 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
 
 use cai::{CaiArray, CaiImportOptions, ImportOptions};
 use pyo3::exceptions::PyImportError;
@@ -42,17 +48,19 @@ use ffi::{CaiPythonApi, FromObject, CAI_PYTHON_API_MAJOR, CAI_PYTHON_API_MINOR, 
 /// capsule, so whichever store wins is the same table).
 static TABLE: AtomicPtr<CaiPythonApi> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The package's table, read on first use: for calling a function of cai.h through it (the
-/// same driver table and event pool as the package's), when this crate's functions are not
+/// The package's table, read on first use: for calling a function of cai.h through it when
+/// neither this crate's functions nor the `cai` crate's safe calls (routed to this table) are
 /// enough.
 pub fn api(py: Python<'_>) -> PyResult<&'static CaiPythonApi> {
     table(py)
 }
 
-/// Reads the table from the installed `cai` package (importing it), once per process. Call it
-/// in the module's init, so that a mismatch fails the module's import; every function here
-/// reads the table on first use otherwise. An `ImportError` names both versions when the
-/// package's table is not one this crate reads.
+/// Reads the table from the installed `cai` package (importing it), once per process, and
+/// routes the `cai` crate's safe device calls to it. Call it in the module's init, so that a
+/// mismatch fails the module's import and no device call of the extension's can come first;
+/// every function here reads the table on first use otherwise. An `ImportError` names both
+/// versions when the package's table is not one this crate reads, and the fix when the
+/// extension's `cai` crate had already loaded a CUDA driver of its own.
 pub fn import(py: Python<'_>) -> PyResult<()> {
     table(py).map(drop)
 }
@@ -88,7 +96,24 @@ fn read_table(py: Python<'_>) -> PyResult<*mut CaiPythonApi> {
              matches it, or rebuild the extension against the installed one"
         )));
     }
+    // SAFETY: checked above: a table of this layout, in a module never unloaded.
+    route_device_calls(unsafe { &*api })?;
     Ok(api)
+}
+
+/// Sends the extension's `cai` crate's safe device calls to the package's functions, so that
+/// the process has one driver state and one event pool.
+fn route_device_calls(api: &'static CaiPythonApi) -> PyResult<()> {
+    static CALLS: OnceLock<cai::DeviceCalls> = OnceLock::new();
+    let calls = CALLS.get_or_init(|| cai::DeviceCalls {
+        import: api.cai_import,
+        sync: api.cai_sync,
+        pointer_info: api.cai_pointer_info,
+        driver_status: api.cai_driver_status,
+    });
+    // SAFETY: cai.h's functions as the package publishes them, with cai.h's contracts, in a
+    // module never unloaded.
+    unsafe { cai::route_device_calls(calls) }.map_err(|error| PyImportError::new_err(error.to_string()))
 }
 
 /// Calls `cai_python_from_object` or `cai_python_view`: the struct it wrote, or the Python

@@ -51,6 +51,17 @@ def test_extensions_link_no_libcai_and_leave_no_cai_symbol_undefined(built):
         assert not [line for line in undefined.splitlines() if "cai_" in line], undefined
 
 
+def test_the_pyo3_module_exports_no_c_function_of_its_cai_crate(built):
+    """cai-python builds the cai crate without its C API (feature c-api off): the module's own
+    copy exports no cai_* function next to the package's."""
+    _, modules, _ = built
+    (module,) = [module for module in modules if module.name.startswith("cai_pyo3_ext")]
+    defined = subprocess.run(["nm", "-D", "--defined-only", str(module)], capture_output=True, text=True,
+                             check=True).stdout
+    exported = [line.split()[-1] for line in defined.splitlines() if line.split()[-1].startswith("cai_")]
+    assert not exported, exported
+
+
 @pytest.mark.parametrize("driver", ["fake", "none"])
 @pytest.mark.parametrize("check", ["dicts", "dlpack", "refusals", "producer"])
 def test_every_extension_takes_what_cai_from_object_takes(built, check, driver):
@@ -107,6 +118,12 @@ def test_the_pyo3_and_cython_modules_read_the_buffer_interface_as_cai_from_buffe
 
 def test_cai_python_crates_table_struct_is_the_packages_no_driver(built):
     assert "1 compared" in run_check(built, "table_layout", "none")
+
+
+def test_the_pyo3_modules_own_cai_calls_share_the_packages_driver_and_event_pool_fake_driver(built):
+    """ArrayRef::import and ArrayRef::sync in the PyO3 module's copy of the cai crate, after the
+    package used the driver: cuInit once, no entry point resolved again, one event made."""
+    assert "4 compared" in run_check(built, "one_driver", "fake")
 
 
 def test_a_table_of_another_major_version_is_a_clear_import_error(built):

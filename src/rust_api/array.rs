@@ -51,7 +51,7 @@ impl ArrayRef {
     /// consumer after the producer, as `options` say (`cai_import`). Loads the driver only
     /// for a pointer check or a sync.
     pub fn import(&self, options: &ImportOptions) -> Result<PointerInfo> {
-        crate::import::import(&self.raw, options.as_raw()).map(|imported| imported.info.into())
+        crate::device_calls::import(&self.raw, options.as_raw()).map(PointerInfo::from)
     }
 
     /// Orders `consumer_stream` (0 for none) after the array's stream in `mode`, without the
@@ -62,7 +62,7 @@ impl ArrayRef {
     /// `cl_command_queue`).
     pub unsafe fn sync(&self, consumer_stream: u64, mode: SyncMode) -> Result<()> {
         let options = CaiSyncOptions { consumer_stream, sync_mode: mode.code(), ..Default::default() };
-        crate::import::sync(&self.raw, &options)
+        crate::device_calls::sync(&self.raw, &options)
     }
 
     /// The CUDA Array Interface version the descriptor follows (0 to 3).

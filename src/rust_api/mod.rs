@@ -139,11 +139,11 @@ impl From<CaiPointerInfo> for PointerInfo {
 /// [`Status::NotDevicePointer`](crate::status::Status::NotDevicePointer) for memory the device cannot
 /// reach, [`Status::NoDriver`](crate::status::Status::NoDriver) when no driver loads.
 pub fn pointer_info(pointer: u64) -> Result<PointerInfo> {
-    crate::import::pointer_info(pointer).map(PointerInfo::from)
+    crate::device_calls::pointer_info(pointer).map(PointerInfo::from)
 }
 
 /// Loads the CUDA driver if it is not loaded yet: its version (e.g. 12040), or
 /// [`Status::NoDriver`](crate::status::Status::NoDriver) with the loader's message.
 pub fn driver_version() -> Result<i32> {
-    crate::driver::driver_version()
+    crate::device_calls::driver_version()
 }

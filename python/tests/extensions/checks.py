@@ -421,6 +421,38 @@ def check_table_layout():
     return 1
 
 
+def check_one_driver():
+    """The PyO3 module's own `cai` crate calls (ArrayRef::import with a pointer check,
+    ArrayRef::sync stream-ordered) after the package's: one driver state in the process. The
+    fake driver's log (this thread's) shows cuInit once and the one event the package's pool
+    made, reused; no entry point is resolved a second time."""
+    lib = fake_driver()
+    lib.fake_cuda_log.restype = ctypes.c_char_p
+    lib.fake_cuda_stream_create.restype = ctypes.c_uint64
+    lib.fake_cuda_set_device(0)
+    import cai_pyo3_ext
+
+    data = lib.fake_cuda_alloc(4096, 2, 0, 0)
+    producer, consumer = lib.fake_cuda_stream_create(0), lib.fake_cuda_stream_create(0)
+    array = {"shape": (4,), "typestr": "<f4", "data": (data, False), "version": 3, "stream": producer}
+    cai.from_object(array, stream=consumer, sync=cai.SYNC_STREAM_ORDERED, pointer_check=cai.POINTER_CHECK_ALWAYS)
+    lookups = lib.fake_cuda_proc_address_lookups()
+    base, version = cai_pyo3_ext.import_and_sync(array, consumer)
+    assert (base, version) == (data, 12040), (base, version, data)  # the fake says CUDA 12.4
+    log = lib.fake_cuda_log().decode().splitlines()
+    inits = [line for line in log if line.startswith("cuInit")]
+    created = [line for line in log if line.startswith("cuEventCreate")]
+    recorded = [line for line in log if line.startswith("cuEventRecord")]
+    checked = [line for line in log if line.startswith("cuPointerGetAttributes")]
+    assert len(inits) == 1, f"cuInit {len(inits)} times: a second driver state\n" + "\n".join(log)
+    assert lib.fake_cuda_proc_address_lookups() == lookups, "the extension resolved the driver again"
+    # Both syncs recorded an event and both imports checked the pointer: the extension's calls
+    # reached the driver, through the package's one pool.
+    assert len(recorded) == 2 and len(checked) == 2, "\n".join(log)
+    assert len(created) == 1, f"{len(created)} events made: a second event pool\n" + "\n".join(log)
+    return 4
+
+
 def check_other_table_version():
     """cai_python_import refuses a table of another major with an ImportError naming both."""
 

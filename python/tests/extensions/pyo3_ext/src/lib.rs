@@ -132,6 +132,23 @@ fn table_layout(py: Python<'_>) -> PyResult<(usize, u64, usize)> {
     ))
 }
 
+/// The `cai` crate's own safe device calls, as an author writes them in an extension: `obj`
+/// read with no check and no sync (through the table), then `ArrayRef::import` with a pointer
+/// check and `ArrayRef::sync` stream-ordered onto `consumer_stream`, in this module's copy of
+/// the crate. The driver they run on is the package's (cai-python routes them): the fake
+/// driver's log shows one cuInit and one event pool per process.
+#[pyfunction]
+fn import_and_sync(obj: &Bound<'_, PyAny>, consumer_stream: u64) -> PyResult<(u64, u64)> {
+    let unchecked = cai::ImportOptions::new().sync(cai::SyncMode::None).pointer_check(cai::PointerCheck::Never);
+    let array = cai_python::from_object(obj, &unchecked)?;
+    let info = array
+        .import(&cai::ImportOptions::new().sync(cai::SyncMode::None).pointer_check(cai::PointerCheck::Always))
+        .map_err(cai_python::raise)?;
+    // SAFETY: the consumer stream is one of the fake driver's live streams (checks.py).
+    unsafe { array.sync(consumer_stream, cai::SyncMode::StreamOrdered) }.map_err(cai_python::raise)?;
+    Ok((info.allocation_base, cai::driver_version().map_err(cai_python::raise)? as u64))
+}
+
 #[pymodule]
 fn cai_pyo3_ext(module: &Bound<'_, PyModule>) -> PyResult<()> {
     cai_python::import(module.py())?;
@@ -146,5 +163,6 @@ fn cai_pyo3_ext(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(produce_invalid, module)?)?;
     module.add_function(wrap_pyfunction!(released_count, module)?)?;
     module.add_function(wrap_pyfunction!(table_layout, module)?)?;
+    module.add_function(wrap_pyfunction!(import_and_sync, module)?)?;
     Ok(())
 }
