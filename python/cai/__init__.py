@@ -13,7 +13,7 @@ except ImportError as error:  # PyPy, an interpreter older than 3.10, a build fo
         "was built for"
     ) from error
 
-from ._errors import CaiError
+from ._errors import CaiError, PointerNotCheckedWarning
 from ._native import (
     POINTER_CHECK_ALWAYS, POINTER_CHECK_DEFAULT, POINTER_CHECK_NEVER, SYNC_BLOCKING, SYNC_DEFAULT, SYNC_NONE,
     SYNC_STREAM_ORDERED, Array, from_buffer_interface, from_object, validate,
@@ -44,7 +44,7 @@ def cffi_cdef():
         return header.read()
 
 __all__ = [
-    "Array", "CaiArray", "CaiError", "from_buffer_interface", "from_object", "validate", "library_path", "lib",
+    "Array", "CaiArray", "CaiError", "PointerNotCheckedWarning", "from_buffer_interface", "from_object", "validate", "library_path", "lib",
     "get_include", "cffi_cdef",
     "SYNC_DEFAULT", "SYNC_STREAM_ORDERED", "SYNC_BLOCKING", "SYNC_NONE",
     "POINTER_CHECK_DEFAULT", "POINTER_CHECK_ALWAYS", "POINTER_CHECK_NEVER",
