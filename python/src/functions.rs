@@ -16,7 +16,7 @@ use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
 use crate::errors::Failure;
-use crate::negotiate::{import_object, import_read, not_an_array};
+use crate::negotiate::{import_object, import_read, not_an_array, Caller};
 use crate::options::{consumer_stream, sync_mode};
 use crate::read_dict::{interface_of, read_interface};
 
@@ -49,7 +49,7 @@ pub fn from_object(
         allow_host: u32::from(allow_host),
         ..CaiImportOptions::default()
     };
-    let (read, imported) = import_object(obj, options)?;
+    let (read, imported) = import_object(obj, options, Caller::Python)?;
     // One compare on the path with a driver (a non-empty array there is always checked).
     if imported.info.checked == 0 && options.pointer_check == CAI_POINTER_CHECK_DEFAULT {
         warn_if_unchecked(obj.py(), &read, &imported)?;
