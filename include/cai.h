@@ -78,7 +78,8 @@
 // Number of reserved words at the end of `CaiPointerInfo`; libcai writes them zero.
 #define CAI_POINTER_INFO_RESERVED_WORDS 2
 
-// Check the pointer when a driver can be loaded; skip it quietly when none can.
+// Check the pointer when a driver can be loaded; skip it when none can: `cai_import`'s
+// CaiPointerInfo.checked is then 0 (Python's cai.from_object warns: PointerNotCheckedWarning).
 #define CAI_POINTER_CHECK_DEFAULT 0
 
 // Always check the pointer; fail with CAI_ERROR_NO_DRIVER when no driver can be loaded.

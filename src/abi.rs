@@ -289,7 +289,8 @@ impl Default for CaiPointerInfo {
     }
 }
 
-/// Check the pointer when a driver can be loaded; skip it quietly when none can.
+/// Check the pointer when a driver can be loaded; skip it when none can: `cai_import`'s
+/// CaiPointerInfo.checked is then 0 (Python's cai.from_object warns: PointerNotCheckedWarning).
 pub const CAI_POINTER_CHECK_DEFAULT: i32 = 0;
 /// Always check the pointer; fail with CAI_ERROR_NO_DRIVER when no driver can be loaded.
 pub const CAI_POINTER_CHECK_ALWAYS: i32 = 1;

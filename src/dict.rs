@@ -63,8 +63,9 @@ impl Limits {
     pub const SHAPE: usize = CAI_MAX_NDIM;
     /// Entries of `strides`.
     pub const STRIDES: usize = CAI_MAX_NDIM;
-    /// Items of `data`: (pointer, read-only flag).
-    pub const DATA: usize = 2;
+    /// Items of `data`: (pointer, read-only flag), and two more, so that a `data` of three or
+    /// four items is quoted in full in the message that refuses it.
+    pub const DATA: usize = 4;
     /// Entries of `descr`.
     pub const DESCR: usize = MAX_DESCR_FIELDS;
     /// One descr entry: (name, typestr) or (name, typestr, shape).
@@ -339,9 +340,13 @@ pub fn data_is_a_pointer_and_flag<O: Display + Copy>(
     let Some([pointer, readonly]) =
         data.items(Limits::DATA).and_then(|items| <&[_; 2]>::try_from(items).ok())
     else {
+        let has = match data {
+            Value::Seq { len, .. } => format!("; it has {len} item{}", plural(*len)),
+            _ => String::new(),
+        };
         return Err(Error::new(
             Status::InvalidData,
-            format!("data {} is not a 2-tuple (pointer, read-only flag)", Repr(data)),
+            format!("data {} is not a 2-tuple (pointer, read-only flag){has}", Repr(data)),
         ));
     };
     let zero_size = shape.iter().any(|extent| matches!(extent, Value::Int(0)));
@@ -372,9 +377,15 @@ pub fn strides_match_shape<'v, O: Display + Copy>(
         return Ok(None);
     }
     match strides {
-        Value::Seq { len, .. } if *len != ndim => {
-            Err(Error::new(Status::InvalidStrides, format!("strides has {len} entries but shape has {ndim}")))
-        }
+        Value::Seq { len, .. } if *len != ndim => Err(Error::new(
+            Status::InvalidStrides,
+            format!(
+                "strides {} has {len} entr{} but shape has {ndim} dimension{}; give one stride in bytes per dimension, or None for a C-contiguous array",
+                Repr(strides),
+                if *len == 1 { "y" } else { "ies" },
+                plural(ndim)
+            ),
+        )),
         _ => strides.items(Limits::STRIDES).map(Some).ok_or_else(|| {
             Error::new(
                 Status::InvalidStrides,
@@ -408,16 +419,29 @@ pub fn stream_is_none_or_a_handle<O: Display + Copy>(stream: &Value<'_, O>, vers
     }
 }
 
+/// What a consumer's stream may be, ending every message that refuses one.
+const CONSUMER_STREAMS: &str =
+    "a consumer stream is None (no stream), 1 (the legacy default stream), 2 (the per-thread default stream) or a CUstream handle (an integer from 3 to 2**64 - 1)";
+
 /// A consumer's stream, given as an integer: 1, 2 or a CUstream handle. 0 is refused as
 /// ambiguous; `None` is the caller's "no consumer stream".
 pub fn consumer_stream_is_a_handle<O: Display + Copy>(stream: &Value<'_, O>) -> Result<u64> {
-    match stream {
-        Value::Int(n @ 1..) => Ok(*n as u64),
-        Value::UInt(n) => Ok(*n),
-        other => Err(Error::new(
-            Status::InvalidStream,
-            format!("stream {} is not None, 1, 2 or a stream handle (0 is ambiguous)", Repr(other)),
-        )),
+    let why = match stream {
+        Value::Int(n @ 1..) => return Ok(*n as u64),
+        Value::UInt(n) => return Ok(*n),
+        Value::Int(0) => "is ambiguous (the legacy default stream, or no stream?)",
+        Value::Int(_) | Value::HugeInt(true) => "is negative",
+        Value::HugeInt(false) => "is above 2**64 - 1",
+        _ => "is not an integer",
+    };
+    Err(Error::new(Status::InvalidStream, format!("stream {} {why}; {CONSUMER_STREAMS}", Repr(stream))))
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
     }
 }
 
@@ -636,6 +660,21 @@ mod tests {
     }
 
     #[test]
+    fn a_data_of_the_wrong_length_is_quoted_with_its_length() {
+        let with = |data: V<'_>| read(&DictValues { data, ..base(&SHAPE, &DATA) }).unwrap_err().message;
+        let three = [Value::Int(4096), Value::Bool(false), Value::Int(7)];
+        assert_eq!(
+            with(tuple(&three)),
+            "data (4096, False, 7) is not a 2-tuple (pointer, read-only flag); it has 3 items"
+        );
+        assert_eq!(
+            with(list(&three[..1])),
+            "data [4096] is not a 2-tuple (pointer, read-only flag); it has 1 item"
+        );
+        assert_eq!(with(Value::Int(4096)), "data 4096 is not a 2-tuple (pointer, read-only flag)");
+    }
+
+    #[test]
     fn a_none_pointer_is_zero_only_for_old_empty_arrays() {
         let empty = [Value::Int(0)];
         let none = [Value::None, Value::Bool(false)];
@@ -662,6 +701,17 @@ mod tests {
     }
 
     #[test]
+    fn strides_of_the_wrong_length_are_quoted_with_the_dimensions_expected() {
+        let with = |strides: V<'_>| read(&DictValues { strides, ..base(&SHAPE, &DATA) }).unwrap_err().message;
+        assert_eq!(
+            with(tuple(&[Value::Int(8)])),
+            "strides (8,) has 1 entry but shape has 2 dimensions; give one stride in bytes per dimension, or None for a C-contiguous array"
+        );
+        let three = [Value::Int(8), Value::Int(4), Value::Int(4)];
+        assert!(with(list(&three)).starts_with("strides [8, 4, 4] has 3 entries but shape has 2 dimensions;"));
+    }
+
+    #[test]
     fn stream_is_none_or_a_nonzero_handle_from_version_3() {
         let with = |stream: V<'_>, version| {
             read(&DictValues { stream, version: Value::Int(version), ..base(&SHAPE, &DATA) })
@@ -678,6 +728,26 @@ mod tests {
         {
             assert_eq!(with(bad, 3).unwrap_err().status, Status::InvalidStream, "{}", Repr(&bad));
         }
+    }
+
+    #[test]
+    fn a_refused_consumer_stream_is_told_why_and_what_a_stream_may_be() {
+        let message = |stream: V<'_>| consumer_stream_is_a_handle::<&str>(&stream).unwrap_err().message;
+        let valid = "a consumer stream is None (no stream), 1 (the legacy default stream), 2 (the per-thread default stream) or a CUstream handle (an integer from 3 to 2**64 - 1)";
+        assert_eq!(message(Value::Int(-3)), format!("stream -3 is negative; {valid}"));
+        assert_eq!(
+            message(Value::HugeInt(true)),
+            format!("stream <a negative integer beyond 64 bits> is negative; {valid}")
+        );
+        assert_eq!(
+            message(Value::Int(0)),
+            format!("stream 0 is ambiguous (the legacy default stream, or no stream?); {valid}")
+        );
+        assert_eq!(
+            message(Value::HugeInt(false)),
+            format!("stream <an integer beyond 64 bits> is above 2**64 - 1; {valid}")
+        );
+        assert_eq!(message(Value::Str("7")), format!("stream '7' is not an integer; {valid}"));
     }
 
     #[test]

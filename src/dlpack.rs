@@ -64,9 +64,26 @@ pub fn major_version_is_known(major: u32, minor: u32) -> Result<()> {
     }
 }
 
+/// Host memory as a caller allows it: whether it does, and how it would, in the terms of the
+/// API it called (a C field, a Rust argument, a Python keyword), which the refusal ends with.
+/// The rule is the core's; only the words are the caller's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllowHost {
+    /// Host memory (kDLCPU) is taken.
+    pub allowed: bool,
+    /// What the caller does to allow it, e.g. "set CaiDLPackOptions.allow_host = 1".
+    pub how: &'static str,
+}
+
+/// How a caller of `cai_from_dlpack` allows host memory.
+pub const ALLOW_HOST_C_DLPACK: &str = "set CaiDLPackOptions.allow_host = 1";
+
+/// How a caller of the Rust `Array::from_dlpack` allows host memory.
+pub const ALLOW_HOST_RUST_DLPACK: &str = "pass allow_host = true to Array::from_dlpack";
+
 /// CUDA memory is accepted; host memory (kDLCPU) only when the caller asks for it; every
 /// other device is refused, named.
-pub fn device_is_cuda_or_allowed_host(device: CaiDLDevice, allow_host: bool) -> Result<()> {
+pub fn device_is_cuda_or_allowed_host(device: CaiDLDevice, host: AllowHost) -> Result<()> {
     if device.device_id < 0 {
         return Err(Error::new(
             Status::InvalidArgument,
@@ -75,13 +92,14 @@ pub fn device_is_cuda_or_allowed_host(device: CaiDLDevice, allow_host: bool) -> 
     }
     match device.device_type {
         CAI_DL_CUDA | CAI_DL_CUDA_HOST | CAI_DL_CUDA_MANAGED => Ok(()),
-        CAI_DL_CPU if allow_host => Ok(()),
+        CAI_DL_CPU if host.allowed => Ok(()),
         CAI_DL_CPU => Err(Error::new(
             Status::HostMemory,
             format!(
-                "the tensor is on {} device {}, host memory; to take it, pass allow_host=True (from C: CaiDLPackOptions.allow_host = 1)",
+                "the tensor is on {} device {}, host memory; to take it, {}",
                 device_name(CAI_DL_CPU),
-                device.device_id
+                device.device_id,
+                host.how
             ),
         )),
         other => Err(Error::new(
@@ -226,10 +244,10 @@ pub fn data_with_byte_offset(data: *mut c_void, byte_offset: u64) -> Result<u64>
 fn array_of_tensor(
     tensor: &CaiDLTensor,
     readonly: bool,
-    allow_host: bool,
+    host: AllowHost,
     array: &mut CaiArray,
 ) -> Result<Validated> {
-    device_is_cuda_or_allowed_host(tensor.device, allow_host)?;
+    device_is_cuda_or_allowed_host(tensor.device, host)?;
     let ndim = usize::try_from(tensor.ndim).ok().filter(|&n| n <= CAI_MAX_NDIM).ok_or_else(|| {
         Error::new(
             Status::InvalidShape,
@@ -293,18 +311,20 @@ fn options_of(options: &CaiDLPackOptions) -> Result<bool> {
 /// its version and deleter.
 ///
 /// # Safety
-/// `tensor` is a valid DLManagedTensorVersioned that the caller hands over.
+/// `tensor` is a valid DLManagedTensorVersioned that the caller hands over. `how_to_allow_host`
+/// tells the caller how to allow host memory, in its API's terms (`AllowHost::how`).
 pub unsafe fn from_dlpack(
     tensor: *mut CaiDLManagedTensorVersioned,
     options: &CaiDLPackOptions,
+    how_to_allow_host: &'static str,
     array: &mut CaiArray,
 ) -> Result<Validated> {
     let read = |array: &mut CaiArray| {
-        let allow_host = options_of(options)?;
+        let host = AllowHost { allowed: options_of(options)?, how: how_to_allow_host };
         let version = (*tensor).version;
         major_version_is_known(version.major, version.minor)?;
         let readonly = (*tensor).flags & CAI_DLPACK_FLAG_READ_ONLY != 0;
-        array_of_tensor(&(*tensor).dl_tensor, readonly, allow_host, array)
+        array_of_tensor(&(*tensor).dl_tensor, readonly, host, array)
     };
     take_tensor(tensor, array, read)
 }
@@ -317,11 +337,12 @@ pub unsafe fn from_dlpack(
 pub unsafe fn from_dlpack_legacy(
     tensor: *mut CaiDLManagedTensor,
     options: &CaiDLPackOptions,
+    how_to_allow_host: &'static str,
     array: &mut CaiArray,
 ) -> Result<Validated> {
     let read = |array: &mut CaiArray| {
-        let allow_host = options_of(options)?;
-        array_of_tensor(&(*tensor).dl_tensor, false, allow_host, array)
+        let host = AllowHost { allowed: options_of(options)?, how: how_to_allow_host };
+        array_of_tensor(&(*tensor).dl_tensor, false, host, array)
     };
     take_tensor(tensor, array, read)
 }
@@ -380,7 +401,7 @@ fn device_of_validated(
     given: Option<CaiDLDevice>,
 ) -> Result<CaiDLDevice> {
     if let Some(device) = given {
-        device_is_cuda_or_allowed_host(device, true)?;
+        device_is_cuda_or_allowed_host(device, AllowHost { allowed: true, how: "" })?;
     }
     kind_of(array).dl_device(array, validated.touched(), given)
 }
@@ -567,7 +588,8 @@ mod tests {
             let options = CaiDLPackOptions { allow_host: 1, ..Default::default() };
             let mut array = CaiArray::zeroed();
             // SAFETY: a tensor of this frame with no deleter; its shape and strides outlive it.
-            let returned = unsafe { from_dlpack(&mut tensor, &options, &mut array) }.unwrap();
+            let returned =
+                unsafe { from_dlpack(&mut tensor, &options, ALLOW_HOST_C_DLPACK, &mut array) }.unwrap();
             assert_eq!(returned, validate(&array).unwrap(), "ndim {ndim}, rows {rows}");
         }
     }
@@ -642,7 +664,7 @@ mod tests {
     #[test]
     fn a_negative_device_id_is_refused() {
         let e =
-            device_is_cuda_or_allowed_host(CaiDLDevice { device_type: CAI_DL_CUDA, device_id: -7 }, false)
+            device_is_cuda_or_allowed_host(CaiDLDevice { device_type: CAI_DL_CUDA, device_id: -7 }, REFUSED)
                 .unwrap_err();
         assert!(e.message.contains("device id is -7"), "{}", e.message);
     }
@@ -663,13 +685,29 @@ mod tests {
     #[test]
     fn devices_other_than_cuda_are_refused_by_name_and_host_only_when_asked() {
         let device = |device_type| CaiDLDevice { device_type, device_id: 0 };
-        assert!(device_is_cuda_or_allowed_host(device(CAI_DL_CUDA), false).is_ok());
-        assert!(device_is_cuda_or_allowed_host(device(CAI_DL_CUDA_MANAGED), false).is_ok());
-        let e = device_is_cuda_or_allowed_host(device(CAI_DL_CPU), false).unwrap_err();
+        let allowed = AllowHost { allowed: true, ..REFUSED };
+        assert!(device_is_cuda_or_allowed_host(device(CAI_DL_CUDA), REFUSED).is_ok());
+        assert!(device_is_cuda_or_allowed_host(device(CAI_DL_CUDA_MANAGED), REFUSED).is_ok());
+        let e = device_is_cuda_or_allowed_host(device(CAI_DL_CPU), REFUSED).unwrap_err();
         assert!(e.message.contains("kDLCPU (1)") && e.message.contains("allow_host"), "{}", e.message);
-        assert!(device_is_cuda_or_allowed_host(device(CAI_DL_CPU), true).is_ok());
-        let e = device_is_cuda_or_allowed_host(device(10), true).unwrap_err();
+        assert!(device_is_cuda_or_allowed_host(device(CAI_DL_CPU), allowed).is_ok());
+        let e = device_is_cuda_or_allowed_host(device(10), allowed).unwrap_err();
         assert!(e.message.contains("kDLROCM (10)"), "{}", e.message);
+    }
+
+    const REFUSED: AllowHost = AllowHost { allowed: false, how: ALLOW_HOST_C_DLPACK };
+
+    #[test]
+    fn host_memory_is_refused_in_the_terms_of_the_callers_api_alone() {
+        let cpu = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
+        for how in [ALLOW_HOST_C_DLPACK, ALLOW_HOST_RUST_DLPACK, "pass allow_host=True"] {
+            let e = device_is_cuda_or_allowed_host(cpu, AllowHost { allowed: false, how }).unwrap_err();
+            assert_eq!(e.status, Status::HostMemory);
+            assert_eq!(
+                e.message,
+                format!("the tensor is on kDLCPU (1) device 0, host memory; to take it, {how}")
+            );
+        }
     }
 
     #[test]

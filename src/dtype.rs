@@ -118,6 +118,15 @@ fn split(typestr: &[u8]) -> Result<Parts<'_>> {
     if rest.is_empty() {
         return Err(invalid(typestr, "is empty"));
     }
+    // Named before the grammar's own complaint, which would blame the letter after a space.
+    let trimmed = typestr.trim_ascii();
+    if trimmed.len() != typestr.len() {
+        let fix = match std::str::from_utf8(trimmed) {
+            Ok(text) if parse(trimmed).is_ok() => format!("; write '{text}'"),
+            _ => String::new(),
+        };
+        return Err(invalid(typestr, &format!("has leading or trailing whitespace{fix}")));
+    }
     let order = match rest[0] {
         b'<' | b'>' | b'|' | b'=' => {
             rest = &rest[1..];
@@ -509,6 +518,21 @@ mod tests {
             assert!(e.message.contains(&format!("write '{typestr}'")), "{name}: {}", e.message);
         }
         assert!(parse_typestr(b"f").unwrap_err().message.contains("one-letter"));
+    }
+
+    #[test]
+    fn a_typestr_with_a_stray_space_is_told_of_the_space_not_of_one_letter_codes() {
+        for (typestr, fix) in [(" <f4", "'<f4'"), ("<f4 ", "'<f4'"), ("\t|u1\n", "'|u1'")] {
+            let e = parse_typestr(typestr.as_bytes()).unwrap_err();
+            assert_eq!(e.status, Status::InvalidTypestr);
+            assert!(
+                e.message.contains("leading or trailing whitespace; write ") && e.message.ends_with(fix),
+                "{}",
+                e.message
+            );
+            assert!(!e.message.contains("one-letter"), "{}", e.message);
+        }
+        assert!(parse_typestr(b"  ").unwrap_err().message.ends_with("has leading or trailing whitespace"));
     }
 
     #[test]

@@ -13,17 +13,19 @@ except ImportError as error:  # PyPy, an interpreter older than 3.10, a build fo
         "was built for"
     ) from error
 
-from ._errors import CaiError
+from ._errors import CaiError, PointerNotCheckedWarning
 from ._native import (
     POINTER_CHECK_ALWAYS, POINTER_CHECK_DEFAULT, POINTER_CHECK_NEVER, SYNC_BLOCKING, SYNC_DEFAULT, SYNC_NONE,
     SYNC_STREAM_ORDERED, Array, from_buffer_interface, from_object, validate,
 )
-from ._ctypes import CaiArray, lib, library_path
+from . import ctypes_api
+# The ctypes struct's canonical name is cai.ctypes_api.CaiArray; cai.CaiArray stays its alias.
+from .ctypes_api import CaiArray, lib, library_path
 
-__version__ = _native.__version__
+__version__: str = _native.__version__
 
 
-def get_include():
+def get_include() -> str:
     """The folder of libcai's C headers shipped in this package: give it to the compiler (`-I`)
     of an extension, as `numpy.get_include()` is given. cai_python.h is the C API for compiled
     extensions (no library to link: the functions come from this package at import), with
@@ -35,7 +37,7 @@ def get_include():
     return os.path.join(os.path.dirname(__file__), "include")
 
 
-def cffi_cdef():
+def cffi_cdef() -> str:
     """libcai's declarations in the form cffi's `FFI.cdef` takes (cai_cffi.h), for
     `ffi.dlopen(cai.library_path())`. A cai.Array passes as `ffi.cast("CaiArray *", a.ptr)`."""
     import os
@@ -44,8 +46,8 @@ def cffi_cdef():
         return header.read()
 
 __all__ = [
-    "Array", "CaiArray", "CaiError", "from_buffer_interface", "from_object", "validate", "library_path", "lib",
-    "get_include", "cffi_cdef",
+    "Array", "CaiArray", "CaiError", "PointerNotCheckedWarning", "from_buffer_interface", "from_object", "validate",
+    "library_path", "lib", "ctypes_api", "get_include", "cffi_cdef",
     "SYNC_DEFAULT", "SYNC_STREAM_ORDERED", "SYNC_BLOCKING", "SYNC_NONE",
     "POINTER_CHECK_DEFAULT", "POINTER_CHECK_ALWAYS", "POINTER_CHECK_NEVER",
 ]

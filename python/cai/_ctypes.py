@@ -1,25 +1,62 @@
 """libcai's C API for ctypes users: the structs and functions of include/cai.h (a test compares
 them field by field and function by function), loaded from the extension module, which carries
-the C API too, so ctypes calls and the extension share one copy of the driver state."""
+the C API too, so ctypes calls and the extension share one copy of the driver state. Their public
+home is cai.ctypes_api; the field annotations are for type checkers (ctypes reads `_fields_`)."""
 
 import ctypes
 from ctypes import CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int32, c_uint32, c_uint64, c_int64, c_void_p
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from ctypes import _Pointer
+
+
+#: CAI_MAX_NDIM: the most dimensions an array has (numpy's limit).
 MAX_NDIM = 64
+#: CAI_TYPESTR_CAPACITY: bytes of `CaiArray.typestr`, its NUL included.
 TYPESTR_CAPACITY = 32
+#: CAI_FIELD_NAME_CAPACITY: bytes of `CaiField.name`, its NUL included.
 FIELD_NAME_CAPACITY = 64
+#: CAI_ERROR_MESSAGE_CAPACITY: bytes of `CaiError.message`, its NUL included.
 ERROR_MESSAGE_CAPACITY = 512
 
 
 class CaiField(Structure):
+    """One named field of a structured dtype (an entry of the interface's `descr`)."""
+
+    name: bytes
+    typestr: bytes
+    offset: int
     _fields_ = [("name", c_char * FIELD_NAME_CAPACITY), ("typestr", c_char * TYPESTR_CAPACITY), ("offset", c_uint64)]
 
 
 class CaiArray(Structure):
-    pass
+    """The C description of a device array (`CaiArray` in cai.h): what `cai.Array` holds and
+    passes as `CaiArray *`."""
+
+    abi_version: int
+    version: int
+    owner: int | None
+    release: Any
+    ndim: int
+    readonly: int
+    strides_given: int
+    descr_count: int
+    data: int
+    stream: int
+    typestr: bytes
+    shape: "ctypes.Array[c_int64]"
+    strides: "ctypes.Array[c_int64]"
+    mask: "_Pointer[CaiArray]"
+    descr: "_Pointer[CaiField]"
+    memory: int
+    stream_kind: int
+    byte_offset: int
+    reserved: "ctypes.Array[c_uint64]"
 
 
 RELEASE_FN = CFUNCTYPE(None, POINTER(CaiArray))
+RELEASE_FN.__doc__ = "The type of `CaiArray.release`: `void (*)(CaiArray *)`."
 
 CaiArray._fields_ = [
     ("abi_version", c_uint32),
@@ -45,10 +82,28 @@ CaiArray._fields_ = [
 
 
 class CaiError(Structure):
+    """What a failed C call reports: `code` (a CAI_ERROR_* status), `driver_result` (the raw
+    CUresult or cl_int, 0 otherwise) and `message`. The C struct, not the Python exception
+    `cai.CaiError`."""
+
+    code: int
+    driver_result: int
+    message: bytes
     _fields_ = [("code", c_int32), ("driver_result", c_int32), ("message", c_char * ERROR_MESSAGE_CAPACITY)]
 
 
 class CaiLayout(Structure):
+    """What `cai_layout` computes of an array: its element count, bytes, byte extent from
+    `data`, and contiguity."""
+
+    element_count: int
+    nbytes: int
+    extent_begin: int
+    extent_end: int
+    c_contiguous: int
+    f_contiguous: int
+    strides_itemsize_aligned: int
+    reserved: "ctypes.Array[c_uint32]"
     _fields_ = [
         ("element_count", c_uint64),
         ("nbytes", c_uint64),
@@ -62,10 +117,23 @@ class CaiLayout(Structure):
 
 
 class CaiDtype(Structure):
+    """A parsed typestr (`cai_typestr_parse`): item size, kind letter and byte order."""
+
+    itemsize: int
+    kind: bytes
+    byteorder: bytes
     _fields_ = [("itemsize", c_uint64), ("kind", c_char), ("byteorder", c_char)]
 
 
 class CaiExportOptions(Structure):
+    """How `cai_export` writes a producer's array (zeroed: the defaults)."""
+
+    work_streams: "_Pointer[c_uint64]"
+    work_stream_count: int
+    version: int
+    check_pointer: int
+    per_thread_default_stream: int
+    reserved: "ctypes.Array[c_uint32]"
     _fields_ = [
         ("work_streams", POINTER(c_uint64)),
         ("work_stream_count", c_uint64),
@@ -77,6 +145,11 @@ class CaiExportOptions(Structure):
 
 
 class CaiSyncOptions(Structure):
+    """How `cai_sync` orders the consumer after the producer (zeroed: the defaults)."""
+
+    consumer_stream: int
+    sync_mode: int
+    reserved: "ctypes.Array[c_uint32]"
     _fields_ = [
         ("consumer_stream", c_uint64),
         ("sync_mode", c_int32),
@@ -85,6 +158,17 @@ class CaiSyncOptions(Structure):
 
 
 class CaiImportOptions(Structure):
+    """How `cai_import` (and `cai_python_from_object`) accept an array (zeroed: the
+    defaults): consumer stream, sync mode, pointer check, writable, native byte order only,
+    host memory allowed."""
+
+    consumer_stream: int
+    sync_mode: int
+    pointer_check: int
+    writable: int
+    native_only: int
+    allow_host: int
+    reserved: "ctypes.Array[c_uint32]"
     _fields_ = [
         ("consumer_stream", c_uint64),
         ("sync_mode", c_int32),
@@ -97,6 +181,18 @@ class CaiImportOptions(Structure):
 
 
 class CaiPointerInfo(Structure):
+    """What the driver said of a data pointer (`cai_import`, `cai_pointer_info`); `checked`
+    is 0 when the driver was not asked (an empty array, no driver, or the check off)."""
+
+    device_pointer: int
+    allocation_base: int
+    allocation_size: int
+    context: int | None
+    device_ordinal: int
+    memory_type: int
+    is_managed: int
+    checked: int
+    reserved: "ctypes.Array[c_uint64]"
     _fields_ = [
         ("device_pointer", c_uint64),
         ("allocation_base", c_uint64),
@@ -111,18 +207,40 @@ class CaiPointerInfo(Structure):
 
 
 class CaiDLPackVersion(Structure):
+    """DLPack's `DLPackVersion`."""
+
+    major: int
+    minor: int
     _fields_ = [("major", c_uint32), ("minor", c_uint32)]
 
 
 class CaiDLDevice(Structure):
+    """DLPack's `DLDevice`: device type (kDLCUDA is 2) and id."""
+
+    device_type: int
+    device_id: int
     _fields_ = [("device_type", c_int32), ("device_id", c_int32)]
 
 
 class CaiDLDataType(Structure):
+    """DLPack's `DLDataType`."""
+
+    code: int
+    bits: int
+    lanes: int
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
 class CaiDLTensor(Structure):
+    """DLPack's `DLTensor`."""
+
+    data: int | None
+    device: CaiDLDevice
+    ndim: int
+    dtype: CaiDLDataType
+    shape: "_Pointer[c_int64]"
+    strides: "_Pointer[c_int64]"
+    byte_offset: int
     _fields_ = [
         ("data", c_void_p),
         ("device", CaiDLDevice),
@@ -135,7 +253,13 @@ class CaiDLTensor(Structure):
 
 
 class CaiDLManagedTensorVersioned(Structure):
-    pass
+    """DLPack's `DLManagedTensorVersioned` (`cai_from_dlpack`, `cai_to_dlpack`)."""
+
+    version: CaiDLPackVersion
+    manager_ctx: int | None
+    deleter: Any
+    flags: int
+    dl_tensor: CaiDLTensor
 
 
 CaiDLManagedTensorVersioned._fields_ = [
@@ -148,7 +272,11 @@ CaiDLManagedTensorVersioned._fields_ = [
 
 
 class CaiDLManagedTensor(Structure):
-    pass
+    """DLPack's legacy `DLManagedTensor` (`cai_from_dlpack_legacy`, `cai_to_dlpack_legacy`)."""
+
+    dl_tensor: CaiDLTensor
+    manager_ctx: int | None
+    deleter: Any
 
 
 CaiDLManagedTensor._fields_ = [
@@ -159,11 +287,15 @@ CaiDLManagedTensor._fields_ = [
 
 
 class CaiDLPackOptions(Structure):
+    """How `cai_from_dlpack` takes a tensor (zeroed: the defaults)."""
+
+    allow_host: int
+    reserved: "ctypes.Array[c_uint32]"
     _fields_ = [("allow_host", c_uint32), ("reserved", c_uint32 * 7)]
 
 
-# name: (restype, argtypes), in header order.
-FUNCTIONS = {
+#: Every function of cai.h as `name: (restype, argtypes)`, in header order (what `lib` sets).
+FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
     "cai_validate": (c_int32, [POINTER(CaiArray), POINTER(CaiError)]),
     "cai_layout": (c_int32, [POINTER(CaiArray), POINTER(CaiLayout), POINTER(CaiError)]),
     "cai_export": (c_int32, [POINTER(CaiArray), POINTER(CaiExportOptions), POINTER(CaiError)]),
@@ -195,6 +327,7 @@ def library_path() -> str:
 
 
 def load() -> ctypes.CDLL:
+    """A new ctypes handle on libcai's C API (what `lib` is), every function's types set."""
     lib = ctypes.CDLL(library_path())
     for name, (restype, argtypes) in FUNCTIONS.items():
         function = getattr(lib, name)
@@ -203,7 +336,8 @@ def load() -> ctypes.CDLL:
     return lib
 
 
-lib = load()
+#: The ctypes handle on libcai's C API (also `cai.lib`).
+lib: ctypes.CDLL = load()
 
 
 def address_of(pointer: object) -> int:

@@ -13,3 +13,13 @@ class CaiError(ValueError):
         self.code = STATUS_CODES.get(status, -1)
         self.driver_result = driver_result
         super().__init__(message if message.startswith(status) else f"{status}: {message}")
+
+
+class PointerNotCheckedWarning(UserWarning):
+    """`cai.from_object` took an array whose data pointer no driver checked: the default
+    pointer check was skipped because no CUDA driver could be loaded (or it found no device),
+    so the array is its producer's word alone. Not issued for an empty array, for a tensor its
+    producer declared host memory (kDLCPU, taken with `allow_host=True`), or with an explicit
+    `pointer_check=cai.POINTER_CHECK_NEVER`. Make it an error with
+    `warnings.simplefilter("error", cai.PointerNotCheckedWarning)` (or pass
+    `pointer_check=cai.POINTER_CHECK_ALWAYS`, which raises CAI_ERROR_NO_DRIVER and says why)."""

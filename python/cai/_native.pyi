@@ -18,51 +18,77 @@ class Array:
     """A validated device array; pass it to C as `CaiArray*` (ctypes: as is; cffi: `.ptr`)."""
 
     @classmethod
-    def from_c(cls, pointer: Any) -> Array: ...
+    def from_c(cls, pointer: Any) -> Array:
+        """Takes over a CaiArray made in C (a ctypes pointer, `byref`, struct, or an address):
+        its release callback runs once, when this Array is garbage-collected."""
     @property
-    def ptr(self) -> int: ...
+    def ptr(self) -> int:
+        """Address of the CaiArray, valid while this Array lives."""
     @property
     def _as_parameter_(self) -> Any: ...
     @property
-    def shape(self) -> tuple[int, ...]: ...
+    def shape(self) -> tuple[int, ...]:
+        """The extent of each dimension, as a tuple of ints (`()` for a 0-d array)."""
     @property
-    def ndim(self) -> int: ...
+    def ndim(self) -> int:
+        """The number of dimensions (`len(shape)`), 0 to 64."""
     @property
-    def typestr(self) -> str: ...
+    def typestr(self) -> str:
+        """The struct's typestr (numpy's canonical spelling for what was read from a dict or DLPack)."""
     @property
-    def itemsize(self) -> int: ...
+    def itemsize(self) -> int:
+        """Bytes per element, from the typestr (`'<f4'`: 4)."""
     @property
-    def dtype(self) -> Any: ...
+    def dtype(self) -> Any:
+        """numpy's dtype for the typestr (needs numpy)."""
     @property
-    def strides(self) -> tuple[int, ...]: ...
+    def strides(self) -> tuple[int, ...]:
+        """Byte strides; C-contiguous ones when the descriptor gave none."""
     @property
-    def size(self) -> int: ...
+    def size(self) -> int:
+        """The number of elements: the product of `shape` (1 for a 0-d array)."""
     @property
-    def nbytes(self) -> int: ...
+    def nbytes(self) -> int:
+        """Bytes the elements occupy: `size * itemsize` (not the span of a strided array)."""
     @property
-    def readonly(self) -> bool: ...
+    def readonly(self) -> bool:
+        """True when the producer marked the data read-only."""
     @property
-    def is_c_contiguous(self) -> bool: ...
+    def is_c_contiguous(self) -> bool:
+        """True when the elements lie in row-major order with no gaps."""
     @property
-    def is_f_contiguous(self) -> bool: ...
+    def is_f_contiguous(self) -> bool:
+        """True when the elements lie in column-major order with no gaps."""
     @property
-    def data_ptr(self) -> int: ...
+    def data_ptr(self) -> int:
+        """The address of the first element as an int (0 for an empty array)."""
     @property
-    def stream(self) -> int | None: ...
+    def stream(self) -> int | None:
+        """The producer's stream (None, 1, 2 or a handle)."""
     @property
-    def pointer_info(self) -> dict[str, int] | None: ...
+    def pointer_info(self) -> dict[str, int] | None:
+        """What the driver said about the data pointer at import, or None when the pointer was
+        not checked (an empty array, POINTER_CHECK_NEVER, `from_c`, or no driver)."""
     @property
-    def owner(self) -> Any: ...
+    def owner(self) -> Any:
+        """The object this Array keeps alive (the producer), or None."""
     @property
-    def mask(self) -> Array | None: ...
+    def mask(self) -> Array | None:
+        """The mask as a cai.Array, or None."""
     @property
-    def __cuda_array_interface__(self) -> dict[str, Any]: ...
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """The interface in libcai's export form, as `cai_export` writes it."""
     @property
-    def buffer(self) -> Any: ...
+    def buffer(self) -> Any:
+        """The Buffer Interface's `buffer`: the cl_mem's holder for OpenCL memory, the device
+        pointer for CUDA memory."""
     @property
-    def offset(self) -> int: ...
-    def release(self) -> None: ...
-    def __dlpack_device__(self) -> tuple[int, int]: ...
+    def offset(self) -> int:
+        """The Buffer Interface's `offset` (always 0 for CUDA memory)."""
+    def release(self) -> None:
+        """Lets go of the memory now; the metadata stays readable."""
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """DLPack's `(device_type, device_id)` of the memory."""
     def __dlpack__(
         self,
         *,
@@ -70,7 +96,8 @@ class Array:
         max_version: tuple[int, int] | None = None,
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
-    ) -> Any: ...
+    ) -> Any:
+        """A DLPack capsule viewing this array's memory; never copies."""
 
 def from_object(
     obj: Any,
@@ -79,11 +106,17 @@ def from_object(
     writable: bool = False,
     pointer_check: int | None = None,
     allow_host: bool = False,
-) -> Array: ...
+) -> Array:
+    """Imports a CAI or DLPack producer: validated, pointer-checked where a driver loads (else
+    cai.PointerNotCheckedWarning), synchronized; raises cai.CaiError naming the rule broken."""
 def from_buffer_interface(
     obj: Any,
     queue: Any = None,
     sync: bool | int | None = None,
     writable: bool = False,
-) -> Array: ...
-def validate(obj: Any) -> None: ...
+) -> Array:
+    """Imports an object of the OpenCL/CUDA Buffer Interface (or a pyopencl.array.Array),
+    checked by the same rules as a CAI array and ordered after its producer."""
+def validate(obj: Any) -> None:
+    """Checks a CAI dict (or an object exposing one) by every rule of the spec; raises
+    cai.CaiError naming the rule broken."""

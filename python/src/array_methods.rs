@@ -93,11 +93,13 @@ impl Array {
             .map(|p| p.clone_ref(py))
     }
 
+    /// The extent of each dimension, as a tuple of ints (`()` for a 0-d array).
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.shape_slice())
     }
 
+    /// The number of dimensions (`len(shape)`), 0 to 64.
     #[getter]
     fn ndim(&self) -> i32 {
         self.array().ndim
@@ -112,6 +114,7 @@ impl Array {
         std::str::from_utf8(bytes).unwrap_or_default()
     }
 
+    /// Bytes per element, from the typestr (`'<f4'`: 4).
     #[getter]
     fn itemsize(&self) -> PyResult<u64> {
         Ok(self.itemsize_checked()?)
@@ -137,31 +140,39 @@ impl Array {
         PyTuple::new(py, &strides[..ndim])
     }
 
+    /// The number of elements: the product of `shape` (1 for a 0-d array).
     #[getter]
     fn size(&self) -> PyResult<u64> {
         Ok(self.layout()?.element_count)
     }
 
+    /// Bytes the elements occupy: `size * itemsize` (not the span of a strided array).
     #[getter]
     fn nbytes(&self) -> PyResult<u64> {
         Ok(self.layout()?.nbytes)
     }
 
+    /// True when the producer marked the data read-only (the second item of the interface's
+    /// `data`, DLPack's read-only flag); import with `writable=True` to refuse such an array.
     #[getter]
     fn readonly(&self) -> bool {
         self.array().readonly == 1
     }
 
+    /// True when the elements lie in row-major order with no gaps (numpy's `C_CONTIGUOUS`).
     #[getter]
     fn is_c_contiguous(&self) -> PyResult<bool> {
         Ok(self.layout()?.c_contiguous == 1)
     }
 
+    /// True when the elements lie in column-major order with no gaps (numpy's `F_CONTIGUOUS`).
     #[getter]
     fn is_f_contiguous(&self) -> PyResult<bool> {
         Ok(self.layout()?.f_contiguous == 1)
     }
 
+    /// The address of the first element as an int (the interface's `data` pointer; 0 for an
+    /// empty array). Readable after `release()`, but the memory is no longer kept alive then.
     #[getter]
     fn data_ptr(&self) -> u64 {
         self.array().data
@@ -173,7 +184,12 @@ impl Array {
         Some(stream_for_version(self.array())).filter(|&s| s != 0)
     }
 
-    /// What the driver said about the data pointer at import, or None if it was not asked.
+    /// What the driver said about the data pointer at import (`device_pointer`,
+    /// `allocation_base`, `allocation_size`, `context`, `device_ordinal`, `memory_type`,
+    /// `is_managed`), or None when it was not asked: the pointer was not checked. That is so for
+    /// an empty array, with `pointer_check=cai.POINTER_CHECK_NEVER`, for an Array that was not
+    /// imported (`Array.from_c`), and with the default check when no CUDA driver could be loaded
+    /// (`cai.from_object` then warns: `cai.PointerNotCheckedWarning`).
     #[getter]
     fn pointer_info<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let Some(info) = self.imported().map(|imported| imported.info).filter(|info| info.checked != 0)

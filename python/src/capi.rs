@@ -23,7 +23,7 @@ use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
 use crate::errors::{cai_error_type, to_python, Failure};
-use crate::negotiate::{import_object, import_read, view_object};
+use crate::negotiate::{import_object, import_read, view_object, Caller};
 
 /// The table every extension reads: static, immutable, its members functions of this module.
 pub static PYTHON_API: PythonApi = PythonApi {
@@ -74,7 +74,7 @@ unsafe extern "C" fn python_from_object(
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
         object_entry("cai_python_from_object", obj, options, out, error, |obj, options, out| {
-            let (read, imported) = import_object(obj, options)?;
+            let (read, imported) = import_object(obj, options, Caller::CApi)?;
             own(read, imported, out);
             Ok(())
         })

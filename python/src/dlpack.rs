@@ -82,6 +82,7 @@ pub unsafe fn device_of_taken(array: &CaiArray, versioned: bool) -> CaiDLDevice 
 pub fn take_capsule(
     capsule: &Bound<'_, PyAny>,
     options: &CaiDLPackOptions,
+    how_to_allow_host: &'static str,
     array: &mut CaiArray,
 ) -> CaiResult<(bool, Validated)> {
     let raw = capsule.as_ptr();
@@ -112,9 +113,9 @@ pub fn take_capsule(
     // SAFETY: the tensor of a capsule this thread alone marked used: handed over to the core.
     let validated = unsafe {
         if versioned {
-            from_dlpack(tensor.cast(), options, array)?
+            from_dlpack(tensor.cast(), options, how_to_allow_host, array)?
         } else {
-            from_dlpack_legacy(tensor.cast(), options, array)?
+            from_dlpack_legacy(tensor.cast(), options, how_to_allow_host, array)?
         }
     };
     Ok((versioned, validated))

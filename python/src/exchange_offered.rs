@@ -83,8 +83,9 @@ unsafe extern "C" fn managed_tensor_to_py_object(
     table_call(|py| {
         let mut taken = Taken::new();
         let options = CaiDLPackOptions { allow_host: 1, ..Default::default() };
+        // Host memory is allowed, so no words to allow it are needed.
         // SAFETY: the consumer hands the tensor over; the core takes it (deleting it on failure).
-        unsafe { cai::binding::dlpack::from_dlpack(tensor, &options, taken.array()) }?;
+        unsafe { cai::binding::dlpack::from_dlpack(tensor, &options, "", taken.array()) }?;
         // SAFETY: taken as a versioned tensor.
         let device = unsafe { device_of_taken(taken.array(), true) };
         let array = Py::new(py, Array::new(Read::borrowing(taken.into_inner(), Some(device), None), None))?;

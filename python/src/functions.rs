@@ -3,19 +3,26 @@
 //! cai.Array.
 
 use cai::binding::rules::validate;
-use cai::{CaiImportOptions, CAI_POINTER_CHECK_DEFAULT};
+use std::ffi::CString;
+
+use cai::binding::import::Imported;
+use cai::{CaiImportOptions, CAI_DL_CPU, CAI_MEMORY_CUDA, CAI_POINTER_CHECK_DEFAULT};
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
 
 use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
+use crate::described::Read;
 use crate::errors::Failure;
-use crate::negotiate::{import_object, import_read, not_an_array};
+use crate::negotiate::{import_object, import_read, not_an_array, Caller};
 use crate::options::{consumer_stream, sync_mode};
 use crate::read_dict::{interface_of, read_interface};
 
 /// Imports `obj.__cuda_array_interface__` (or a dict): validates it by every rule of the spec,
-/// checks the pointer where a driver loads (`pointer_check`: a cai.POINTER_CHECK_* mode),
+/// checks the pointer where a driver loads (`pointer_check`: a cai.POINTER_CHECK_* mode; where
+/// none loads, the default check is skipped with a cai.PointerNotCheckedWarning),
 /// synchronizes with the producer's stream (stream-ordered on `stream` if given, else
 /// blocking; `sync=False` skips it), keeps `obj` alive, and returns a cai.Array. Raises
 /// cai.CaiError (a ValueError) naming the rule broken. The GIL is released while the import
@@ -42,8 +49,34 @@ pub fn from_object(
         allow_host: u32::from(allow_host),
         ..CaiImportOptions::default()
     };
-    let (read, imported) = import_object(obj, options)?;
+    let (read, imported) = import_object(obj, options, Caller::Python)?;
+    // One compare on the path with a driver (a non-empty array there is always checked).
+    if imported.info.checked == 0 && options.pointer_check == CAI_POINTER_CHECK_DEFAULT {
+        warn_if_unchecked(obj.py(), &read, &imported)?;
+    }
     Py::new(obj.py(), Array::new(read, Some(imported)))
+}
+
+/// cai.PointerNotCheckedWarning, for a default pointer check skipped because no CUDA driver
+/// loads (or cuInit found no device): the array is the producer's word alone. Not for an empty
+/// array (nothing to check), nor for a tensor its producer declared host memory (kDLCPU, taken
+/// with `allow_host=True`: no device pointer to check), nor for OpenCL memory. A filter that
+/// makes the warning an error makes `from_object` raise it, the array released.
+#[cold]
+fn warn_if_unchecked(py: Python<'_>, read: &Read, imported: &Imported) -> PyResult<()> {
+    let array = read.array();
+    let host = read.device.is_some_and(|device| device.device_type == CAI_DL_CPU);
+    if imported.validated.element_count == 0 || host || array.memory != CAI_MEMORY_CUDA {
+        return Ok(());
+    }
+    static CATEGORY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let category = CATEGORY.import(py, "cai._errors", "PointerNotCheckedWarning")?;
+    let message = format!(
+        "cai.from_object: data pointer {:#x} was not checked: no CUDA driver could be loaded; pass pointer_check=cai.POINTER_CHECK_ALWAYS to make this an error that says why (CAI_ERROR_NO_DRIVER), or pointer_check=cai.POINTER_CHECK_NEVER to skip the check without this warning",
+        array.data
+    );
+    let message = CString::new(message).unwrap_or_default();
+    PyErr::warn(py, category, &message, 1)
 }
 
 /// Checks a CAI dict (or an object exposing one) by every rule of the spec without touching

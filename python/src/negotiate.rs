@@ -8,7 +8,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use cai::binding::dlpack::device_is_cuda_or_allowed_host;
+use cai::binding::dlpack::{device_is_cuda_or_allowed_host, AllowHost};
 use cai::binding::import::{import, import_may_wait, import_validated, producer_ordering, Imported};
 use cai::binding::rules::Validated;
 use cai::{CaiArray, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER};
@@ -153,10 +153,36 @@ pub fn not_an_array(object: &Bound<'_, PyAny>) -> PyErr {
     ))
 }
 
+/// Who called an import: host memory is refused in its API's terms.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// `cai.from_object` and the other Python functions.
+    Python,
+    /// The C API's table (`cai_python_from_object`...), which the Rust crate cai-python calls too.
+    CApi,
+}
+
+impl Caller {
+    /// `options.allow_host` with the words that allow host memory in this caller's terms.
+    pub fn host(self, options: &CaiImportOptions) -> AllowHost {
+        let how = match self {
+            Caller::Python => "pass allow_host=True",
+            Caller::CApi => {
+                "set CaiImportOptions.allow_host = 1 (from the Rust crate cai-python: ImportOptions::new().allow_host(true))"
+            }
+        };
+        AllowHost { allowed: options.allow_host != 0, how }
+    }
+}
+
 /// `cai.from_object`'s negotiation and import: what the reader read, and what its import
 /// established.
-pub fn import_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -> CaiResult<(Read, Imported)> {
-    let read = read_object(obj, &options)?;
+pub fn import_object(
+    obj: &Bound<'_, PyAny>,
+    options: CaiImportOptions,
+    caller: Caller,
+) -> CaiResult<(Read, Imported)> {
+    let read = read_object(obj, &options, caller.host(&options))?;
     import_read(obj.py(), read, options)
 }
 
@@ -185,9 +211,9 @@ fn choose<'py>(
     obj: &Bound<'py, PyAny>,
     options: &CaiImportOptions,
     holder: Holder,
+    host: AllowHost,
 ) -> CaiResult<Chosen<'py>> {
     let py = obj.py();
-    let allow_host = options.allow_host != 0;
     // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
     // a CAI property that may raise (a CPU tensor's does) and cost an exception per call.
     if let Ok(dict) = obj.cast::<PyDict>() {
@@ -202,7 +228,7 @@ fn choose<'py>(
     }
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
     let no_copy = holder == Holder::View;
-    let take = |known| take_from_producer(obj, options.consumer_stream, ordering, allow_host, known, no_copy);
+    let take = |known| take_from_producer(obj, options.consumer_stream, ordering, host, known, no_copy);
     // A type whose host instances lack the interface (a property that raises for them, at a
     // cost per call) is asked the instance's device first: a host instance is taken by DLPack
     // without the raising call, and read by its interface after all if DLPack refuses it (an
@@ -249,20 +275,19 @@ fn choose<'py>(
 }
 
 /// `obj` read by the protocol chosen for it, to be owned.
-fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions) -> CaiResult<Read> {
-    let allow_host = options.allow_host != 0;
-    match choose(obj, options, Holder::Import)? {
+fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions, host: AllowHost) -> CaiResult<Read> {
+    match choose(obj, options, Holder::Import, host)? {
         Chosen::Dict(dict) => Ok(read_interface(obj, &dict)?),
         Chosen::Array(array) => {
             let read = read_array(&array)?;
             if let Some(device) = read.device {
-                device_is_cuda_or_allowed_host(device, allow_host)?;
+                device_is_cuda_or_allowed_host(device, host)?;
             }
             Ok(read)
         }
         Chosen::Exchange(exchange) => {
             let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
-            Ok(taken_from(obj, take_by_exchange(obj, exchange, ordering, allow_host)?))
+            Ok(taken_from(obj, take_by_exchange(obj, exchange, ordering, host)?))
         }
         Chosen::Taken(tensor) => Ok(taken_from(obj, tensor)),
     }
@@ -361,14 +386,14 @@ fn cannot_borrow(what: &str) -> Failure {
 /// refused (see cai_python.h): a dict with a mask or named descr fields, a tensor of an
 /// exchange table without the non-owning DLTensor call.
 pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mut CaiArray) -> CaiResult<()> {
-    let allow_host = options.allow_host != 0;
-    let (host, validated) = match choose(obj, &options, Holder::View)? {
+    let allow = Caller::CApi.host(&options);
+    let (host, validated) = match choose(obj, &options, Holder::View, allow)? {
         Chosen::Array(source) => {
             let source = source.get();
             source.live()?;
             let device = source.dlpack_device();
             if let Some(device) = device {
-                device_is_cuda_or_allowed_host(device, allow_host)?;
+                device_is_cuda_or_allowed_host(device, allow)?;
             }
             // Its own struct: its descr and mask point into memory the cai.Array owns.
             *array = borrowed_copy(source.array());
@@ -384,7 +409,7 @@ pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mu
                 ));
             };
             let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
-            let (device, validated) = view_by_exchange(obj, exchange, dltensor, ordering, allow_host, array)?;
+            let (device, validated) = view_by_exchange(obj, exchange, dltensor, ordering, allow, array)?;
             (device.device_type == CAI_DL_CPU, Some(validated))
         }
         Chosen::Taken(TakenTensor { mut taken, device, validated }) => {

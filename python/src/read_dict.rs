@@ -8,7 +8,7 @@
 //! come from the objects themselves (never `__len__`), and sequences longer than the rules'
 //! limits are refused before their items are read.
 
-use cai::binding::dict::{array_from_dict, DictValues, Limits, Value, KEYS};
+use cai::binding::dict::{array_from_dict, DictValues, Limits, Repr, Value, KEYS};
 use cai::binding::rules::{in_mask, mask_depth_is_within_limit};
 use cai::binding::Description;
 use cai::{CaiArray, CaiField, Error, Status};
@@ -84,7 +84,11 @@ fn describe_mask(mask: &Bound<'_, PyAny>, depth: usize) -> CaiResult<(Descriptio
         Some(dict) => describe_dict(&dict, depth),
         None => Err(Failure::Cai(Error::new(
             Status::InvalidMask,
-            format!("mask is a {}, which has no __cuda_array_interface__", TypeOf::new(mask)),
+            format!(
+                // The caller prefixes "mask: " (`in_mask`), as for every refusal of a mask.
+                "{} has no __cuda_array_interface__; a mask is None or an object (or dict) that has one",
+                Repr(&scalar(mask.as_borrowed()))
+            ),
         ))),
     }
 }
@@ -180,7 +184,7 @@ pub fn read_dict<'py>(
         [version, shape, typestr, data, strides, stream, mask].map(Held::new);
     let mut shape_items = Items::<8>::new(Value::Absent);
     let mut strides_items = Items::<8>::new(Value::Absent);
-    let mut data_items = Items::<2>::new(Value::Absent);
+    let mut data_items = Items::<{ Limits::DATA }>::new(Value::Absent);
     // The descr: numpy's one-entry form read straight from the entry (CuPy sends it with every
     // array); any other through tuple copies of its lists.
     let single = descr.as_ref().and_then(single_entry);

@@ -1,7 +1,7 @@
 //! The reader of a DLPack producer without an exchange table: `__dlpack__` asked for a capsule
 //! ordered for the consumer, its tensor taken over by the core.
 
-use cai::binding::dlpack::device_is_cuda_or_allowed_host;
+use cai::binding::dlpack::{device_is_cuda_or_allowed_host, AllowHost};
 use cai::binding::import::ProducerOrdering;
 use cai::{
     CaiDLDevice, CaiDLPackOptions, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU,
@@ -67,7 +67,7 @@ pub fn take_from_producer(
     obj: &Bound<'_, PyAny>,
     consumer: u64,
     ordering: ProducerOrdering,
-    allow_host: bool,
+    host: AllowHost,
     known: KnownDevice,
     no_copy: bool,
 ) -> CaiResult<TakenTensor> {
@@ -85,15 +85,15 @@ pub fn take_from_producer(
     };
     let stream = match reported {
         // Refused before the producer does any work for a capsule.
-        Some(device) => device_is_cuda_or_allowed_host(device, allow_host)
+        Some(device) => device_is_cuda_or_allowed_host(device, host)
             .map_err(Failure::Cai)
             .and_then(|()| Ok(stream_argument(py, device, consumer, ordering)?))?,
         None => py.None().into_bound(py),
     };
     let capsule = call_dlpack(obj, &stream, no_copy)?;
-    let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
+    let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
     let mut taken = Taken::new();
-    let (versioned, validated) = take_capsule(&capsule, &options, taken.array())?;
+    let (versioned, validated) = take_capsule(&capsule, &options, host.how, taken.array())?;
     // SAFETY: taken by the core, of the kind `versioned` says.
     let device = unsafe { device_of_taken(taken.array(), versioned) };
     if let Some(reported) = reported {

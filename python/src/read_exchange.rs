@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use cai::binding::dlpack::from_dlpack;
+use cai::binding::dlpack::{from_dlpack, AllowHost};
 use cai::binding::import::ProducerOrdering;
 use cai::binding::rules::Validated;
 use cai::{
@@ -88,7 +88,7 @@ pub fn take_by_exchange(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,
     ordering: ProducerOrdering,
-    allow_host: bool,
+    host: AllowHost,
 ) -> CaiResult<TakenTensor> {
     let mut tensor: *mut CaiDLManagedTensorVersioned = std::ptr::null_mut();
     // SAFETY: the producer's function, given the object it was looked up for.
@@ -97,10 +97,10 @@ pub fn take_by_exchange(
             .unwrap_or_else(|| PyTypeError::new_err("the DLPack exchange table gave no tensor"))
             .into());
     }
-    let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
+    let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
     let mut taken = Taken::new();
     // SAFETY: a tensor handed over by the producer; the core takes it (deleting it on failure).
-    let validated = unsafe { from_dlpack(tensor, &options, taken.array()) }?;
+    let validated = unsafe { from_dlpack(tensor, &options, host.how, taken.array()) }?;
     // SAFETY: taken by from_dlpack, as a versioned tensor.
     let device = unsafe { device_of_taken(taken.array(), true) };
     if let Some(stream) = work_stream(obj.py(), exchange, ordering, device)? {
@@ -138,7 +138,7 @@ pub fn view_by_exchange(
     exchange: Exchange,
     dltensor_from_py_object: DlTensorFromPyObject,
     ordering: ProducerOrdering,
-    allow_host: bool,
+    host: AllowHost,
     array: &mut CaiArray,
 ) -> CaiResult<(CaiDLDevice, Validated)> {
     // The DLTensor in a managed tensor of the stack, with no deleter: the core's reader of
@@ -158,9 +158,9 @@ pub fn view_by_exchange(
             .unwrap_or_else(|| PyTypeError::new_err("the DLPack exchange table gave no DLTensor"))
             .into());
     }
-    let options = CaiDLPackOptions { allow_host: u32::from(allow_host), ..Default::default() };
+    let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
     // SAFETY: a tensor of this stack frame with no deleter: "taking" it frees nothing.
-    let validated = unsafe { from_dlpack(&mut tensor, &options, array) }?;
+    let validated = unsafe { from_dlpack(&mut tensor, &options, host.how, array) }?;
     array.owner = std::ptr::null_mut();
     array.release = None;
     let device = tensor.dl_tensor.device;

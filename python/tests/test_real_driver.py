@@ -103,3 +103,14 @@ def test_dlpack_export_asking_the_driver_fails_and_a_host_tensor_is_taken_real_n
                      "pointer_check=cai.POINTER_CHECK_NEVER"):
             assert part in result["message"], (call, part, result)
     assert results["numpy tensor taken"] == {"ok": True}
+
+
+def test_a_default_check_without_a_device_warns_real_nvidia_driver():
+    results = run_on_real_driver(
+        "import warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    a = cai.from_object(array(), sync=False)\n"
+        "print(json.dumps([a.pointer_info is None] + [w.category.__name__ for w in caught]))\n"
+    )
+    assert results == [True, "PointerNotCheckedWarning"]

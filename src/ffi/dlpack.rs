@@ -60,7 +60,12 @@ unsafe fn take<T: crate::dlpack::Managed>(
     tensor: *mut T,
     options: *const CaiDLPackOptions,
     out: *mut CaiArray,
-    from: unsafe fn(*mut T, &CaiDLPackOptions, &mut CaiArray) -> crate::status::Result<Validated>,
+    from: unsafe fn(
+        *mut T,
+        &CaiDLPackOptions,
+        &'static str,
+        &mut CaiArray,
+    ) -> crate::status::Result<Validated>,
 ) -> crate::status::Result<()> {
     if tensor.is_null() {
         return Err(Error::new(Status::NullArgument, "tensor is NULL"));
@@ -71,7 +76,7 @@ unsafe fn take<T: crate::dlpack::Managed>(
         return Err(Error::new(Status::NullArgument, "out is NULL"));
     };
     let mut taken = CaiArray::zeroed();
-    from(tensor, &options, &mut taken)?;
+    from(tensor, &options, crate::dlpack::ALLOW_HOST_C_DLPACK, &mut taken)?;
     *out = taken;
     Ok(())
 }

@@ -523,7 +523,13 @@ mod tests {
         let host = Array::builder("<f4", &[2], DATA).on_release(logging(&log, "host")).build().unwrap();
         let tensor = host.into_dlpack(Some(CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 })).unwrap();
         assert_eq!(*log.lock().unwrap(), ["masked"], "the tensor owns the array now");
-        assert_eq!(Array::from_dlpack(tensor, false).unwrap_err().status, Status::HostMemory);
+        let e = Array::from_dlpack(tensor, false).unwrap_err();
+        assert_eq!(e.status, Status::HostMemory);
+        assert!(
+            e.message.ends_with("to take it, pass allow_host = true to Array::from_dlpack"),
+            "{}",
+            e.message
+        );
         assert_eq!(*log.lock().unwrap(), ["masked", "host"]);
     }
 

@@ -60,7 +60,14 @@ impl Array {
         let mut taken = CaiArray::zeroed();
         // SAFETY: the tensor is valid and handed over (into_raw): from_dlpack deletes it on
         // failure, and on success `taken` owns it.
-        unsafe { crate::dlpack::from_dlpack(tensor.into_raw().as_ptr(), &options, &mut taken)? };
+        unsafe {
+            crate::dlpack::from_dlpack(
+                tensor.into_raw().as_ptr(),
+                &options,
+                crate::dlpack::ALLOW_HOST_RUST_DLPACK,
+                &mut taken,
+            )?
+        };
         // SAFETY: the struct from_dlpack made: its pointers are none, its release the deleter's.
         Ok(unsafe { Array::from_raw(taken) })
     }
