@@ -72,7 +72,7 @@ fn warn_if_unchecked(py: Python<'_>, read: &Read, imported: &Imported) -> PyResu
     static CATEGORY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
     let category = CATEGORY.import(py, "cai._errors", "PointerNotCheckedWarning")?;
     let message = format!(
-        "cai.from_object: data pointer {:#x} was not checked: no CUDA driver could be loaded; pass pointer_check=cai.POINTER_CHECK_ALWAYS to make this an error that says why (CAI_ERROR_NO_DRIVER), or pointer_check=cai.POINTER_CHECK_NEVER to skip the check without this warning",
+        "cai.from_object: data pointer {:#x} was not checked: no CUDA driver could be loaded, or it found no device; pass pointer_check=cai.POINTER_CHECK_ALWAYS to make this an error that says why (CAI_ERROR_NO_DRIVER), or pointer_check=cai.POINTER_CHECK_NEVER to skip the check without this warning",
         array.data
     );
     let message = CString::new(message).unwrap_or_default();
