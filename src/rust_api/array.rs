@@ -18,6 +18,13 @@ pub struct ArrayRef {
     raw: CaiArray,
 }
 
+// SAFETY: an ArrayRef is only ever reached by shared reference (from an Array, a view, or a
+// borrowed struct), and every method reads: the struct and what its pointers reach are not
+// written while it is borrowed (the constructors' promise), and the core's functions keep no
+// thread-local state. Reading plain memory and handing stream handles to the driver is sound
+// from any thread (CUDA streams and OpenCL queues are not tied to a host thread).
+unsafe impl Sync for ArrayRef {}
+
 impl ArrayRef {
     /// # Safety
     /// As [`ArrayView::from_raw`].
@@ -197,13 +204,44 @@ pub enum OpenClStream {
 /// # Ok::<(), cai::Error>(())
 /// ```
 ///
-/// Neither `Send` nor `Sync`: a producer's release and handles promise nothing about threads.
+/// # Threads
+///
+/// `Send` and `Sync`. An `Array` may be moved to another thread and dropped there, and its
+/// release then runs on that thread: as a DLPack deleter, a release may run on any thread, and
+/// every way to make an `Array` promises that much ([`ArrayBuilder::on_release`] takes a
+/// `Send` closure; [`Array::from_raw`] and [`DlpackTensor::from_raw`](crate::DlpackTensor::from_raw)
+/// require it of the producer). Shared references only read the struct: the descriptor,
+/// the descr fields and the mask are never written while it is borrowed, and the library's
+/// functions keep no thread-local state, so several threads may read, validate and import
+/// one array at once.
+///
+/// ```
+/// let array = cai::Array::builder("<f4", &[8], 0x7f00_0000_1000).on_release(|| ()).build()?;
+/// let shared = std::sync::Arc::new(array);
+/// let reader = std::sync::Arc::clone(&shared);
+/// let nbytes = std::thread::spawn(move || reader.layout().map(|layout| layout.nbytes)).join().unwrap()?;
+/// assert_eq!(nbytes, shared.layout()?.nbytes);
+/// // Moved to another thread, dropped (and released) there.
+/// let owned = std::sync::Arc::try_unwrap(shared).unwrap();
+/// std::thread::spawn(move || drop(owned)).join().unwrap();
+/// # Ok::<(), cai::Error>(())
+/// ```
 pub struct Array {
     description: Description<Box<CaiArray>>,
     /// The mask the builder was given (boxed: the struct points at it), dropped after this
     /// array's release has run.
     _mask: Option<Box<Array>>,
 }
+
+// SAFETY: what an Array holds is its own heap memory (the struct, descr fields, mask) or the
+// producer's, which from_raw requires to be usable from any thread; the builder's release is a
+// `Send` closure and a raw struct's release may be called on any thread (from_raw's promise).
+// Nothing in it is tied to the thread that made it.
+unsafe impl Send for Array {}
+
+// SAFETY: `&Array` only reads (through ArrayRef, which is Sync); the release needs `&mut`
+// (Drop, into_dlpack), which a shared reference cannot give.
+unsafe impl Sync for Array {}
 
 impl Array {
     /// Starts describing `shape` elements of `typestr` at the CUDA device pointer `data`,
@@ -217,9 +255,20 @@ impl Array {
     ///
     /// # Safety
     /// `raw` is a valid `CaiArray` whose `mask` and `descr` (when set) stay valid until its
-    /// release runs (or, with no release, for as long as the `Array` lives); its `release`,
-    /// when set, may be called once with the struct at another address; its stream and (for
+    /// release runs (or, with no release, for as long as the `Array` lives), readable from any
+    /// thread and not written meanwhile; its `release`, when set, may be called once, on any
+    /// thread (the `Array` is `Send`), with the struct at another address; its stream and (for
     /// OpenCL) its `cl_mem` are live handles. Nothing else releases it.
+    ///
+    /// ```
+    /// let mut raw = cai::CaiArray { version: 3, ndim: 1, data: 0x7f00_0000_1000, ..cai::CaiArray::zeroed() };
+    /// raw.shape[0] = 8;
+    /// assert!(raw.set_typestr("<f8"));
+    /// // SAFETY: no mask, descr, stream or release: nothing to keep valid.
+    /// let array = unsafe { cai::Array::from_raw(raw) };
+    /// assert_eq!(array.layout()?.nbytes, 64);
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub unsafe fn from_raw(raw: CaiArray) -> Array {
         Array { description: Description::borrowing(Box::new(raw)), _mask: None }
     }
@@ -276,8 +325,17 @@ impl<'a> ArrayView<'a> {
     /// Borrows a struct someone else owns: its `release` is never run through the view.
     ///
     /// # Safety
-    /// `raw`'s `mask` and `descr` (when set) are valid for `'a`, and its stream and (for
-    /// OpenCL) its `cl_mem` are live handles for `'a`.
+    /// `raw`'s `mask` and `descr` (when set) are valid for `'a`, readable from any thread and
+    /// not written meanwhile (a view is `Send` and `Sync`), and its stream and (for OpenCL) its
+    /// `cl_mem` are live handles for `'a`.
+    ///
+    /// ```
+    /// let array = cai::Array::builder("<f4", &[3], 0x7f00_0000_1000).build()?;
+    /// // SAFETY: a struct `array` owns and keeps valid while it is borrowed.
+    /// let view = unsafe { cai::ArrayView::from_raw(array.as_raw()) };
+    /// assert_eq!(view.layout()?.nbytes, 12);
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub unsafe fn from_raw(raw: &'a CaiArray) -> ArrayView<'a> {
         // SAFETY: the caller's promise is ArrayRef's.
         ArrayView { raw: unsafe { ArrayRef::from_raw(raw) } }
@@ -409,6 +467,11 @@ impl ArrayBuilder {
 
     /// What the array runs once when it is dropped: typically dropping what keeps the data
     /// alive (`move || drop(buffer)`). Runs behind a C callback: a panic in it aborts.
+    ///
+    /// It runs on whichever thread drops the array, or deletes the DLPack tensor the array
+    /// moved into: any thread, hence `Send`. A closure that lets go of Python objects must
+    /// attach to the interpreter itself (in a PyO3 extension, give `cai_python::keep(object)`
+    /// instead of a closure: the thread may not be attached, and PyO3 would defer the drop).
     pub fn on_release(mut self, release: impl FnOnce() + Send + 'static) -> ArrayBuilder {
         self.release = Some(Box::new(release));
         self

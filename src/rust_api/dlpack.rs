@@ -23,12 +23,32 @@ pub struct DlpackTensor {
     raw: NonNull<CaiDLManagedTensorVersioned>,
 }
 
+// SAFETY: the tensor is heap memory the producer hands over, and its deleter may run on any
+// thread (from_raw's promise); nothing in it is tied to the thread that made it.
+unsafe impl Send for DlpackTensor {}
+
+// SAFETY: a shared reference gives only the pointer (`as_ptr`), which is unsafe to use.
+unsafe impl Sync for DlpackTensor {}
+
 impl DlpackTensor {
     /// Takes ownership of a producer's tensor.
     ///
     /// # Safety
     /// `raw` is a valid `DLManagedTensorVersioned` (cast to libcai's mirror of it) that the
-    /// caller hands over: nothing else runs its deleter.
+    /// caller hands over: nothing else runs its deleter, which may be called on any thread
+    /// (DLPack's rule; the tensor is `Send`).
+    ///
+    /// ```
+    /// # use cai::{Array, CaiDLDevice, CAI_DL_CUDA};
+    /// let array = Array::builder("<f4", &[2], 0x7f00_0000_1000).build()?;
+    /// let raw = array.into_dlpack(Some(CaiDLDevice { device_type: CAI_DL_CUDA, device_id: 0 }))?.into_raw();
+    /// // SAFETY: the tensor into_raw handed out, taken back once.
+    /// let tensor = unsafe { cai::DlpackTensor::from_raw(raw) };
+    /// // SAFETY: a valid tensor `tensor` owns, read while it does.
+    /// assert_eq!(unsafe { (*tensor.as_ptr()).dl_tensor.ndim }, 1);
+    /// drop(tensor); // the deleter runs once
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub unsafe fn from_raw(raw: NonNull<CaiDLManagedTensorVersioned>) -> DlpackTensor {
         DlpackTensor { raw }
     }
