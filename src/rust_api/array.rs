@@ -574,20 +574,80 @@ mod tests {
     }
 
     #[test]
-    fn dlpack_refusals_release_what_they_were_given() {
+    fn a_refused_dlpack_export_hands_the_array_back_unreleased_and_a_refused_import_deletes_the_tensor() {
         let log = Arc::new(Mutex::new(Vec::new()));
-        let mask = Array::builder("|b1", &[2], DATA).build().unwrap();
+        let mask = Array::builder("|b1", &[2], DATA).on_release(logging(&log, "mask")).build().unwrap();
         let masked =
             Array::builder("<f4", &[2], DATA).mask(mask).on_release(logging(&log, "masked")).build().unwrap();
         let cuda = CaiDLDevice { device_type: crate::abi::CAI_DL_CUDA, device_id: 0 };
-        assert_eq!(masked.into_dlpack(Some(cuda)).unwrap_err().status, Status::InvalidMask);
-        assert_eq!(*log.lock().unwrap(), ["masked"]);
+        let refused = masked.into_dlpack(Some(cuda)).unwrap_err();
+        assert_eq!(refused.error.status, Status::InvalidMask);
+        assert!(log.lock().unwrap().is_empty(), "refused, and released all the same");
+        let masked = refused.array;
+        assert_eq!(
+            (masked.shape(), masked.mask().map(|mask| mask.shape().to_vec())),
+            (&[2i64][..], Some(vec![2]))
+        );
+        let refused = masked.into_dlpack_legacy(Some(cuda)).unwrap_err();
+        assert_eq!(refused.error.status, Status::InvalidMask);
+        assert!(log.lock().unwrap().is_empty(), "refused as legacy, and released all the same");
+        drop(refused);
+        assert_eq!(*log.lock().unwrap(), ["masked", "mask"], "the caller's drop releases it, once");
+        log.lock().unwrap().clear();
+
+        let readonly = Array::builder("<f4", &[2], DATA)
+            .readonly(true)
+            .on_release(logging(&log, "readonly"))
+            .build()
+            .unwrap();
+        let (error, readonly) = readonly.into_dlpack_legacy(Some(cuda)).unwrap_err().into_parts();
+        assert_eq!(error.status, Status::Readonly);
+        assert!(log.lock().unwrap().is_empty());
+        let tensor = readonly.into_dlpack(Some(cuda)).expect("the versioned struct says read-only");
+        drop(tensor);
+        assert_eq!(*log.lock().unwrap(), ["readonly"]);
+        log.lock().unwrap().clear();
 
         let host = Array::builder("<f4", &[2], DATA).on_release(logging(&log, "host")).build().unwrap();
         let tensor = host.into_dlpack(Some(CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 })).unwrap();
-        assert_eq!(*log.lock().unwrap(), ["masked"], "the tensor owns the array now");
+        assert!(log.lock().unwrap().is_empty(), "the tensor owns the array now");
         assert_eq!(Array::from_dlpack(tensor, false).unwrap_err().status, Status::HostMemory);
-        assert_eq!(*log.lock().unwrap(), ["masked", "host"]);
+        assert_eq!(*log.lock().unwrap(), ["host"]);
+        log.lock().unwrap().clear();
+
+        let host =
+            Array::builder("<f4", &[2], DATA).on_release(logging(&log, "legacy host")).build().unwrap();
+        let tensor =
+            host.into_dlpack_legacy(Some(CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 })).unwrap();
+        assert!(log.lock().unwrap().is_empty(), "the legacy tensor owns the array now");
+        assert_eq!(Array::from_dlpack_legacy(tensor, false).unwrap_err().status, Status::HostMemory);
+        assert_eq!(*log.lock().unwrap(), ["legacy host"]);
+    }
+
+    #[test]
+    fn a_legacy_tensor_round_trip_keeps_the_description_and_releases_once() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let array = Array::builder("<i2", &[3, 4], DATA)
+            .strides(&[2, 6])
+            .on_release(logging(&log, "array"))
+            .build()
+            .unwrap();
+        let cuda = CaiDLDevice { device_type: crate::abi::CAI_DL_CUDA, device_id: 1 };
+        let tensor = array.into_dlpack_legacy(Some(cuda)).unwrap();
+        // SAFETY: a valid tensor `tensor` owns, read while it does.
+        let (device, strides) = unsafe {
+            let dl = &(*tensor.as_ptr()).dl_tensor;
+            (dl.device, std::slice::from_raw_parts(dl.strides, 2).to_vec())
+        };
+        assert_eq!((device.device_type, device.device_id, strides), (cuda.device_type, 1, vec![1, 3]));
+        let back = Array::from_dlpack_legacy(tensor, false).unwrap();
+        assert_eq!(
+            (back.shape(), back.strides(), back.typestr()),
+            (&[3i64, 4][..], Some(&[2i64, 6][..]), Some("<i2"))
+        );
+        assert!(log.lock().unwrap().is_empty());
+        drop(back);
+        assert_eq!(*log.lock().unwrap(), ["array"]);
     }
 
     #[test]

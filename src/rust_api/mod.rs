@@ -10,7 +10,7 @@ mod dlpack;
 mod options;
 
 pub use array::{Array, ArrayBuilder, ArrayRef, ArrayView, Memory, OpenClStream};
-pub use dlpack::DlpackTensor;
+pub use dlpack::{DlpackTensor, IntoDlpackError, LegacyDlpackTensor};
 pub use options::{ImportOptions, PointerCheck, SyncMode};
 
 use std::ffi::c_void;
