@@ -13,6 +13,21 @@ use super::{Dtype, ImportOptions, Layout, PointerInfo, SyncMode};
 
 /// A described array, read through a reference: what [`Array`] and [`ArrayView`] dereference
 /// to. Every method reads the struct; none frees, writes or dereferences the data.
+///
+/// ```
+/// use cai::{ArrayRef, Memory};
+/// fn describe(array: &ArrayRef) -> String {
+///     format!("{:?} {} {:?} {:?}", array.shape(), array.typestr().unwrap_or("?"), array.strides(), array.memory())
+/// }
+/// let array = cai::Array::builder("<i8", &[2, 3], 0x7f00_0000_1000).strides(&[8, 16]).readonly(true).build()?;
+/// assert_eq!(describe(&array), "[2, 3] <i8 Some([8, 16]) Cuda");
+/// assert_eq!((array.version(), array.data(), array.readonly(), array.stream()), (3, 0x7f00_0000_1000, true, 0));
+/// assert!(array.fields().is_empty() && array.mask().is_none());
+/// array.validate()?;
+/// assert_eq!(array.dtype()?.itemsize, 8);
+/// assert_eq!(array.memory(), Memory::Cuda);
+/// # Ok::<(), cai::Error>(())
+/// ```
 #[repr(transparent)]
 pub struct ArrayRef {
     raw: CaiArray,
@@ -67,6 +82,13 @@ impl ArrayRef {
     /// # Safety
     /// A `consumer_stream` other than 0, 1 and 2 is a live `CUstream` (or, for OpenCL memory,
     /// `cl_command_queue`).
+    ///
+    /// ```
+    /// let array = cai::Array::builder("<f4", &[4], 0x7f00_0000_1000).build()?;
+    /// // SAFETY: 0 names no stream. The array has none either: nothing to wait for.
+    /// unsafe { array.sync(0, cai::SyncMode::Blocking) }?;
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub unsafe fn sync(&self, consumer_stream: u64, mode: SyncMode) -> Result<()> {
         let options = CaiSyncOptions { consumer_stream, sync_mode: mode.code(), ..Default::default() };
         crate::import::sync(&self.raw, &options)
@@ -156,6 +178,15 @@ impl std::fmt::Debug for ArrayRef {
 }
 
 /// What an array's data is.
+///
+/// ```
+/// use cai::{Memory, OpenClStream};
+/// // SAFETY: never imported or synced, so the made-up handles are never dereferenced.
+/// let array = unsafe { cai::Array::builder("<u1", &[64], 0x5000).opencl(16, OpenClStream::Event(0x6000)) }.build()?;
+/// assert_eq!(array.memory(), Memory::OpenCl { byte_offset: 16, stream_is_event: true });
+/// assert_eq!(array.stream(), 0x6000);
+/// # Ok::<(), cai::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Memory {
     /// A CUDA device pointer (the CUDA Array Interface's own kind).
@@ -171,6 +202,14 @@ pub enum Memory {
 }
 
 /// What a producer orders its writes to OpenCL memory by.
+///
+/// ```
+/// use cai::{Memory, OpenClStream};
+/// // SAFETY: never imported or synced, so the made-up queue is never dereferenced.
+/// let array = unsafe { cai::Array::builder("<f4", &[4], 0x5000).opencl(0, OpenClStream::Queue(0x7000)) }.build()?;
+/// assert_eq!((array.memory(), array.stream()), (Memory::OpenCl { byte_offset: 0, stream_is_event: false }, 0x7000));
+/// # Ok::<(), cai::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OpenClStream {
     /// Nothing: the data is ready.
@@ -246,6 +285,12 @@ unsafe impl Sync for Array {}
 impl Array {
     /// Starts describing `shape` elements of `typestr` at the CUDA device pointer `data`,
     /// version 3, C-contiguous, read-write, with no stream and nothing to release.
+    ///
+    /// ```
+    /// let array = cai::Array::builder("<u2", &[7], 0x7f00_0000_1000).build()?;
+    /// assert_eq!((array.version(), array.strides(), array.readonly()), (3, None, false));
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub fn builder(typestr: &str, shape: &[i64], data: u64) -> ArrayBuilder {
         ArrayBuilder::new(typestr, shape, data)
     }
@@ -274,6 +319,13 @@ impl Array {
     }
 
     /// Borrows the array for as long as `self` is borrowed.
+    ///
+    /// ```
+    /// let array = cai::Array::builder("<f4", &[3], 0x7f00_0000_1000).build()?;
+    /// let view: cai::ArrayView<'_> = array.view();
+    /// assert_eq!(view.shape(), array.shape());
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub fn view(&self) -> ArrayView<'_> {
         ArrayView { raw: self }
     }
@@ -342,6 +394,15 @@ impl<'a> ArrayView<'a> {
     }
 
     /// The array for all of `'a`: what it lends (a shape, a mask) may outlive the view.
+    ///
+    /// ```
+    /// let mask = cai::Array::builder("|b1", &[4], 0x7f00_0000_2000).build()?;
+    /// let array = cai::Array::builder("<f4", &[4], 0x7f00_0000_1000).mask(mask).build()?;
+    /// // The mask's shape, borrowed from `array` rather than from the temporary view.
+    /// let mask_shape: &[i64] = array.mask().unwrap().array().shape();
+    /// assert_eq!(mask_shape, &[4]);
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub fn array(self) -> &'a ArrayRef {
         self.raw
     }
@@ -372,6 +433,22 @@ unsafe extern "C" fn release_closure(array: *mut CaiArray) {
 }
 
 /// Describes an [`Array`] field by field, for a Rust producer: see [`Array::builder`].
+///
+/// ```
+/// use cai::{Array, CaiField};
+/// // A structured element: an x and a y float, 8 bytes.
+/// let fields = vec![CaiField::new("x", "<f4", 0).unwrap(), CaiField::new("y", "<f4", 4).unwrap()];
+/// let mask = Array::builder("|b1", &[10], 0x7f00_0000_2000).build()?;
+/// let points = Array::builder("|V8", &[10], 0x7f00_0000_1000)
+///     .fields(fields)
+///     .mask(mask)
+///     .version(2)
+///     .readonly(true)
+///     .on_release(|| ())
+///     .build()?;
+/// assert_eq!((points.fields().len(), points.version(), points.layout()?.nbytes), (2, 2, 80));
+/// # Ok::<(), cai::Error>(())
+/// ```
 pub struct ArrayBuilder {
     raw: CaiArray,
     typestr_fits: bool,

@@ -55,11 +55,25 @@ impl DlpackTensor {
     }
 
     /// Hands the tensor to a consumer, which runs its deleter once.
+    ///
+    /// ```
+    /// # use cai::{Array, CaiDLDevice, CAI_DL_CUDA};
+    /// let array = Array::builder("<f4", &[2], 0x7f00_0000_1000).build()?;
+    /// let raw = array.into_dlpack(Some(CaiDLDevice { device_type: CAI_DL_CUDA, device_id: 0 }))?.into_raw();
+    /// // A consumer's part: read the tensor, then run its deleter once.
+    /// // SAFETY: the tensor into_raw handed out, deleted once.
+    /// unsafe {
+    ///     assert_eq!((*raw.as_ptr()).dl_tensor.ndim, 1);
+    ///     ((*raw.as_ptr()).deleter.unwrap())(raw.as_ptr());
+    /// }
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub fn into_raw(self) -> NonNull<CaiDLManagedTensorVersioned> {
         std::mem::ManuallyDrop::new(self).raw
     }
 
-    /// The tensor, still owned by this value.
+    /// The tensor, still owned by this value (see [`from_raw`](DlpackTensor::from_raw) for an
+    /// example).
     pub fn as_ptr(&self) -> *mut CaiDLManagedTensorVersioned {
         self.raw.as_ptr()
     }
