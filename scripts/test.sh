@@ -56,6 +56,10 @@ suites=$((suites + 1))
 phase "Rust as a dependency: rustdoc, a crate depending on cai, the Rust examples"
 RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p cai
 echo "rustdoc with warnings as errors: 1 passed, 0 failed"
+# The crate as a user could publish it: packaged (what cargo would upload) and the package built
+# on its own, from the archive, in target/package. --allow-dirty: a working tree with edits.
+cargo package --quiet -p cai --allow-dirty
+echo "cargo package: 1 passed, 0 failed"
 # A crate depending on cai by path, as a user's would, built where no libcuda is installed and
 # run on the fake CUDA driver (a test double): it validates, lays out, imports, and counts the
 # releases that Drop runs. Its program is examples/rust_consumer.rs.
