@@ -56,6 +56,19 @@ suites=$((suites + 1))
 phase "Rust as a dependency: rustdoc, a crate depending on cai, the Rust examples"
 RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p cai
 echo "rustdoc with warnings as errors: 1 passed, 0 failed"
+# The crate as a user could publish it: packaged (what cargo would upload) and the package built
+# on its own, from the archive, in target/package. --allow-dirty: a working tree with edits.
+cargo package --quiet -p cai --allow-dirty
+echo "cargo package: 1 passed, 0 failed"
+# The crate's MSRV (Cargo.toml's rust-version), checked with that toolchain: fetched by rustup
+# once (a minimal profile); where rustup cannot fetch it, the line says the check did not run.
+msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+if rustup toolchain install "$msrv" --profile minimal >/dev/null 2>&1; then
+  cargo "+$msrv" check --quiet --locked -p cai --all-targets --target-dir target/msrv
+  echo "cai on its MSRV (Rust $msrv): 1 passed, 0 failed"
+else
+  echo "cai on its MSRV (Rust $msrv): not run, rustup could not install that toolchain"
+fi
 # A crate depending on cai by path, as a user's would, built where no libcuda is installed and
 # run on the fake CUDA driver (a test double): it validates, lays out, imports, and counts the
 # releases that Drop runs. Its program is examples/rust_consumer.rs.

@@ -24,8 +24,10 @@
 //! [`Array`] owns a described device array and runs its producer's release exactly once, when
 //! dropped; [`ArrayView`] borrows one; both read through [`ArrayRef`] (validation,
 //! [`Layout`], [`Dtype`], [`import`](ArrayRef::import) with [`ImportOptions`],
-//! [`sync`](ArrayRef::sync)). DLPack goes both ways through [`DlpackTensor`]. Every failure is
-//! one [`Error`]: its [`Status`], the driver's raw result and a message naming the field.
+//! [`sync`](ArrayRef::sync)). DLPack goes both ways through [`DlpackTensor`] (and the legacy,
+//! unversioned struct through [`LegacyDlpackTensor`]); a refused export hands the array back
+//! ([`IntoDlpackError`]). Every failure is one [`Error`]: its [`Status`], the driver's raw
+//! result and a message naming the field.
 //! The CUDA driver (and libOpenCL, for OpenCL memory) is opened at run time, on first use, so
 //! a program using this crate builds and runs where no CUDA is installed.
 //!
@@ -41,6 +43,25 @@
 //! (its pointers and deleter), and driver handles (a stream, an OpenCL object), which the
 //! driver would dereference. The `extern "C"` functions are the C API: `unsafe` to Rust
 //! callers, each with the pointer contract in its `# Safety` section.
+//!
+//! # Threads and releases
+//!
+//! [`Array`], [`ArrayView`], [`DlpackTensor`] and [`LegacyDlpackTensor`] are `Send` and `Sync`.
+//! A release runs exactly once, on whichever thread drops the array (or deletes the DLPack
+//! tensor it moved into): any thread, as DLPack's deleters may. So an
+//! [`on_release`](ArrayBuilder::on_release) closure is `Send`, and a struct or tensor handed
+//! over raw must have a release callable from any thread. A release that lets go of Python
+//! objects attaches to the interpreter itself: in a PyO3 extension, `cai_python::keep` does.
+//!
+//! # Cargo features and crate types
+//!
+//! One feature, `c-api` (on by default): the C API, cai.h's `extern "C"` functions exported
+//! under their C names (the `cdylib` and `staticlib` the build also makes need it). A crate
+//! that wants only the Rust API turns it off (`default-features = false`), as a PyO3
+//! extension on `cai-python` does, so that its module exports no `cai_*` symbol of its own
+//! next to the `cai` package's. The Rust API and both drivers' loaders are always built, and
+//! nothing is linked at build time (libcuda and libOpenCL are opened at run time).
+//! Its minimum Rust is the `rust-version` of its `Cargo.toml`.
 //!
 //! `binding` (hidden) is the core's Rust API for bindings (libcai's Python extension first);
 //! it is not a stable Rust API.

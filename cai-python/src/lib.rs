@@ -178,8 +178,11 @@ pub fn from_buffer_interface(obj: &Bound<'_, PyAny>, options: &ImportOptions) ->
 /// Moves `array` into a new `cai.Array`, which offers the CUDA Array Interface and DLPack and
 /// drops `array` (running its release once) when Python lets go of it, on whichever thread
 /// holds the last reference: `array`'s release must be callable from any thread (as the
-/// builder's `on_release` and [`from_object`]'s are). The array is validated first; when it is
-/// refused, it is dropped and the `cai.CaiError` returned.
+/// builder's `on_release` and [`from_object`]'s are). That drop runs attached to the
+/// interpreter through this extension's PyO3, so the Python objects an `on_release` closure
+/// drops are let go of then, not deferred (give the closure as [`keep`] makes it all the same:
+/// the array may be dropped elsewhere before it reaches Python). The array is validated first;
+/// when it is refused, it is dropped and the `cai.CaiError` returned.
 pub fn to_object(py: Python<'_>, array: cai::Array) -> PyResult<Bound<'_, PyAny>> {
     let api = table(py)?;
     let mut raw = *array.as_raw();
@@ -196,14 +199,73 @@ pub fn to_object(py: Python<'_>, array: cai::Array) -> PyResult<Bound<'_, PyAny>
     Ok(unsafe { Bound::from_owned_ptr(py, made) })
 }
 
-/// The release of what [`to_object`] hands over: drops the boxed [`cai::Array`] it owns.
+/// The release of what [`to_object`] hands over: drops the boxed [`cai::Array`] it owns,
+/// attached to the interpreter through this extension's PyO3.
+///
+/// Attached because the caller is usually the package's `cai.Array` deallocation: that thread
+/// holds the interpreter, but through the package's copy of PyO3, which this extension's copy
+/// does not see; a `Py<T>` the array's `on_release` closure drops would otherwise go to this
+/// copy's deferred pool and be let go of only when the extension is next entered. When the
+/// interpreter cannot be attached to (finalizing, or gone) the array is dropped unattached, as
+/// it was before: whatever Python references it holds are then left to PyO3's pool.
 unsafe extern "C" fn release_boxed_array(array: *mut CaiArray) {
     // SAFETY: `owner` is the Box to_object leaked; the release runs once.
     let boxed = unsafe { Box::from_raw((*array).owner.cast::<cai::Array>()) };
     // A producer's release that panics must not unwind into C: it is reported and the rest
     // leaked.
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(boxed))).is_err() {
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if let Err(unattached) = drop_attached(boxed) {
+            drop(unattached);
+        }
+    }));
+    if dropped.is_err() {
         eprintln!("cai-python: an array's release panicked; what it held is leaked");
+    }
+}
+
+/// Drops `value` attached to the interpreter through this extension's PyO3 (attaching the
+/// calling thread for the drop when it is not), so that every `Py<T>` it holds is let go of
+/// now. Hands `value` back, undropped, when the interpreter cannot be attached to: it is not
+/// initialized, or it is finalizing.
+fn drop_attached<T>(value: T) -> Result<(), T> {
+    let mut value = Some(value);
+    match Python::try_attach(|_py| drop(value.take())) {
+        Some(()) => Ok(()),
+        None => Err(value.take().expect("try_attach did not run the closure, which holds the value")),
+    }
+}
+
+/// A release that keeps `value` (typically the `Py<PyAny>` whose memory an array describes)
+/// alive until the array is released, then drops it attached to the interpreter: for
+/// [`cai::ArrayBuilder::on_release`].
+///
+/// Use it for every Python object an array keeps. A release runs on whichever thread lets go of
+/// the array: inside the `cai` package's `cai.Array` deallocation (a thread this extension's
+/// PyO3 does not count as attached), in a DLPack consumer's deleter, on a Rust thread the array
+/// was sent to, on a thread with no Python thread state at all. A plain `move || drop(source)`
+/// is then deferred into PyO3's pool until the extension is next entered; this one attaches
+/// first (taking the GIL, or a thread state on the free-threaded build) and lets go of `value`
+/// at once. The one exception: once the interpreter is finalizing or gone nothing may touch
+/// Python, and `value` is leaked on purpose (the process is ending).
+///
+/// ```no_run
+/// use pyo3::prelude::*;
+///
+/// /// A cai.Array of `count` floats at `data`, keeping `source` (whose memory it is) alive.
+/// #[pyfunction]
+/// fn wrap(py: Python<'_>, source: Py<PyAny>, data: u64, count: i64) -> PyResult<Bound<'_, PyAny>> {
+///     let array = cai::Array::builder("<f4", &[count], data)
+///         .on_release(cai_python::keep(source))
+///         .build()
+///         .map_err(cai_python::raise)?;
+///     cai_python::to_object(py, array)
+/// }
+/// ```
+pub fn keep<T: Send + 'static>(value: T) -> impl FnOnce() + Send + 'static {
+    move || {
+        if let Err(unattachable) = drop_attached(value) {
+            std::mem::forget(unattachable);
+        }
     }
 }
 

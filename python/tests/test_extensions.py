@@ -80,6 +80,12 @@ def test_row_64_a_view_of_a_dlpack_producer_asks_for_its_own_memory_and_keeps_no
     assert "5 compared" in run_check(built, "view_of_dlpack_producers", "fake")
 
 
+def test_a_pyo3_arrays_keeper_is_released_when_python_lets_go_not_when_the_module_is_next_entered_no_driver(built):
+    """Issue 37: the release ran in the package's cai.Array deallocation, unattached as the
+    module's PyO3 sees it, so the kept object waited in that PyO3's pool."""
+    assert "5 compared" in run_check(built, "keepers", "none")
+
+
 def test_a_struct_released_after_the_interpreter_is_gone_does_not_crash_no_driver(built):
     assert "1 compared" in run_check(built, "release_after_the_interpreter_is_gone", "none")
 
@@ -104,7 +110,7 @@ def pyo3_0_30(tmp_path_factory):
 
 @pytest.mark.skipif(sys.version_info < (3, 14) and sysconfig.get_config_var("Py_GIL_DISABLED"),
                     reason="PyO3 0.30 builds for free-threaded CPython 3.14t and later only")
-@pytest.mark.parametrize("check", ["dicts", "dlpack", "refusals", "producer", "table_layout"])
+@pytest.mark.parametrize("check", ["dicts", "dlpack", "refusals", "producer", "table_layout", "keepers"])
 def test_the_pyo3_module_on_pyo3_0_30_takes_what_cai_from_object_takes_fake_driver(built, pyo3_0_30, check):
     """cai-python's range of PyO3 versions at its newest end (the harness's module is on 0.28)."""
     assert " compared" in run_check(built, check, "fake", first=pyo3_0_30)
@@ -138,7 +144,8 @@ def test_the_pyo3_example_builds_with_maturin_against_cai_python_no_driver(tmp_p
     env.update(PYTHONPATH=str(tmp_path), CAI_CUDA_DRIVER="/nonexistent/libcuda.so.1")
     done = subprocess.run([sys.executable, str(example / "use.py")], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["<f4 (2, 3) 0x7f0000001000", "(1, 3)"]
+    assert done.stdout.splitlines() == ["<f4 (2, 3) 0x7f0000001000", "(1, 3)", "(3, 3) keeps its source: True",
+                                        "source let go of with the rows: True"]
 
 
 def test_the_pybind11_example_builds_with_cmake_against_the_installed_package(tmp_path):

@@ -115,7 +115,7 @@ impl Driver {
             is_managed: 0,
             device_ordinal: -1,
         };
-        let mut attributes: [CUpointer_attribute; _] = [
+        let mut attributes: [CUpointer_attribute; 5] = [
             CU_POINTER_ATTRIBUTE_CONTEXT,
             CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
             CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
@@ -151,7 +151,7 @@ impl Driver {
         if status == CUDA_SUCCESS {
             return Ok((base, size as u64));
         }
-        let mut attributes: [CUpointer_attribute; _] =
+        let mut attributes: [CUpointer_attribute; 2] =
             [CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE];
         let (mut start, mut length): (CUdeviceptr, usize) = (0, 0);
         let mut values: [*mut c_void; 2] =

@@ -13,10 +13,32 @@ use super::{Dtype, ImportOptions, Layout, PointerInfo, SyncMode};
 
 /// A described array, read through a reference: what [`Array`] and [`ArrayView`] dereference
 /// to. Every method reads the struct; none frees, writes or dereferences the data.
+///
+/// ```
+/// use cai::{ArrayRef, Memory};
+/// fn describe(array: &ArrayRef) -> String {
+///     format!("{:?} {} {:?} {:?}", array.shape(), array.typestr().unwrap_or("?"), array.strides(), array.memory())
+/// }
+/// let array = cai::Array::builder("<i8", &[2, 3], 0x7f00_0000_1000).strides(&[8, 16]).readonly(true).build()?;
+/// assert_eq!(describe(&array), "[2, 3] <i8 Some([8, 16]) Cuda");
+/// assert_eq!((array.version(), array.data(), array.readonly(), array.stream()), (3, 0x7f00_0000_1000, true, 0));
+/// assert!(array.fields().is_empty() && array.mask().is_none());
+/// array.validate()?;
+/// assert_eq!(array.dtype()?.itemsize, 8);
+/// assert_eq!(array.memory(), Memory::Cuda);
+/// # Ok::<(), cai::Error>(())
+/// ```
 #[repr(transparent)]
 pub struct ArrayRef {
     raw: CaiArray,
 }
+
+// SAFETY: an ArrayRef is only ever reached by shared reference (from an Array, a view, or a
+// borrowed struct), and every method reads: the struct and what its pointers reach are not
+// written while it is borrowed (the constructors' promise), and the core's functions keep no
+// thread-local state. Reading plain memory and handing stream handles to the driver is sound
+// from any thread (CUDA streams and OpenCL queues are not tied to a host thread).
+unsafe impl Sync for ArrayRef {}
 
 impl ArrayRef {
     /// # Safety
@@ -60,6 +82,13 @@ impl ArrayRef {
     /// # Safety
     /// A `consumer_stream` other than 0, 1 and 2 is a live `CUstream` (or, for OpenCL memory,
     /// `cl_command_queue`).
+    ///
+    /// ```
+    /// let array = cai::Array::builder("<f4", &[4], 0x7f00_0000_1000).build()?;
+    /// // SAFETY: 0 names no stream. The array has none either: nothing to wait for.
+    /// unsafe { array.sync(0, cai::SyncMode::Blocking) }?;
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub unsafe fn sync(&self, consumer_stream: u64, mode: SyncMode) -> Result<()> {
         let options = CaiSyncOptions { consumer_stream, sync_mode: mode.code(), ..Default::default() };
         crate::device_calls::sync(&self.raw, &options)
@@ -149,6 +178,15 @@ impl std::fmt::Debug for ArrayRef {
 }
 
 /// What an array's data is.
+///
+/// ```
+/// use cai::{Memory, OpenClStream};
+/// // SAFETY: never imported or synced, so the made-up handles are never dereferenced.
+/// let array = unsafe { cai::Array::builder("<u1", &[64], 0x5000).opencl(16, OpenClStream::Event(0x6000)) }.build()?;
+/// assert_eq!(array.memory(), Memory::OpenCl { byte_offset: 16, stream_is_event: true });
+/// assert_eq!(array.stream(), 0x6000);
+/// # Ok::<(), cai::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Memory {
     /// A CUDA device pointer (the CUDA Array Interface's own kind).
@@ -164,6 +202,14 @@ pub enum Memory {
 }
 
 /// What a producer orders its writes to OpenCL memory by.
+///
+/// ```
+/// use cai::{Memory, OpenClStream};
+/// // SAFETY: never imported or synced, so the made-up queue is never dereferenced.
+/// let array = unsafe { cai::Array::builder("<f4", &[4], 0x5000).opencl(0, OpenClStream::Queue(0x7000)) }.build()?;
+/// assert_eq!((array.memory(), array.stream()), (Memory::OpenCl { byte_offset: 0, stream_is_event: false }, 0x7000));
+/// # Ok::<(), cai::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OpenClStream {
     /// Nothing: the data is ready.
@@ -197,7 +243,28 @@ pub enum OpenClStream {
 /// # Ok::<(), cai::Error>(())
 /// ```
 ///
-/// Neither `Send` nor `Sync`: a producer's release and handles promise nothing about threads.
+/// # Threads
+///
+/// `Send` and `Sync`. An `Array` may be moved to another thread and dropped there, and its
+/// release then runs on that thread: as a DLPack deleter, a release may run on any thread, and
+/// every way to make an `Array` promises that much ([`ArrayBuilder::on_release`] takes a
+/// `Send` closure; [`Array::from_raw`] and [`DlpackTensor::from_raw`](crate::DlpackTensor::from_raw)
+/// require it of the producer). Shared references only read the struct: the descriptor,
+/// the descr fields and the mask are never written while it is borrowed, and the library's
+/// functions keep no thread-local state, so several threads may read, validate and import
+/// one array at once.
+///
+/// ```
+/// let array = cai::Array::builder("<f4", &[8], 0x7f00_0000_1000).on_release(|| ()).build()?;
+/// let shared = std::sync::Arc::new(array);
+/// let reader = std::sync::Arc::clone(&shared);
+/// let nbytes = std::thread::spawn(move || reader.layout().map(|layout| layout.nbytes)).join().unwrap()?;
+/// assert_eq!(nbytes, shared.layout()?.nbytes);
+/// // Moved to another thread, dropped (and released) there.
+/// let owned = std::sync::Arc::try_unwrap(shared).unwrap();
+/// std::thread::spawn(move || drop(owned)).join().unwrap();
+/// # Ok::<(), cai::Error>(())
+/// ```
 pub struct Array {
     description: Description<Box<CaiArray>>,
     /// The mask the builder was given (boxed: the struct points at it), dropped after this
@@ -205,9 +272,25 @@ pub struct Array {
     _mask: Option<Box<Array>>,
 }
 
+// SAFETY: what an Array holds is its own heap memory (the struct, descr fields, mask) or the
+// producer's, which from_raw requires to be usable from any thread; the builder's release is a
+// `Send` closure and a raw struct's release may be called on any thread (from_raw's promise).
+// Nothing in it is tied to the thread that made it.
+unsafe impl Send for Array {}
+
+// SAFETY: `&Array` only reads (through ArrayRef, which is Sync); the release needs `&mut`
+// (Drop, into_dlpack), which a shared reference cannot give.
+unsafe impl Sync for Array {}
+
 impl Array {
     /// Starts describing `shape` elements of `typestr` at the CUDA device pointer `data`,
     /// version 3, C-contiguous, read-write, with no stream and nothing to release.
+    ///
+    /// ```
+    /// let array = cai::Array::builder("<u2", &[7], 0x7f00_0000_1000).build()?;
+    /// assert_eq!((array.version(), array.strides(), array.readonly()), (3, None, false));
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub fn builder(typestr: &str, shape: &[i64], data: u64) -> ArrayBuilder {
         ArrayBuilder::new(typestr, shape, data)
     }
@@ -217,14 +300,32 @@ impl Array {
     ///
     /// # Safety
     /// `raw` is a valid `CaiArray` whose `mask` and `descr` (when set) stay valid until its
-    /// release runs (or, with no release, for as long as the `Array` lives); its `release`,
-    /// when set, may be called once with the struct at another address; its stream and (for
+    /// release runs (or, with no release, for as long as the `Array` lives), readable from any
+    /// thread and not written meanwhile; its `release`, when set, may be called once, on any
+    /// thread (the `Array` is `Send`), with the struct at another address; its stream and (for
     /// OpenCL) its `cl_mem` are live handles. Nothing else releases it.
+    ///
+    /// ```
+    /// let mut raw = cai::CaiArray { version: 3, ndim: 1, data: 0x7f00_0000_1000, ..cai::CaiArray::zeroed() };
+    /// raw.shape[0] = 8;
+    /// assert!(raw.set_typestr("<f8"));
+    /// // SAFETY: no mask, descr, stream or release: nothing to keep valid.
+    /// let array = unsafe { cai::Array::from_raw(raw) };
+    /// assert_eq!(array.layout()?.nbytes, 64);
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub unsafe fn from_raw(raw: CaiArray) -> Array {
         Array { description: Description::borrowing(Box::new(raw)), _mask: None }
     }
 
     /// Borrows the array for as long as `self` is borrowed.
+    ///
+    /// ```
+    /// let array = cai::Array::builder("<f4", &[3], 0x7f00_0000_1000).build()?;
+    /// let view: cai::ArrayView<'_> = array.view();
+    /// assert_eq!(view.shape(), array.shape());
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub fn view(&self) -> ArrayView<'_> {
         ArrayView { raw: self }
     }
@@ -276,14 +377,32 @@ impl<'a> ArrayView<'a> {
     /// Borrows a struct someone else owns: its `release` is never run through the view.
     ///
     /// # Safety
-    /// `raw`'s `mask` and `descr` (when set) are valid for `'a`, and its stream and (for
-    /// OpenCL) its `cl_mem` are live handles for `'a`.
+    /// `raw`'s `mask` and `descr` (when set) are valid for `'a`, readable from any thread and
+    /// not written meanwhile (a view is `Send` and `Sync`), and its stream and (for OpenCL) its
+    /// `cl_mem` are live handles for `'a`.
+    ///
+    /// ```
+    /// let array = cai::Array::builder("<f4", &[3], 0x7f00_0000_1000).build()?;
+    /// // SAFETY: a struct `array` owns and keeps valid while it is borrowed.
+    /// let view = unsafe { cai::ArrayView::from_raw(array.as_raw()) };
+    /// assert_eq!(view.layout()?.nbytes, 12);
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub unsafe fn from_raw(raw: &'a CaiArray) -> ArrayView<'a> {
         // SAFETY: the caller's promise is ArrayRef's.
         ArrayView { raw: unsafe { ArrayRef::from_raw(raw) } }
     }
 
     /// The array for all of `'a`: what it lends (a shape, a mask) may outlive the view.
+    ///
+    /// ```
+    /// let mask = cai::Array::builder("|b1", &[4], 0x7f00_0000_2000).build()?;
+    /// let array = cai::Array::builder("<f4", &[4], 0x7f00_0000_1000).mask(mask).build()?;
+    /// // The mask's shape, borrowed from `array` rather than from the temporary view.
+    /// let mask_shape: &[i64] = array.mask().unwrap().array().shape();
+    /// assert_eq!(mask_shape, &[4]);
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub fn array(self) -> &'a ArrayRef {
         self.raw
     }
@@ -314,6 +433,22 @@ unsafe extern "C" fn release_closure(array: *mut CaiArray) {
 }
 
 /// Describes an [`Array`] field by field, for a Rust producer: see [`Array::builder`].
+///
+/// ```
+/// use cai::{Array, CaiField};
+/// // A structured element: an x and a y float, 8 bytes.
+/// let fields = vec![CaiField::new("x", "<f4", 0).unwrap(), CaiField::new("y", "<f4", 4).unwrap()];
+/// let mask = Array::builder("|b1", &[10], 0x7f00_0000_2000).build()?;
+/// let points = Array::builder("|V8", &[10], 0x7f00_0000_1000)
+///     .fields(fields)
+///     .mask(mask)
+///     .version(2)
+///     .readonly(true)
+///     .on_release(|| ())
+///     .build()?;
+/// assert_eq!((points.fields().len(), points.version(), points.layout()?.nbytes), (2, 2, 80));
+/// # Ok::<(), cai::Error>(())
+/// ```
 pub struct ArrayBuilder {
     raw: CaiArray,
     typestr_fits: bool,
@@ -409,6 +544,11 @@ impl ArrayBuilder {
 
     /// What the array runs once when it is dropped: typically dropping what keeps the data
     /// alive (`move || drop(buffer)`). Runs behind a C callback: a panic in it aborts.
+    ///
+    /// It runs on whichever thread drops the array, or deletes the DLPack tensor the array
+    /// moved into: any thread, hence `Send`. A closure that lets go of Python objects must
+    /// attach to the interpreter itself (in a PyO3 extension, give `cai_python::keep(object)`
+    /// instead of a closure: the thread may not be attached, and PyO3 would defer the drop).
     pub fn on_release(mut self, release: impl FnOnce() + Send + 'static) -> ArrayBuilder {
         self.release = Some(Box::new(release));
         self
@@ -511,18 +651,43 @@ mod tests {
     }
 
     #[test]
-    fn dlpack_refusals_release_what_they_were_given() {
+    fn a_refused_dlpack_export_hands_the_array_back_unreleased_and_a_refused_import_deletes_the_tensor() {
         let log = Arc::new(Mutex::new(Vec::new()));
-        let mask = Array::builder("|b1", &[2], DATA).build().unwrap();
+        let mask = Array::builder("|b1", &[2], DATA).on_release(logging(&log, "mask")).build().unwrap();
         let masked =
             Array::builder("<f4", &[2], DATA).mask(mask).on_release(logging(&log, "masked")).build().unwrap();
         let cuda = CaiDLDevice { device_type: crate::abi::CAI_DL_CUDA, device_id: 0 };
-        assert_eq!(masked.into_dlpack(Some(cuda)).unwrap_err().status, Status::InvalidMask);
-        assert_eq!(*log.lock().unwrap(), ["masked"]);
+        let refused = masked.into_dlpack(Some(cuda)).unwrap_err();
+        assert_eq!(refused.error.status, Status::InvalidMask);
+        assert!(log.lock().unwrap().is_empty(), "refused, and released all the same");
+        let masked = refused.array;
+        assert_eq!(
+            (masked.shape(), masked.mask().map(|mask| mask.shape().to_vec())),
+            (&[2i64][..], Some(vec![2]))
+        );
+        let refused = masked.into_dlpack_legacy(Some(cuda)).unwrap_err();
+        assert_eq!(refused.error.status, Status::InvalidMask);
+        assert!(log.lock().unwrap().is_empty(), "refused as legacy, and released all the same");
+        drop(refused);
+        assert_eq!(*log.lock().unwrap(), ["masked", "mask"], "the caller's drop releases it, once");
+        log.lock().unwrap().clear();
+
+        let readonly = Array::builder("<f4", &[2], DATA)
+            .readonly(true)
+            .on_release(logging(&log, "readonly"))
+            .build()
+            .unwrap();
+        let (error, readonly) = readonly.into_dlpack_legacy(Some(cuda)).unwrap_err().into_parts();
+        assert_eq!(error.status, Status::Readonly);
+        assert!(log.lock().unwrap().is_empty());
+        let tensor = readonly.into_dlpack(Some(cuda)).expect("the versioned struct says read-only");
+        drop(tensor);
+        assert_eq!(*log.lock().unwrap(), ["readonly"]);
+        log.lock().unwrap().clear();
 
         let host = Array::builder("<f4", &[2], DATA).on_release(logging(&log, "host")).build().unwrap();
         let tensor = host.into_dlpack(Some(CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 })).unwrap();
-        assert_eq!(*log.lock().unwrap(), ["masked"], "the tensor owns the array now");
+        assert!(log.lock().unwrap().is_empty(), "the tensor owns the array now");
         let e = Array::from_dlpack(tensor, false).unwrap_err();
         assert_eq!(e.status, Status::HostMemory);
         assert!(
@@ -530,7 +695,42 @@ mod tests {
             "{}",
             e.message
         );
-        assert_eq!(*log.lock().unwrap(), ["masked", "host"]);
+        assert_eq!(*log.lock().unwrap(), ["host"]);
+        log.lock().unwrap().clear();
+
+        let host =
+            Array::builder("<f4", &[2], DATA).on_release(logging(&log, "legacy host")).build().unwrap();
+        let tensor =
+            host.into_dlpack_legacy(Some(CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 })).unwrap();
+        assert!(log.lock().unwrap().is_empty(), "the legacy tensor owns the array now");
+        assert_eq!(Array::from_dlpack_legacy(tensor, false).unwrap_err().status, Status::HostMemory);
+        assert_eq!(*log.lock().unwrap(), ["legacy host"]);
+    }
+
+    #[test]
+    fn a_legacy_tensor_round_trip_keeps_the_description_and_releases_once() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let array = Array::builder("<i2", &[3, 4], DATA)
+            .strides(&[2, 6])
+            .on_release(logging(&log, "array"))
+            .build()
+            .unwrap();
+        let cuda = CaiDLDevice { device_type: crate::abi::CAI_DL_CUDA, device_id: 1 };
+        let tensor = array.into_dlpack_legacy(Some(cuda)).unwrap();
+        // SAFETY: a valid tensor `tensor` owns, read while it does.
+        let (device, strides) = unsafe {
+            let dl = &(*tensor.as_ptr()).dl_tensor;
+            (dl.device, std::slice::from_raw_parts(dl.strides, 2).to_vec())
+        };
+        assert_eq!((device.device_type, device.device_id, strides), (cuda.device_type, 1, vec![1, 3]));
+        let back = Array::from_dlpack_legacy(tensor, false).unwrap();
+        assert_eq!(
+            (back.shape(), back.strides(), back.typestr()),
+            (&[3i64, 4][..], Some(&[2i64, 6][..]), Some("<i2"))
+        );
+        assert!(log.lock().unwrap().is_empty());
+        drop(back);
+        assert_eq!(*log.lock().unwrap(), ["array"]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod dlpack;
 mod options;
 
 pub use array::{Array, ArrayBuilder, ArrayRef, ArrayView, Memory, OpenClStream};
-pub use dlpack::DlpackTensor;
+pub use dlpack::{DlpackTensor, IntoDlpackError, LegacyDlpackTensor};
 pub use options::{ImportOptions, PointerCheck, SyncMode};
 
 use std::ffi::c_void;
@@ -38,11 +38,25 @@ pub struct Dtype {
 
 impl Dtype {
     /// Parses a numpy typestr (e.g. `"<f4"`, `"|V12"`, `"<M8[ns]"`) as numpy would.
+    ///
+    /// ```
+    /// let datetime = cai::Dtype::parse("<M8[ns]")?;
+    /// assert_eq!((datetime.kind, datetime.itemsize), ('M', 8));
+    /// assert_eq!(cai::Dtype::parse("<f5").unwrap_err().status, cai::Status::InvalidTypestr);
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub fn parse(typestr: &str) -> Result<Dtype> {
         crate::dtype::parse_typestr(typestr.as_bytes()).map(Dtype::from)
     }
 
     /// True when elements can be read without swapping bytes on this host.
+    ///
+    /// ```
+    /// let (little, big, bytes) = (cai::Dtype::parse("<i4")?, cai::Dtype::parse(">i4")?, cai::Dtype::parse("|u1")?);
+    /// assert_eq!((little.is_native(), big.is_native()), (cfg!(target_endian = "little"), cfg!(target_endian = "big")));
+    /// assert!(bytes.is_native());
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub fn is_native(&self) -> bool {
         CaiDtype::from(*self).is_native()
     }
@@ -65,6 +79,15 @@ impl From<Dtype> for CaiDtype {
 }
 
 /// Layout facts about a valid array, as `cai_layout` reports them.
+///
+/// ```
+/// // 3 rows of 4 floats, every other row: 32-byte rows.
+/// let array = cai::Array::builder("<f4", &[3, 4], 0x7f00_0000_1000).strides(&[32, 4]).build()?;
+/// let layout: cai::Layout = array.layout()?;
+/// assert_eq!((layout.element_count, layout.nbytes, layout.extent), (12, 48, (0, 80)));
+/// assert!(!layout.c_contiguous && !layout.f_contiguous && layout.strides_itemsize_aligned);
+/// # Ok::<(), cai::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
     /// Number of elements (1 for a 0-d array, 0 when any extent is 0).
@@ -98,6 +121,15 @@ impl From<CaiLayout> for Layout {
 /// What the driver reports about a data pointer (CUDA) or buffer (OpenCL: `device_pointer`
 /// and `allocation_base` the `cl_mem`, `allocation_size` its size, `context` its
 /// `cl_context`, `device_ordinal` -1).
+///
+/// ```
+/// use cai::{ImportOptions, PointerCheck};
+/// let array = cai::Array::builder("<f4", &[4], 0x7f00_0000_1000).build()?;
+/// // Not asked of the driver: `checked` false, and the other fields say nothing.
+/// let info: cai::PointerInfo = array.import(&ImportOptions::new().pointer_check(PointerCheck::Never))?;
+/// assert!(!info.checked);
+/// # Ok::<(), cai::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PointerInfo {
     /// The pointer as usable in the calling thread's current context.
@@ -138,12 +170,26 @@ impl From<CaiPointerInfo> for PointerInfo {
 /// Asks the CUDA driver about a data pointer, loading the driver if need be. Fails with
 /// [`Status::NotDevicePointer`](crate::status::Status::NotDevicePointer) for memory the device cannot
 /// reach, [`Status::NoDriver`](crate::status::Status::NoDriver) when no driver loads.
+///
+/// ```
+/// use cai::Status;
+/// // An address no allocation of the driver's holds (or no driver on this machine).
+/// let refused = cai::pointer_info(0x10).unwrap_err();
+/// assert!(matches!(refused.status, Status::NotDevicePointer | Status::NoDriver), "{refused}");
+/// ```
 pub fn pointer_info(pointer: u64) -> Result<PointerInfo> {
     crate::device_calls::pointer_info(pointer).map(PointerInfo::from)
 }
 
 /// Loads the CUDA driver if it is not loaded yet: its version (e.g. 12040), or
 /// [`Status::NoDriver`](crate::status::Status::NoDriver) with the loader's message.
+///
+/// ```
+/// match cai::driver_version() {
+///     Ok(version) => assert!(version >= 1000, "CUDA versions are 1000 * major + 10 * minor"),
+///     Err(error) => assert_eq!(error.status, cai::Status::NoDriver, "{error}"),
+/// }
+/// ```
 pub fn driver_version() -> Result<i32> {
     crate::device_calls::driver_version()
 }

@@ -6,6 +6,13 @@ use crate::abi::{
 };
 
 /// How the consumer is ordered after the producer's stream (`CAI_SYNC_*`).
+///
+/// ```
+/// use cai::{ImportOptions, SyncMode};
+/// assert_eq!(SyncMode::default(), SyncMode::Default);
+/// let options = ImportOptions::new().sync(SyncMode::None);
+/// assert_eq!(options.as_raw().sync_mode, cai::CAI_SYNC_NONE);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum SyncMode {
     /// Stream-ordered when the consumer names a stream, else blocking; off when the environment
@@ -33,6 +40,14 @@ impl SyncMode {
 }
 
 /// Whether an import asks the driver about the data pointer (`CAI_POINTER_CHECK_*`).
+///
+/// ```
+/// use cai::{ImportOptions, PointerCheck};
+/// let array = cai::Array::builder("<f4", &[4], 0x7f00_0000_1000).build()?;
+/// let info = array.import(&ImportOptions::new().pointer_check(PointerCheck::Never))?;
+/// assert!(!info.checked, "the driver was not asked");
+/// # Ok::<(), cai::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum PointerCheck {
     /// Check when a driver loads; skip quietly when none does.
@@ -80,6 +95,12 @@ impl ImportOptions {
     /// # Safety
     /// A handle other than 0, 1 and 2 is live (not destroyed) for every import made with these
     /// options: the driver is handed it and cannot tell a stale handle from a live one.
+    ///
+    /// ```
+    /// // SAFETY: 2 is the per-thread default stream, not a handle.
+    /// let options = unsafe { cai::ImportOptions::new().consumer_stream(2) };
+    /// assert_eq!(options.as_raw().consumer_stream, 2);
+    /// ```
     pub unsafe fn consumer_stream(mut self, stream: u64) -> ImportOptions {
         self.raw.consumer_stream = stream;
         self
@@ -98,18 +119,41 @@ impl ImportOptions {
     }
 
     /// The consumer will write: a read-only array fails with [`Status::Readonly`](crate::status::Status::Readonly).
+    ///
+    /// ```
+    /// use cai::{ImportOptions, PointerCheck, Status};
+    /// let array = cai::Array::builder("<f4", &[4], 0x7f00_0000_1000).readonly(true).build()?;
+    /// let options = ImportOptions::new().pointer_check(PointerCheck::Never);
+    /// assert_eq!(array.import(&options.writable(true)).unwrap_err().status, Status::Readonly);
+    /// array.import(&options)?;
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub fn writable(mut self, writable: bool) -> ImportOptions {
         self.raw.writable = writable.into();
         self
     }
 
     /// Only this host's byte order is accepted (as CuPy and mpi4py require).
+    ///
+    /// ```
+    /// use cai::{ImportOptions, PointerCheck};
+    /// let foreign = if cfg!(target_endian = "little") { ">f4" } else { "<f4" };
+    /// let array = cai::Array::builder(foreign, &[4], 0x7f00_0000_1000).build()?;
+    /// let options = ImportOptions::new().pointer_check(PointerCheck::Never);
+    /// assert!(array.import(&options.native_only(true)).is_err());
+    /// array.import(&options)?;
+    /// # Ok::<(), cai::Error>(())
+    /// ```
     pub fn native_only(mut self, native_only: bool) -> ImportOptions {
         self.raw.native_only = native_only.into();
         self
     }
 
     /// Host memory the device cannot reach passes the pointer check.
+    ///
+    /// ```
+    /// assert_eq!(cai::ImportOptions::new().allow_host(true).as_raw().allow_host, 1);
+    /// ```
     pub fn allow_host(mut self, allow_host: bool) -> ImportOptions {
         self.raw.allow_host = allow_host.into();
         self

@@ -13,7 +13,9 @@ fn head(py: Python<'_>, source: Py<PyAny>, rows: i64) -> PyResult<cai_python::Ar
     if let Some(strides) = array.strides() {
         made = made.strides(strides);
     }
-    let made = made.readonly(array.readonly()).on_release(move || drop(source));
+    // keep: `source` is dropped when the array is released, attached to the interpreter, on
+    // whichever thread lets go of it.
+    let made = made.readonly(array.readonly()).on_release(cai_python::keep(source));
     Ok(made.build().map_err(cai_python::raise)?.into())
 }
 

@@ -8,6 +8,7 @@ import os
 import sys
 import sysconfig
 import threading
+import weakref
 
 import cai
 
@@ -375,6 +376,51 @@ def check_producer():
     assert sys.getrefcount(owner) == baseline, "the reference was let go of on the thread"
     assert cai_c_ext.library_version() == cai.__version__
     return 4
+
+
+class Source:
+    """An object an array keeps alive (weakly referable, as a dict is not)."""
+
+
+def check_keepers():
+    """A PyO3 module's array that keeps a Python object, handed to Python: once Python lets go
+    of the array (on this thread, or on another), the object is gone before anything calls into
+    that module again, with the plain `move || drop(source)` release and with cai_python::keep
+    (before cai-python's release attached, the plain one waited in the module's PyO3 pool); and
+    an array dropped on a Rust thread with no thread state lets go of it too (cai_python::keep)."""
+    import cai_pyo3_ext
+
+    compared = 0
+    for helper in (False, True):
+        for where in ("this thread", "another thread"):
+            source = Source()
+            alive = weakref.ref(source)
+            made = cai_pyo3_ext.keeping(source, helper)
+            del source
+            assert alive() is not None, "the array keeps its source"
+            if where == "this thread":
+                del made
+            else:
+                died = threading.Thread(target=lambda held: held.clear(), args=([made],))
+                del made
+                died.start()
+                died.join()
+                gc.collect()  # free-threaded: merges a reference another thread let go of
+            assert alive() is None, f"keep={helper}, dropped on {where}: the source outlived its array"
+            compared += 1
+    # Dropped on a Rust thread with no Python thread state: cai_python::keep attaches it. The
+    # wait wakes to let this thread merge a reference another let go of (free-threaded).
+    source = Source()
+    gone = threading.Event()
+    weakref.finalize(source, gone.set)
+    cai_pyo3_ext.drop_on_a_rust_thread(source)
+    del source
+    for _ in range(600):
+        if gone.wait(0.1):
+            break
+        gc.collect()
+    assert gone.is_set(), "an array dropped on a Rust thread kept its source (deferred into PyO3's pool)"
+    return compared + 1
 
 
 def check_release_after_the_interpreter_is_gone():

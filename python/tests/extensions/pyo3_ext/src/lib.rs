@@ -118,6 +118,33 @@ fn released_count() -> usize {
     RELEASED.load(Ordering::SeqCst)
 }
 
+/// A cai.Array of made-up memory that keeps `source` alive until Python lets go of it: its
+/// release given as `cai_python::keep(source)` (`helper`), or as the plain closure that drops
+/// it (what the README taught before cai-python's release attached).
+#[pyfunction]
+fn keeping(py: Python<'_>, source: Py<PyAny>, helper: bool) -> PyResult<Bound<'_, PyAny>> {
+    let builder = cai::Array::builder("<f4", &[4], 0x7f00_0000_1000);
+    let builder = if helper {
+        builder.on_release(cai_python::keep(source))
+    } else {
+        builder.on_release(move || drop(source))
+    };
+    cai_python::to_object(py, builder.build().map_err(cai_python::raise)?)
+}
+
+/// An array keeping `source` (through `cai_python::keep`) moved to a new Rust thread, one with
+/// no Python thread state, and dropped there; the thread is not joined, so that the caller can
+/// see when `source` goes without entering this module again.
+#[pyfunction]
+fn drop_on_a_rust_thread(source: Py<PyAny>) -> PyResult<()> {
+    let array = cai::Array::builder("<f4", &[4], 0x7f00_0000_1000)
+        .on_release(cai_python::keep(source))
+        .build()
+        .map_err(cai_python::raise)?;
+    std::thread::spawn(move || drop(array));
+    Ok(())
+}
+
 /// (size of cai-python's table struct, the size the package's table says it has, offset of
 /// cai-python's last member): equal sizes, and the last member at the end, when the Rust
 /// layout is the header's.
@@ -164,5 +191,7 @@ fn cai_pyo3_ext(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(released_count, module)?)?;
     module.add_function(wrap_pyfunction!(table_layout, module)?)?;
     module.add_function(wrap_pyfunction!(import_and_sync, module)?)?;
+    module.add_function(wrap_pyfunction!(keeping, module)?)?;
+    module.add_function(wrap_pyfunction!(drop_on_a_rust_thread, module)?)?;
     Ok(())
 }
