@@ -81,6 +81,9 @@ pub const ALLOW_HOST_C_DLPACK: &str = "set CaiDLPackOptions.allow_host = 1";
 /// How a caller of the Rust `Array::from_dlpack` allows host memory.
 pub const ALLOW_HOST_RUST_DLPACK: &str = "pass allow_host = true to Array::from_dlpack";
 
+/// How a caller of the Rust `Array::from_dlpack_legacy` allows host memory.
+pub const ALLOW_HOST_RUST_DLPACK_LEGACY: &str = "pass allow_host = true to Array::from_dlpack_legacy";
+
 /// CUDA memory is accepted; host memory (kDLCPU) only when the caller asks for it; every
 /// other device is refused, named.
 pub fn device_is_cuda_or_allowed_host(device: CaiDLDevice, host: AllowHost) -> Result<()> {

@@ -703,7 +703,9 @@ mod tests {
         let tensor =
             host.into_dlpack_legacy(Some(CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 })).unwrap();
         assert!(log.lock().unwrap().is_empty(), "the legacy tensor owns the array now");
-        assert_eq!(Array::from_dlpack_legacy(tensor, false).unwrap_err().status, Status::HostMemory);
+        let e = Array::from_dlpack_legacy(tensor, false).unwrap_err();
+        assert_eq!(e.status, Status::HostMemory);
+        assert!(e.message.ends_with("pass allow_host = true to Array::from_dlpack_legacy"), "{}", e.message);
         assert_eq!(*log.lock().unwrap(), ["legacy host"]);
     }
 

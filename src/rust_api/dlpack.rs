@@ -255,7 +255,14 @@ impl Array {
         let mut taken = CaiArray::zeroed();
         // SAFETY: as from_dlpack's: a valid tensor handed over, deleted on failure, owned by
         // `taken` on success.
-        unsafe { crate::dlpack::from_dlpack_legacy(tensor.into_raw().as_ptr(), &options, &mut taken)? };
+        unsafe {
+            crate::dlpack::from_dlpack_legacy(
+                tensor.into_raw().as_ptr(),
+                &options,
+                crate::dlpack::ALLOW_HOST_RUST_DLPACK_LEGACY,
+                &mut taken,
+            )?
+        };
         // SAFETY: the struct from_dlpack_legacy made: no pointers, its release the deleter's.
         Ok(unsafe { Array::from_raw(taken) })
     }
