@@ -248,7 +248,7 @@ pub enum OpenClStream {
 /// `Send` and `Sync`. An `Array` may be moved to another thread and dropped there, and its
 /// release then runs on that thread: as a DLPack deleter, a release may run on any thread, and
 /// every way to make an `Array` promises that much ([`ArrayBuilder::on_release`] takes a
-/// `Send` closure; [`Array::from_raw`] and [`DlpackTensor::from_raw`](crate::DlpackTensor::from_raw)
+/// `Send` closure; [`Array::from_raw`] and [`DlpackTensor::from_raw`](super::DlpackTensor::from_raw)
 /// require it of the producer). Shared references only read the struct: the descriptor,
 /// the descr fields and the mask are never written while it is borrowed, and the library's
 /// functions keep no thread-local state, so several threads may read, validate and import

@@ -170,7 +170,7 @@ impl Drop for LegacyDlpackTensor {
 /// handed back unchanged with its release not run, as the C functions leave theirs.
 ///
 /// Converts into [`Error`] (dropping, and so releasing, the array), so that `?` works in a
-/// function returning [`cai::Result`](crate::Result).
+/// function returning [`cai::Result`](crate::status::Result).
 ///
 /// ```
 /// use cai::{Array, CaiDLDevice, CAI_DL_CUDA, Status};
@@ -282,7 +282,7 @@ impl Array {
 
     /// Moves the array into a legacy DLPack tensor (`cai_to_dlpack_legacy`), as
     /// [`into_dlpack`](Array::into_dlpack) does; a read-only array is refused too
-    /// ([`Status::Readonly`](crate::Status::Readonly)), the legacy struct having no flag for it.
+    /// ([`Status::Readonly`](crate::status::Status::Readonly)), the legacy struct having no flag for it.
     /// See [`LegacyDlpackTensor`] for an example.
     pub fn into_dlpack_legacy(
         self,
