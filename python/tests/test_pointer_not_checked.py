@@ -46,7 +46,7 @@ def test_a_default_check_without_a_driver_warns_and_leaves_pointer_info_none_no_
     [(category, message, filename)] = result["warnings"]
     assert category == "PointerNotCheckedWarning"
     assert message == ("cai.from_object: data pointer 0x7f0000001000 was not checked: no CUDA driver could be "
-                       "loaded; pass pointer_check=cai.POINTER_CHECK_ALWAYS to make this an error that says why "
+                       "loaded, or it found no device; pass pointer_check=cai.POINTER_CHECK_ALWAYS to make this an error that says why "
                        "(CAI_ERROR_NO_DRIVER), or pointer_check=cai.POINTER_CHECK_NEVER to skip the check without "
                        "this warning")
     assert filename == "<string>", "the warning points at the caller's line"
