@@ -57,7 +57,7 @@ typedef struct CaiPythonApi {
   // DLPack tensor taken): release it with cai_release, from any thread. Otherwise `out` is
   // untouched, `error` (may be NULL) says why, and a Python exception is set: cai.CaiError
   // (a ValueError) for libcai's refusals, with their status; CAI_ERROR_PYTHON for any other
-  // exception (TypeError or AttributeError for an object that is no array at all).
+  // exception (TypeError for an object that is no array at all).
   int32_t (*cai_python_from_object)(PyObject *obj, const CaiImportOptions *options, CaiArray *out,
                                     CaiError *error);
   // Moves `array` (a C producer's, validated first) into a new cai.Array, which offers the
