@@ -15,14 +15,23 @@ libcai). Left out on purpose, as documented unsafe: an int given where an addres
 `__c_dlpack_exchange_api__` int), capsules under the names that promise a DLPack struct
 ("dltensor", "dltensor_versioned", "dlpack_exchange_api"), and `cai.lib`'s raw C functions."""
 
+import atexit
 import ctypes
 import gc
 import math
 import os
+import shutil
 import sys
+import tempfile
 import time
 
-from hypothesis import HealthCheck, given, settings
+# Hypothesis's own files (its caches) in a folder of this run, not in the checkout: nothing
+# left behind, and nothing read back from a previous run.
+_storage = tempfile.mkdtemp(prefix="cai-hypothesis-")
+atexit.register(shutil.rmtree, _storage, True)
+os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = _storage
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402 (after its storage is set)
 from hypothesis import seed as use_seed
 from hypothesis import strategies as st
 
