@@ -57,7 +57,7 @@ typedef struct CaiPythonApi {
   // DLPack tensor taken): release it with cai_release, from any thread. Otherwise `out` is
   // untouched, `error` (may be NULL) says why, and a Python exception is set: cai.CaiError
   // (a ValueError) for libcai's refusals, with their status; CAI_ERROR_PYTHON for any other
-  // exception (TypeError or AttributeError for an object that is no array at all). Where no
+  // exception (TypeError for an object that is no array at all). Where no
   // CUDA driver loads, the default pointer check is skipped and nothing says so (no
   // CaiPointerInfo comes out): set pointer_check = CAI_POINTER_CHECK_ALWAYS to have
   // CAI_ERROR_NO_DRIVER instead, or ask cai_driver_status first.

@@ -18,7 +18,7 @@ fi
 PYTHON="$venv/bin/python"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$PYTHON" -m pip install --quiet --disable-pip-version-check \
-  $(grep -E '^(pytest|numpy|pybind11|nanobind|Cython|maturin)==' python/test-requirements.txt)
+  $(grep -E '^(pytest|hypothesis|numpy|pybind11|nanobind|Cython|maturin)==' python/test-requirements.txt)
 echo "free-threaded leg: building the package for $("$PYTHON" -c 'import sys; print(sys.version.split()[0])')t"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./python
 

@@ -54,6 +54,14 @@ class CaiArray(Structure):
     byte_offset: int
     reserved: "ctypes.Array[c_uint64]"
 
+    def __init__(self, *args: object, **fields: object) -> None:
+        try:
+            super().__init__(*args, **fields)
+        except RuntimeError as error:
+            # ctypes reports a wrong value for a pointer field (mask, descr) as a RuntimeError
+            # wrapping the TypeError: a wrong type is a TypeError.
+            raise TypeError(f"cai.CaiArray's fields: {error}") from None
+
 
 RELEASE_FN = CFUNCTYPE(None, POINTER(CaiArray))
 RELEASE_FN.__doc__ = "The type of `CaiArray.release`: `void (*)(CaiArray *)`."
@@ -340,11 +348,30 @@ def load() -> ctypes.CDLL:
 lib: ctypes.CDLL = load()
 
 
+# ctypes' type of what `ctypes.byref` returns (not exported under a name of its own).
+_BYREF = type(ctypes.byref(ctypes.c_int()))
+
+
 def address_of(pointer: object) -> int:
-    """The address a ctypes pointer, `byref`, or CaiArray struct refers to (for Array.from_c)."""
+    """The address of the CaiArray that `pointer` refers to, for Array.from_c: a CaiArray
+    struct, `ctypes.byref(struct)`, a `POINTER(CaiArray)` or a `c_void_p`. Anything else is a
+    TypeError: a str, bytes or another pointer type would otherwise be read as an address."""
     if isinstance(pointer, CaiArray):
         return ctypes.addressof(pointer)
-    return ctypes.cast(pointer, ctypes.c_void_p).value or 0
+    if isinstance(pointer, (_POINTER_TO_ARRAY, c_void_p)):
+        return ctypes.cast(pointer, c_void_p).value or 0
+    if isinstance(pointer, _BYREF) and isinstance(pointer._obj, CaiArray):
+        address = ctypes.cast(pointer, c_void_p).value or 0
+        if address != ctypes.addressof(pointer._obj):
+            raise ValueError("pointer is ctypes.byref(CaiArray, offset) with an offset other than 0; "
+                             "pass ctypes.byref(array) of the struct itself")
+        return address
+    raise TypeError(
+        f"pointer must be a ctypes POINTER(cai.CaiArray), ctypes.byref(cai.CaiArray), a cai.CaiArray, a "
+        f"ctypes.c_void_p or an int address, not {type(pointer).__qualname__}")
+
+
+_POINTER_TO_ARRAY = POINTER(CaiArray)
 
 
 def as_parameter(address: int) -> object:

@@ -9,6 +9,10 @@ class CaiError(ValueError):
     0 otherwise)."""
 
     def __init__(self, status: str, message: str, driver_result: int = 0):
+        if not (isinstance(status, str) and isinstance(message, str) and isinstance(driver_result, int)):
+            raise TypeError(
+                f"CaiError(status, message, driver_result=0) takes a CAI_ERROR_* name (str), a message (str) and "
+                f"an int, not {type(status).__name__}, {type(message).__name__}, {type(driver_result).__name__}")
         self.status = status
         self.code = STATUS_CODES.get(status, -1)
         self.driver_result = driver_result

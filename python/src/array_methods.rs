@@ -10,28 +10,41 @@ use pyo3::gc::{PyTraverseError, PyVisit};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyTuple};
 
 use crate::array::Array;
 use crate::described::Read;
 use crate::dlpack::{capsule_of, export_arguments_allowed};
 use crate::errors::Failure;
 use crate::exchange_offered::exchange_api_capsule;
-use crate::options::consumer_stream;
+use crate::options::{consumer_stream, int_pair};
 use crate::pool::Pooled;
 use crate::values::scalar;
 
 #[pymethods]
 impl Array {
-    /// Takes over a CaiArray made in C (a ctypes pointer, `byref`, struct, or an address): its
-    /// release callback runs exactly once, when this Array is garbage-collected. The C
-    /// struct's `release` is cleared, so the C side cannot release it twice.
+    /// Takes over a CaiArray made in C: `pointer` is a ctypes `POINTER(cai.CaiArray)`,
+    /// `ctypes.byref(struct)`, a `cai.CaiArray` struct, a `ctypes.c_void_p`, or an int address
+    /// (unsafe: a wrong address is read and written as a CaiArray). Its release callback runs
+    /// exactly once, when this Array is garbage-collected. The C struct's `release` is
+    /// cleared, so the C side cannot release it twice. Anything else is a TypeError.
     #[classmethod]
     fn from_c(_class: &Bound<'_, pyo3::types::PyType>, pointer: &Bound<'_, PyAny>) -> PyResult<Py<Array>> {
         let py = pointer.py();
-        let address: usize = match pointer.extract::<usize>() {
-            Ok(address) => address,
-            Err(_) => helper(py, "address_of")?.call1((pointer,))?.extract()?,
+        // Only a real int is an address (not a bool, nor whatever has __index__); the ctypes
+        // objects are told apart in Python, which refuses every other type.
+        let address: usize = if pointer.is_instance_of::<PyInt>() && !pointer.is_instance_of::<PyBool>() {
+            pointer.extract::<usize>().map_err(|_| {
+                Failure::Cai(Error::new(
+                    Status::InvalidArgument,
+                    format!(
+                        "pointer is the int {}, which is no address (0..2**64); pass a CaiArray's address",
+                        Repr(&scalar(pointer.as_borrowed()))
+                    ),
+                ))
+            })?
+        } else {
+            helper(py, "address_of")?.call1((pointer,))?.extract()?
         };
         if address == 0 {
             return Err(Failure::Cai(Error::new(Status::NullArgument, "pointer is NULL")).into());
@@ -292,11 +305,13 @@ impl Array {
     fn __dlpack__(
         slf: &Bound<'_, Array>,
         stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<(u32, u32)>,
-        dl_device: Option<(i32, i32)>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
+        let max_version = int_pair::<u32>(max_version, "max_version")?;
+        let dl_device = int_pair::<i32>(dl_device, "dl_device")?;
         let this = slf.get();
         this.live()?;
         let device = this.dl_device()?;

@@ -4,7 +4,7 @@
 
 use cai::binding::dict::Repr;
 use cai::{Error, Status, CAI_MAX_NDIM, CAI_MEMORY_OPENCL};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBool;
@@ -14,9 +14,24 @@ use crate::errors::{CaiResult, Failure};
 use crate::pool::Pooled;
 use crate::values::{scalar, TypeOf};
 
+/// An attribute the Buffer Interface requires of `obj`: its absence is a TypeError naming it
+/// and what `obj` must be (an AttributeError the attribute's own code raised included).
+fn required<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    obj.getattr(name).map_err(|error| {
+        if !error.is_instance_of::<PyAttributeError>(obj.py()) {
+            return error;
+        }
+        PyTypeError::new_err(format!(
+            "obj must be an object of the Buffer Interface (buffer, offset, dtype, shape, strides) or a \
+             pyopencl array; a '{}' has no '{name}' ({error})",
+            TypeOf::new(obj)
+        ))
+    })
+}
+
 /// Reads one integer attribute of a Buffer Interface object, naming it when it is not one.
 fn int_attribute(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<i64> {
-    obj.getattr(name)?
+    required(obj, name)?
         .extract::<i64>()
         .map_err(|_| PyTypeError::new_err(format!("{}.{name} must be an int", TypeOf::new(obj))))
 }
@@ -66,7 +81,7 @@ fn convert_buffer_interface<'py>(obj: &Bound<'py, PyAny>) -> CaiResult<(Pooled, 
     let py = obj.py();
     let buffer = match obj.getattr(intern!(py, "base_data")) {
         Ok(buffer) if !buffer.is_none() => buffer,
-        _ => obj.getattr(intern!(py, "buffer"))?,
+        _ => required(obj, "buffer")?,
     };
     let mut array = Pooled::zeroed();
     array.version = 3;
@@ -79,7 +94,13 @@ fn convert_buffer_interface<'py>(obj: &Bound<'py, PyAny>) -> CaiResult<(Pooled, 
         })?;
         if let Ok(queue) = obj.getattr(intern!(py, "queue")) {
             if !queue.is_none() {
-                array.stream = queue.getattr(intern!(py, "int_ptr"))?.extract()?;
+                let int_ptr = queue.getattr(intern!(py, "int_ptr")).map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "obj.queue must be None or a pyopencl CommandQueue (with int_ptr), not a '{}'",
+                        TypeOf::new(&queue)
+                    ))
+                })?;
+                array.stream = handle(&int_ptr, "obj.queue.int_ptr", "the cl_command_queue handle")?;
             }
         }
     } else {
@@ -87,7 +108,7 @@ fn convert_buffer_interface<'py>(obj: &Bound<'py, PyAny>) -> CaiResult<(Pooled, 
         // The spec's CUDA offset is always zero; the core refuses any other.
         array.byte_offset = u64::try_from(int_attribute(obj, "offset")?).unwrap_or(u64::MAX);
     }
-    let dtype = obj.getattr(intern!(py, "dtype"))?;
+    let dtype = required(obj, "dtype")?;
     let typestr: String = match dtype.getattr(intern!(py, "str")) {
         Ok(text) => text.extract()?,
         Err(_) => dtype.extract()?,
@@ -98,9 +119,9 @@ fn convert_buffer_interface<'py>(obj: &Bound<'py, PyAny>) -> CaiResult<(Pooled, 
             format!("typestr {typestr:?} does not fit"),
         )));
     }
-    let ndim = extents(&obj.getattr(intern!(py, "shape"))?, "shape", Status::InvalidShape, &mut array.shape)?;
+    let ndim = extents(&required(obj, "shape")?, "shape", Status::InvalidShape, &mut array.shape)?;
     array.ndim = ndim as i32;
-    let strides = obj.getattr(intern!(py, "strides"))?;
+    let strides = required(obj, "strides")?;
     if !strides.is_none() {
         let given = extents(&strides, "strides", Status::InvalidStrides, &mut array.strides)?;
         if given != ndim {

@@ -7,6 +7,7 @@ use std::ffi::CString;
 
 use cai::binding::import::Imported;
 use cai::{CaiImportOptions, CAI_DL_CPU, CAI_MEMORY_CUDA, CAI_POINTER_CHECK_DEFAULT};
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -16,9 +17,12 @@ use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
 use crate::errors::Failure;
-use crate::negotiate::{import_object, import_read, not_an_array, Caller};
-use crate::options::{consumer_stream, sync_mode};
+use crate::negotiate::{import_object, import_read, Caller};
+use crate::options::{consumer_stream, pointer_check_mode, sync_mode};
 use crate::read_dict::{interface_of, read_interface};
+use crate::values::{scalar, TypeOf};
+use cai::binding::dict::Repr;
+use pyo3::types::PyBool;
 
 /// Imports `obj.__cuda_array_interface__` (or a dict): validates it by every rule of the spec,
 /// checks the pointer where a driver loads (`pointer_check`: a cai.POINTER_CHECK_* mode; where
@@ -38,13 +42,13 @@ pub fn from_object(
     stream: Option<&Bound<'_, PyAny>>,
     sync: Option<&Bound<'_, PyAny>>,
     writable: bool,
-    pointer_check: Option<i32>,
+    pointer_check: Option<&Bound<'_, PyAny>>,
     allow_host: bool,
 ) -> PyResult<Py<Array>> {
     let options = CaiImportOptions {
         consumer_stream: consumer_stream(stream)?,
         sync_mode: sync_mode(sync)?,
-        pointer_check: pointer_check.unwrap_or(CAI_POINTER_CHECK_DEFAULT),
+        pointer_check: pointer_check_mode(pointer_check)?,
         writable: u32::from(writable),
         allow_host: u32::from(allow_host),
         ..CaiImportOptions::default()
@@ -83,10 +87,32 @@ fn warn_if_unchecked(py: Python<'_>, read: &Read, imported: &Imported) -> PyResu
 /// the driver. Raises cai.CaiError naming the rule broken; returns None.
 #[pyfunction(name = "validate")]
 pub fn validate_interface(obj: &Bound<'_, PyAny>) -> PyResult<()> {
-    let Some(dict) = interface_of(obj)? else { return Err(not_an_array(obj)) };
+    let Some(dict) = interface_of(obj)? else { return Err(not_an_interface(obj)) };
     let read = read_interface(obj, &dict)?;
     validate(read.description.array()).map_err(Failure::Cai)?;
     Ok(())
+}
+
+/// A consumer queue's `int_ptr`: a cl_command_queue handle, an int in 0..2**64.
+fn queue_handle(handle: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if !handle.is_instance_of::<PyBool>() {
+        if let Ok(value) = handle.extract::<u64>() {
+            return Ok(value);
+        }
+    }
+    Err(PyTypeError::new_err(format!(
+        "queue.int_ptr must be the cl_command_queue handle (an int in 0..2**64), not {}",
+        Repr(&scalar(handle.as_borrowed()))
+    )))
+}
+
+/// validate's refusal of an object with no interface (it reads no DLPack).
+fn not_an_interface(object: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!(
+        "obj must be a __cuda_array_interface__ dict or an object with __cuda_array_interface__, not a '{}' \
+         (it has no '__cuda_array_interface__')",
+        TypeOf::new(object)
+    ))
 }
 
 /// Imports an object of the OpenCL/CUDA Buffer Interface (or a pyopencl.array.Array): checks
@@ -107,7 +133,7 @@ pub fn from_buffer_interface(
     let consumer = match queue {
         None => 0,
         Some(queue) => match queue.getattr(intern!(py, "int_ptr")) {
-            Ok(handle) => handle.extract::<u64>()?,
+            Ok(handle) => queue_handle(&handle)?,
             Err(_) => consumer_stream(Some(queue))?,
         },
     };

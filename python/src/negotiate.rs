@@ -12,7 +12,7 @@ use cai::binding::dlpack::{device_is_cuda_or_allowed_host, AllowHost};
 use cai::binding::import::{import, import_may_wait, import_validated, producer_ordering, Imported};
 use cai::binding::rules::Validated;
 use cai::{CaiArray, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER};
-use pyo3::exceptions::PyAttributeError;
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
@@ -145,10 +145,12 @@ fn may_have_interface(ty: &Bound<'_, PyType>) -> PyResult<bool> {
     Ok(dict_offset != 0 || getattro != generic)
 }
 
-/// The error of an object no reader takes.
+/// The error of an object no reader takes: a TypeError naming the parameter and what it takes
+/// (built only on failure).
 pub fn not_an_array(object: &Bound<'_, PyAny>) -> PyErr {
-    PyAttributeError::new_err(format!(
-        "'{}' object has no attribute '__cuda_array_interface__' (nor '__dlpack__', which cai.from_object also takes)",
+    PyTypeError::new_err(format!(
+        "obj must be an object with __cuda_array_interface__ (or such a dict), a DLPack producer (__dlpack__) \
+         or a cai.Array, not a '{}' (it has neither '__cuda_array_interface__' nor '__dlpack__')",
         TypeOf::new(object)
     ))
 }

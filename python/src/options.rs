@@ -1,11 +1,11 @@
 //! The import arguments Python passes (`stream`, `sync`) as the core's options take them.
 
 use cai::binding::dict::{consumer_stream_is_a_handle, stream_object_handle_is_a_handle, Repr, Value};
-use cai::{CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED};
-use pyo3::exceptions::PyTypeError;
+use cai::{CAI_POINTER_CHECK_DEFAULT, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyBool;
+use pyo3::types::{PyBool, PyInt};
 
 use crate::errors::CaiResult;
 use crate::values::scalar;
@@ -48,4 +48,45 @@ pub(crate) fn sync_mode(sync: Option<&Bound<'_, PyAny>>) -> PyResult<i32> {
             ))
         }),
     }
+}
+
+/// `pointer_check`: None (the default) or an int; an int beyond 32 bits is a ValueError naming
+/// it (the core refuses the other values it does not know), anything else a TypeError.
+pub(crate) fn pointer_check_mode(mode: Option<&Bound<'_, PyAny>>) -> PyResult<i32> {
+    let Some(mode) = mode else { return Ok(CAI_POINTER_CHECK_DEFAULT) };
+    let refused = |kind: fn(String) -> PyErr| {
+        kind(format!(
+            "pointer_check must be None or a cai.POINTER_CHECK_* value, not {}",
+            Repr(&scalar(mode.as_borrowed()))
+        ))
+    };
+    if !mode.is_instance_of::<PyInt>() || mode.is_instance_of::<PyBool>() {
+        return Err(refused(PyTypeError::new_err));
+    }
+    mode.extract::<i32>().map_err(|_| refused(PyValueError::new_err))
+}
+
+/// A keyword that is a pair of ints (`max_version`, `dl_device`), each fitting `T`: a value
+/// that is no such pair is a TypeError naming the keyword, an int that does not fit a
+/// ValueError (never the OverflowError of a conversion).
+pub(crate) fn int_pair<T: TryFrom<i64>>(
+    value: Option<&Bound<'_, PyAny>>,
+    name: &str,
+) -> PyResult<Option<(T, T)>> {
+    let Some(value) = value else { return Ok(None) };
+    let shown = || Repr(&scalar(value.as_borrowed())).to_string();
+    let not_a_pair =
+        || PyTypeError::new_err(format!("{name} must be None or a pair of ints, not {}", shown()));
+    let (first, second) =
+        value.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>().map_err(|_| not_a_pair())?;
+    let item = |item: &Bound<'_, PyAny>| -> PyResult<T> {
+        if !item.is_instance_of::<PyInt>() {
+            return Err(not_a_pair());
+        }
+        item.extract::<i64>()
+            .ok()
+            .and_then(|wide| T::try_from(wide).ok())
+            .ok_or_else(|| PyValueError::new_err(format!("{name} holds an int out of range: {}", shown())))
+    };
+    Ok(Some((item(&first)?, item(&second)?)))
 }

@@ -7,7 +7,7 @@ use cai::{
     CaiDLDevice, CaiDLPackOptions, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU,
     CAI_STREAM_NONE,
 };
-use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -50,10 +50,19 @@ fn devices_agree(reported: CaiDLDevice, actual: CaiDLDevice) -> PyResult<()> {
 
 /// The device `obj.__dlpack_device__()` reports.
 pub fn reported_device(obj: &Bound<'_, PyAny>) -> PyResult<CaiDLDevice> {
-    let (device_type, device_id): (i32, i32) =
-        obj.call_method0(intern!(obj.py(), "__dlpack_device__"))?.extract().map_err(|_| {
-            PyTypeError::new_err("__dlpack_device__() must return a (device_type, device_id) pair of ints")
-        })?;
+    let py = obj.py();
+    let reported = obj.call_method0(intern!(py, "__dlpack_device__")).map_err(|error| {
+        if !error.is_instance_of::<PyAttributeError>(py) {
+            return error;
+        }
+        // A wrong type of object, not a failure of its own: DLPack's producers have both.
+        PyTypeError::new_err(format!(
+            "obj has __dlpack__ but no usable __dlpack_device__ ({error}); a DLPack producer has both"
+        ))
+    })?;
+    let (device_type, device_id): (i32, i32) = reported.extract().map_err(|_| {
+        PyTypeError::new_err("__dlpack_device__() must return a (device_type, device_id) pair of ints")
+    })?;
     Ok(CaiDLDevice { device_type, device_id })
 }
 

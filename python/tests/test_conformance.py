@@ -65,8 +65,10 @@ def test_row_05_wrong_kinds_of_object_name_their_type():
     class NoInterface:
         pass
 
-    with pytest.raises(AttributeError, match="NoInterface"):
+    with pytest.raises(TypeError, match="obj must be .* not a 'NoInterface'"):
         cai.from_object(NoInterface())
+    with pytest.raises(TypeError, match="obj must be .* not a 'NoInterface'"):
+        cai.validate(NoInterface())
     with pytest.raises(TypeError, match="Producer.__cuda_array_interface__ is a list"):
         cai.validate(Producer([1, 2]))
 

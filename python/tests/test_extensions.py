@@ -72,6 +72,22 @@ def test_every_extension_takes_what_cai_from_object_takes(built, check, driver):
     assert " compared" in run_check(built, check, driver)
 
 
+def test_every_extensions_array_functions_take_any_argument_without_a_crash_fake_driver(built):
+    """The casters (pybind11, nanobind), the Cython declarations, the PyO3 crate and the C API
+    given any argument (any_argument.py, in a subprocess): a clean exception, never a crash."""
+    from test_any_argument import fuzz_in_subprocess
+
+    out, _, producer = built
+    modules = ["cai_c_ext", "cai_pybind11_ext", "cai_nanobind_ext", "cai_cython_ext", "cai_pyo3_ext"]
+    counted = fuzz_in_subprocess("extensions", *modules, env={"PYTHONPATH": str(out),
+                                                               "CAI_CUDA_DRIVER": str(FAKE_DRIVER)})
+    names = {line.split(":")[0] for line in counted}
+    for module in modules:
+        assert f"{module}.describe" in names, counted
+    assert {"cai_pybind11_ext.describe_view", "cai_nanobind_ext.describe_view", "cai_pyo3_ext.describe_view",
+            "cai_cython_ext.describe_buffer_interface", "cai_pyo3_ext.view_describe"} <= names, counted
+
+
 def test_reference_counts_return_to_baseline_after_100000_imports_fake_driver(built):
     assert "8 compared" in run_check(built, "refcounts", "fake")
 
