@@ -46,7 +46,7 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 
 /// The Python binding's layers (python/src), lowest first: the leaves, the cai.Array's state,
 /// the protocol readers, the one negotiation, the class as Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 18] = [
+const PYTHON_LAYERS: [(&str, u32); 19] = [
     ("errors", 0),
     ("exchange_api", 0),
     ("pool", 0),
@@ -65,6 +65,7 @@ const PYTHON_LAYERS: [(&str, u32); 18] = [
     ("array_methods", 6),
     ("capi", 7),
     ("functions", 7),
+    ("hot", 8),
 ];
 
 #[test]

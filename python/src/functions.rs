@@ -35,8 +35,12 @@ use pyo3::types::PyBool;
 /// An object without `__cuda_array_interface__` but with `__dlpack__` is taken by DLPack: its
 /// producer is passed the consumer's `stream` (-1 when `sync=False`) and orders its work
 /// before it; CUDA memory is taken, host memory only with `allow_host=True`.
+///
+/// `cai.from_object` is hot.rs's entry, which runs this body; registered under this name too
+/// (`_native._from_object_reference`), its PyO3 argument handling is the oracle the entry's
+/// tests compare with.
 #[pyfunction]
-#[pyo3(signature = (obj, stream=None, sync=None, writable=false, pointer_check=None, allow_host=false))]
+#[pyo3(name = "_from_object_reference", signature = (obj, stream=None, sync=None, writable=false, pointer_check=None, allow_host=false))]
 pub fn from_object(
     obj: &Bound<'_, PyAny>,
     stream: Option<&Bound<'_, PyAny>>,

@@ -10,6 +10,8 @@
 
 // The modules, top down (data flows down only; tests/layering.rs keeps it so):
 // the entry points, the class, the negotiation, its readers, the leaves.
+mod hot;
+
 mod capi;
 mod functions;
 
@@ -48,6 +50,7 @@ pub use cai::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<array::Array>()?;
+    hot::add_from_object(m)?;
     m.add_function(wrap_pyfunction!(functions::from_object, m)?)?;
     m.add_function(wrap_pyfunction!(functions::from_buffer_interface, m)?)?;
     m.add_function(wrap_pyfunction!(functions::validate_interface, m)?)?;

@@ -1,0 +1,67 @@
+"""cai.from_object's hand-matched entry (python/src/hot.rs) next to the same import body behind
+PyO3's argument handling (`cai._native._from_object_reference`, the entry it replaced), on a
+torch CPU tensor, a numpy array and a CuPy-style CAI dict, called as users write it:
+`cai.from_object(t, sync=False, allow_host=True, pointer_check=cai.POINTER_CHECK_NEVER)`, and
+with the same arguments by position. One interleaved run (dlpack_bench.py's timing: best of
+ROUNDS rounds of NUMBER calls, ns per call); with --instructions, instructions per call counted
+by callgrind in a C loop, less the empty loop.
+
+    OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/hot_bench.py [--instructions]
+"""
+
+import platform
+import sys
+
+import numpy
+
+import cai
+from cai import _native
+import dlpack_bench
+from dlpack_bench import counted, count_child, timed
+from extension_bench import cpu_name
+from framework_dicts import PRODUCERS
+
+NEVER = cai.POINTER_CHECK_NEVER
+
+
+def arguments():
+    out = {}
+    try:
+        import torch
+
+        out["torch CPU tensor"] = torch.zeros(dlpack_bench.SHAPE, dtype=torch.float32)
+    except ImportError:
+        print("(torch is not installed: no torch row)")
+    out["numpy array"] = numpy.zeros(dlpack_bench.SHAPE, dtype=numpy.float32)
+    out["CuPy dict"] = PRODUCERS["CuPy"][0]
+    return out
+
+
+def cells():
+    entries = {"from_object": cai.from_object, "PyO3 entry (before)": _native._from_object_reference}
+    for argument, x in arguments().items():
+        for name, entry in entries.items():
+            yield (argument, f"{name}, keywords",
+                   lambda x=x, f=entry: f(x, sync=False, allow_host=True, pointer_check=NEVER))
+            yield (argument, f"{name}, positions",
+                   lambda x=x, f=entry: f(x, None, False, False, NEVER, True))
+
+
+def main():
+    table = {(argument, column): call for argument, column, call in cells()}
+    if sys.argv[1:2] == ["--count-child"]:
+        count_child(sys.argv[2], table)
+        return
+    print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, "
+          f"numpy {numpy.__version__}, cai {cai.__version__}")
+    times = timed(table)
+    instructions = counted(table, script=__file__) if "--instructions" in sys.argv else {}
+    for key in table:
+        cell = f"{times[key]:7.0f} ns"
+        if key in instructions:
+            cell += f" / {instructions[key]:7,.0f} instructions"
+        print(f"{key[0]:18} {key[1]:30} {cell}")
+
+
+if __name__ == "__main__":
+    main()

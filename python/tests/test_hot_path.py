@@ -1,0 +1,245 @@
+"""cai.from_object's entry (python/src/hot.rs: METH_FASTCALL | METH_KEYWORDS on pyo3-ffi, its
+arguments matched by hand) against the entry it replaced, the same import body behind PyO3's
+argument handling, kept as cai._native._from_object_reference: the oracle. Same Array (every
+field, the same owner) by position and by keyword on every producer installed, the same errors
+with the same words, keyword names that are not the interned ones. Fake driver: no call here
+asks it (sync=False, pointer_check NEVER, host memory)."""
+
+import gc
+import inspect
+import weakref
+
+import numpy
+import pytest
+
+import cai
+from cai import _native
+
+REFERENCE = _native._from_object_reference
+NEVER = cai.POINTER_CHECK_NEVER
+SIGNATURE = "(obj, stream=None, sync=None, writable=False, pointer_check=None, allow_host=False)"
+
+
+def cai_dict():
+    host = numpy.arange(12, dtype=numpy.float32)
+    return {"shape": (3, 4), "typestr": "<f4", "data": (host.ctypes.data, False), "version": 3,
+            "strides": None, "stream": None}
+
+
+def producers():
+    """name: a function making the argument (skipping where its framework is not installed)."""
+    def torch_tensor():
+        torch = pytest.importorskip("torch")
+        return torch.arange(12, dtype=torch.float32).reshape(3, 4)
+
+    def jax_array():
+        jnp = pytest.importorskip("jax.numpy")
+        return jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
+
+    def paddle_tensor():
+        paddle = pytest.importorskip("paddle")
+        return paddle.arange(12, dtype="float32").reshape([3, 4])
+
+    def cai_array():
+        return cai.from_object(numpy.arange(12, dtype=numpy.float32).reshape(3, 4), allow_host=True)
+
+    class Exposer:
+        def __init__(self):
+            self.__cuda_array_interface__ = cai_dict()
+
+    return {
+        "CAI dict": cai_dict,
+        "object with a CAI dict": Exposer,
+        "numpy array": lambda: numpy.arange(12, dtype=numpy.float32).reshape(3, 4),
+        "torch tensor": torch_tensor,
+        "jax array": jax_array,
+        "paddle tensor": paddle_tensor,
+        "cai.Array": cai_array,
+    }
+
+
+SKIPPED = {"ptr", "buffer", "mask", "owner", "_as_parameter_"}
+
+
+def fields(array):
+    """Every public value of an Array (the struct as Python sees it), the owner by identity."""
+    out = {}
+    for name in dir(array):
+        if name.startswith("__") and name != "__cuda_array_interface__" or name in SKIPPED:
+            continue
+        try:
+            value = getattr(array, name)
+        except Exception as error:  # an attribute absent for this memory: the same on both sides
+            value = ("raised", type(error).__name__, str(error))
+        if callable(value):
+            continue
+        out[name] = value
+    try:
+        out["__dlpack_device__"] = array.__dlpack_device__()
+    except Exception as error:  # unknown for memory no driver knows: the same on both sides
+        out["__dlpack_device__"] = ("raised", type(error).__name__, str(error))
+    out["owner"] = id(array.owner)
+    out["mask"] = array.mask is None
+    return out
+
+
+def calls(entry, obj):
+    """The same import, written each way a user can write it."""
+    yield "keywords", lambda: entry(obj, sync=False, allow_host=True, pointer_check=NEVER)
+    yield "positions", lambda: entry(obj, None, False, False, NEVER, True)
+    yield "obj by keyword", lambda: entry(obj=obj, allow_host=True, pointer_check=NEVER, sync=False)
+    yield "mixed", lambda: entry(obj, None, sync=False, pointer_check=NEVER, allow_host=True, writable=False)
+    names = ["".join(["s", "ync"]), "".join(["allow", "_host"]), "".join(["pointer", "_check"])]
+    yield "built names", lambda: entry(obj, **dict(zip(names, [False, True, NEVER])))
+
+    class Name(str):
+        pass
+
+    yield "str subclass names", lambda: entry(obj, **{Name("sync"): False, Name("allow_host"): True,
+                                                     Name("pointer_check"): NEVER})
+
+
+@pytest.mark.parametrize("producer", list(producers()))
+def test_every_way_of_calling_gives_the_oracles_array_for_every_producer_fake_driver(producer):
+    obj = producers()[producer]()
+    expected = fields(REFERENCE(obj, sync=False, allow_host=True, pointer_check=NEVER))
+    for way, call in calls(cai.from_object, obj):
+        got = call()
+        assert fields(got) == expected, way
+        if not isinstance(obj, dict):
+            assert got.owner is obj or got.owner is REFERENCE(obj, None, False, False, NEVER, True).owner, way
+    for way, call in calls(REFERENCE, obj):
+        assert fields(call()) == expected, way
+
+
+BAD_CALLS = {
+    "no argument": lambda f, a: f(),
+    "too many positional": lambda f, a: f(a, None, None, False, None, False, 7),
+    "far too many positional": lambda f, a: f(*[a] * 20),
+    "unknown keyword": lambda f, a: f(a, foo=1),
+    "unknown keyword after known ones": lambda f, a: f(a, sync=False, bar=2),
+    "unknown keyword of a built name": lambda f, a: f(a, **{"".join(["sy", "nc_"]): 1}),
+    "obj twice": lambda f, a: f(a, obj=a),
+    "stream twice": lambda f, a: f(a, None, sync=False, stream=None),
+    "allow_host twice": lambda f, a: f(a, None, None, False, None, True, allow_host=True),
+    "missing obj, keywords given": lambda f, a: f(stream=None, sync=False),
+    "writable not a bool": lambda f, a: f(a, writable=3),
+    "writable None": lambda f, a: f(a, writable=None),
+    "allow_host not a bool": lambda f, a: f(a, allow_host="x"),
+    "allow_host by position not a bool": lambda f, a: f(a, None, None, False, None, 1.5),
+    "sync wrong": lambda f, a: f(a, sync="x"),
+    "stream wrong": lambda f, a: f(a, stream="x"),
+    "pointer_check wrong type": lambda f, a: f(a, pointer_check="x"),
+    "pointer_check out of range": lambda f, a: f(a, pointer_check=2**40),
+    "writable and sync both wrong": lambda f, a: f(a, sync="x", writable=3),
+    "obj no array": lambda f, a: f(object(), sync=False),
+    "host refused": lambda f, a: f(a, sync=False),
+}
+
+
+def outcome(call):
+    try:
+        call()
+    except Exception as error:
+        cause = error.__cause__
+        return type(error), str(error).replace("_from_object_reference", "from_object"), type(cause)
+    return None
+
+
+@pytest.mark.parametrize("case", list(BAD_CALLS))
+def test_each_wrong_call_raises_what_the_oracle_raises_word_for_word_fake_driver(case):
+    a = numpy.zeros(3, numpy.float32)
+    expected = outcome(lambda: BAD_CALLS[case](REFERENCE, a))
+    assert expected is not None, "the oracle took it: no wrong call"
+    assert outcome(lambda: BAD_CALLS[case](cai.from_object, a)) == expected
+
+
+def test_the_argument_errors_keep_pyo3s_words_fake_driver():
+    # Recorded from the PyO3-generated entry before it was replaced: the words users saw.
+    a = numpy.zeros(3, numpy.float32)
+    recorded = {
+        "no argument": "from_object() missing 1 required positional argument: 'obj'",
+        "too many positional": "from_object() takes from 1 to 6 positional arguments but 7 were given",
+        "unknown keyword": "from_object() got an unexpected keyword argument 'foo'",
+        "obj twice": "from_object() got multiple values for argument 'obj'",
+        "stream twice": "from_object() got multiple values for argument 'stream'",
+        "writable not a bool": "argument 'writable': 'int' object is not an instance of 'bool'",
+        "writable None": "argument 'writable': 'None' is not an instance of 'bool'",
+        "allow_host not a bool": "argument 'allow_host': 'str' object is not an instance of 'bool'",
+    }
+    for case, words in recorded.items():
+        assert outcome(lambda: BAD_CALLS[case](cai.from_object, a)) == (TypeError, words, type(None)), case
+
+
+def test_signature_docstring_and_names_are_the_old_ones():
+    assert str(inspect.signature(cai.from_object)) == SIGNATURE
+    assert cai.from_object.__text_signature__ == SIGNATURE
+    assert cai.from_object.__doc__ == REFERENCE.__doc__.split("\n\n`cai.from_object` is hot.rs")[0]
+    assert cai.from_object.__doc__.startswith("Imports `obj.__cuda_array_interface__`")
+    assert (cai.from_object.__name__, cai.from_object.__module__) == ("from_object", "cai._native")
+
+
+def test_a_numpy_bool_is_taken_for_writable_and_allow_host_as_before_fake_driver():
+    a = numpy.zeros(3, numpy.float32)
+    got = cai.from_object(a, allow_host=numpy.bool_(True), writable=numpy.bool_(True), sync=False)
+    expected = REFERENCE(a, allow_host=numpy.bool_(True), writable=numpy.bool_(True), sync=False)
+    assert fields(got) == fields(expected)
+    assert got.readonly is False
+
+
+class Sentinel:
+    pass
+
+
+def test_an_error_dropped_inside_the_call_releases_what_it_held_at_once_fake_driver():
+    """A miss the body clears (the stream's `__cuda_stream__` lookup raising AttributeError)
+    holds a reference; it must be let go of before the call returns, not wait in PyO3's
+    deferred pool for a later entry (the entry runs its body attached in PyO3's count)."""
+    held = Sentinel()
+    watch = weakref.ref(held)
+
+    box = [held]
+    del held
+
+    class Stream:
+        def __getattr__(self, name):
+            raise AttributeError(name, box.pop() if box else None)
+
+    stream = Stream()
+    with pytest.raises(TypeError, match="stream must be None, an int or a stream object"):
+        cai.from_object(numpy.zeros(3, numpy.float32), stream=stream, allow_host=True)
+    assert not box, "the call never looked the stream's attributes up"
+    assert watch() is None
+
+
+def test_the_array_keeps_its_producer_and_lets_go_of_it_when_dropped_fake_driver():
+    obj = numpy.zeros(3, numpy.float32)
+    watch = weakref.ref(obj)
+    array = cai.from_object(obj, sync=False, allow_host=True, pointer_check=NEVER)
+    del obj
+    gc.collect()
+    assert watch() is not None
+    del array
+    gc.collect()
+    assert watch() is None
+
+
+def test_a_call_while_the_interpreter_exits_takes_the_array_without_a_crash_fake_driver():
+    """A `__del__` run by the interpreter's exit calls cai.from_object (where PyO3 may refuse
+    to attach, the entry runs its body all the same)."""
+    code = """if True:
+        import numpy, cai
+
+        class AtExit:
+            def __del__(self):
+                a = cai.from_object(numpy.zeros(3, numpy.float32), sync=False, allow_host=True)
+                print("took", a.shape, flush=True)
+
+        keep = AtExit()
+    """
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "took (3,)" in done.stdout
