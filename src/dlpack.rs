@@ -76,6 +76,8 @@ pub struct AllowHost {
 }
 
 /// How a caller of `cai_from_dlpack` allows host memory.
+// Reached only through the C API (cai_export, cai_from_dlpack): unused without `c-api`.
+#[cfg_attr(not(feature = "c-api"), allow(dead_code))]
 pub const ALLOW_HOST_C_DLPACK: &str = "set CaiDLPackOptions.allow_host = 1";
 
 /// How a caller of the Rust `Array::from_dlpack` allows host memory.

@@ -15,6 +15,8 @@ use crate::validate::{option_is_a_flag, reserved_are_zero};
 /// work on several streams, joins them into the exported one (spec: "Producers must ensure
 /// that ... synchronization on the provided stream is sufficient"). On error `array` is
 /// unchanged.
+// Reached only through the C API (cai_export, cai_from_dlpack): unused without `c-api`.
+#[cfg_attr(not(feature = "c-api"), allow(dead_code))]
 pub fn export(array: &mut CaiArray, options: &CaiExportOptions) -> Result<CaiPointerInfo> {
     reserved_are_zero("CaiExportOptions.reserved", &options.reserved)?;
     let version = export_version(options.version)?;
@@ -38,6 +40,8 @@ pub fn export(array: &mut CaiArray, options: &CaiExportOptions) -> Result<CaiPoi
     Ok(info)
 }
 
+// Reached only through the C API (cai_export, cai_from_dlpack): unused without `c-api`.
+#[cfg_attr(not(feature = "c-api"), allow(dead_code))]
 fn work_streams(options: &CaiExportOptions) -> Result<&[u64]> {
     match (options.work_streams.is_null(), options.work_stream_count) {
         (_, 0) => Ok(&[]),

@@ -67,9 +67,6 @@
 //! it is not a stable Rust API.
 
 #![deny(missing_docs)]
-// Without the C API (feature `c-api` off), the export path that only `cai_export` reaches is
-// compiled but unused; the default build still reports dead code.
-#![cfg_attr(not(feature = "c-api"), allow(dead_code))]
 
 mod abi;
 mod config;

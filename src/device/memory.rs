@@ -50,6 +50,8 @@ pub(crate) trait MemoryKind: Sync {
 
     /// Makes the exported array's stream (or, in `version` 2, the host) wait for the producer's
     /// other `work_streams`.
+    // Reached only through the C API (cai_export, cai_from_dlpack): unused without `c-api`.
+    #[cfg_attr(not(feature = "c-api"), allow(dead_code))]
     fn join_work_streams(
         &self,
         exported: &mut CaiArray,

@@ -99,6 +99,8 @@ pub(crate) fn sync_if_needed(
 
 /// Consumer sync: makes work on `consumer` (or the host) wait for `producer`. `array_context`
 /// is the context of the array's memory, used for the default-stream handles 1 and 2.
+// Reached only through the C API (cai_export, cai_from_dlpack): unused without `c-api`.
+#[cfg_attr(not(feature = "c-api"), allow(dead_code))]
 pub(crate) fn consumer_sync(
     driver: &Driver,
     producer: u64,
@@ -128,6 +130,8 @@ fn perform(
 }
 
 /// Producer join: makes `target` wait for the work on each of `work_streams` (CAI values).
+// Reached only through the C API (cai_export, cai_from_dlpack): unused without `c-api`.
+#[cfg_attr(not(feature = "c-api"), allow(dead_code))]
 pub(crate) fn join_streams(
     driver: &Driver,
     target: u64,
@@ -142,6 +146,8 @@ pub(crate) fn join_streams(
 
 /// The CAI value a producer's raw CUstream has when exported: the NULL stream is never 0 but
 /// the default stream it stands for.
+// Reached only through the C API (cai_export, cai_from_dlpack): unused without `c-api`.
+#[cfg_attr(not(feature = "c-api"), allow(dead_code))]
 pub(crate) fn exported_stream_value(raw: u64, per_thread_default_stream: bool) -> u64 {
     match raw {
         0 if per_thread_default_stream => CAI_STREAM_PER_THREAD,
