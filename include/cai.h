@@ -215,6 +215,10 @@
 // An OpenCL buffer or event belongs to another context than the consumer queue's.
 #define CAI_ERROR_WRONG_CONTEXT 21
 
+// A producer's C-level CAI table cannot describe this object that way (a `view` of an
+// instance that has no storage for its description): try `acquire`, or another protocol.
+#define CAI_ERROR_NOT_SUPPORTED 22
+
 // What every status-returning function returns: CAI_OK or one CAI_ERROR_* code.
 typedef int32_t CaiStatus;
 

@@ -121,6 +121,8 @@
 
 #define CAI_ERROR_WRONG_CONTEXT 21
 
+#define CAI_ERROR_NOT_SUPPORTED 22
+
 typedef int32_t CaiStatus;
 
 typedef struct CaiField {

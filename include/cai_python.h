@@ -35,13 +35,61 @@
 // The table's version: a major changes its layout, a minor appends members. An extension
 // accepts a table of its own major and of its minor or later.
 #define CAI_PYTHON_API_MAJOR 1
-#define CAI_PYTHON_API_MINOR 1
+#define CAI_PYTHON_API_MINOR 2
 // The capsule holding the table (PyCapsule_Import's dotted form).
 #define CAI_PYTHON_CAPSULE_NAME "cai._native._C_API"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+// The C-level CUDA Array Interface (docs/c-level-cai.md, version 1.0): a producer type offers
+// a table of C functions as the type attribute CAI_C_API_ATTRIBUTE, a PyCapsule named
+// CAI_C_API_CAPSULE_NAME; a consumer looks it up once per type and calls `view` per object.
+#define CAI_C_API_ATTRIBUTE "__cuda_array_interface_c_api__"
+#define CAI_C_API_CAPSULE_NAME "cuda_array_interface_c_api"
+#define CAI_C_API_MAJOR 1
+#define CAI_C_API_MINOR 0
+
+typedef struct CaiCApiVersion { uint32_t major, minor; } CaiCApiVersion;
+
+// Stable across every version: a consumer reads it before anything else.
+typedef struct CaiCApiHeader {
+  CaiCApiVersion version;                /* of the table this header starts */
+  const struct CaiCApiHeader *prev_api;  /* a table of an older major, or NULL */
+} CaiCApiHeader;
+
+// What the consumer asks. NULL means all zero.
+typedef struct CaiRequest {
+  uint64_t flags;            /* CAI_REQUEST_*: bits 0-31 must be understood, 32-63 may be ignored */
+  uint64_t consumer_stream;  /* hint: where the consumer will use the data (CAI encoding), 0: not said */
+  uint64_t reserved[2];      /* zero; later minors give them ignorable meanings only */
+} CaiRequest;
+
+#define CAI_REQUEST_ALLOW_HOST (1u << 0)  /* must be understood: host memory may be described */
+
+typedef struct CaiCApi {
+  CaiCApiHeader header;      /* {CAI_C_API_MAJOR, CAI_C_API_MINOR}, prev_api */
+  CaiStatus (*view)(const struct CaiCApi *api, PyObject *obj, const CaiRequest *request,
+                    CaiArray *out, CaiError *error);
+  CaiStatus (*acquire)(const struct CaiCApi *api, PyObject *obj, const CaiRequest *request,
+                       CaiArray *out, CaiError *error);
+  CaiStatus (*current_stream)(const struct CaiCApi *api, int32_t device_ordinal,
+                              uint64_t *stream, CaiError *error);  /* may be NULL */
+} CaiCApi;
+
+// A producer's fill function, for cai_python_offer: describes `self` (an instance of the
+// offered type or of a subclass) into `out`, borrowed. Before the call the glue has written
+// a 0-d, writable, C-contiguous "|u1" array at data 0 with no mask, no descr, stream 0 (no
+// work pending) and CUDA memory; the fill writes what differs: data, ndim, shape, typestr,
+// strides (with strides_given = 1), readonly, stream (the stream its pending work is on),
+// mask and descr (pointing into storage `self` keeps), never owner or release. `*device` is
+// preset to {CAI_DL_CUDA, -1} (found from the pointer when asked); an array in host memory
+// sets {CAI_DL_CPU, 0}. Returns CAI_OK, or a status with `error` written (its message names
+// the field), or CAI_ERROR_PYTHON with a Python exception set. It runs with the caller
+// attached to the interpreter, may be called concurrently on a free-threaded build, and must
+// not run Python code that could change `self`.
+typedef CaiStatus (*CaiPythonFill)(PyObject *self, CaiArray *out, CaiDLDevice *device, CaiError *error);
 
 // The table. Members are named as the functions they are; see cai.h for cai_* ones.
 typedef struct CaiPythonApi {
@@ -117,6 +165,11 @@ typedef struct CaiPythonApi {
   // cai_release. Failures as cai_python_from_object's.
   int32_t (*cai_python_from_buffer_interface)(PyObject *obj, const CaiImportOptions *options, CaiArray *out,
                                               CaiError *error);
+  // Minor 2. What cai_python_offer (below) calls: gives `type` every producer protocol from
+  // `fill`, setting the attributes on the type when `type_dict` is NULL, else writing them
+  // into `type_dict` (the dict of a static or immutable type) and calling PyType_Modified.
+  // Returns 0, or -1 with an exception set.
+  int32_t (*cai_python_offer_to)(PyTypeObject *type, CaiPythonFill fill, PyObject *type_dict);
 } CaiPythonApi;
 
 #ifdef __cplusplus
@@ -257,6 +310,10 @@ static inline const char *cai_python_unavailable_status_string_(CaiStatus status
   return "CAI_ERROR_PYTHON";
 }
 static inline const char *cai_python_unavailable_library_version_(void) { return "unavailable"; }
+static inline int32_t cai_python_unavailable_offer_to_(PyTypeObject *t, CaiPythonFill f, PyObject *d) {
+  (void)t, (void)f, (void)d;
+  return -1;
+}
 
 static const CaiPythonApi cai_python_unavailable_api_ = {
     CAI_PYTHON_API_MAJOR,
@@ -282,6 +339,7 @@ static const CaiPythonApi cai_python_unavailable_api_ = {
     cai_python_unavailable_library_version_,
     cai_python_unavailable_from_object_,
     cai_python_unavailable_from_object_,
+    cai_python_unavailable_offer_to_,
 };
 
 // The table every name below calls through: the one cai_python_import read, or, in a module
@@ -332,6 +390,28 @@ static inline const CaiPythonApi *cai_python_table(void) {
 #define cai_library_version (cai_python_table()->cai_library_version)
 #define cai_python_view (cai_python_table()->cai_python_view)
 #define cai_python_from_buffer_interface (cai_python_table()->cai_python_from_buffer_interface)
+
+// Gives `type` (after PyType_Ready) every producer protocol, each read through `fill`:
+// `__cuda_array_interface__` (v3, built when asked; host arrays lack it, as torch's do),
+// `__dlpack__` and `__dlpack_device__` (versioned and legacy capsules, the producer's stream
+// ordered before the consumer's, `self` kept alive until the deleter runs), DLPack's exchange
+// table `__dlpack_c_exchange_api__`, and the C-level table `__cuda_array_interface_c_api__`.
+// Subclasses inherit them. Returns 0, or -1 with an exception set: a TypeError when the type
+// defines one of those attributes itself already. A heap type is given the attributes; a
+// static or immutable one has them written into its dict, which needs the full C API (under
+// Py_LIMITED_API make the type a heap type with PyType_FromSpec).
+static inline int cai_python_offer(PyTypeObject *type, CaiPythonFill fill) {
+  PyObject *type_dict = NULL;
+  if (type == NULL || fill == NULL) {
+    PyErr_SetString(PyExc_TypeError, "cai_python_offer: type and fill must not be NULL");
+    return -1;
+  }
+#ifndef Py_LIMITED_API
+  unsigned long flags = PyType_GetFlags(type);
+  if (!(flags & Py_TPFLAGS_HEAPTYPE) || (flags & Py_TPFLAGS_IMMUTABLETYPE)) type_dict = type->tp_dict;
+#endif
+  return cai_python_table()->cai_python_offer_to(type, fill, type_dict);
+}
 
 #ifdef __cplusplus
 namespace cai {

@@ -63,6 +63,9 @@ pub const CAI_ERROR_HOST_MEMORY: i32 = 20;
 
 /// An OpenCL buffer or event belongs to another context than the consumer queue's.
 pub const CAI_ERROR_WRONG_CONTEXT: i32 = 21;
+/// A producer's C-level CAI table cannot describe this object that way (a `view` of an
+/// instance that has no storage for its description): try `acquire`, or another protocol.
+pub const CAI_ERROR_NOT_SUPPORTED: i32 = 22;
 
 /// Kinds of failure, one per `CAI_ERROR_*` code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,11 +120,14 @@ pub enum Status {
     HostMemory = CAI_ERROR_HOST_MEMORY,
     /// An OpenCL buffer or event belongs to another context than the consumer queue's.
     WrongContext = CAI_ERROR_WRONG_CONTEXT,
+    /// A producer's C-level CAI table cannot describe the object that way (a `view` it has no
+    /// storage for): try `acquire`, or another protocol the object offers.
+    NotSupported = CAI_ERROR_NOT_SUPPORTED,
 }
 
 impl Status {
     /// Every status, in code order.
-    pub const ALL: [Status; 21] = [
+    pub const ALL: [Status; 22] = [
         Status::NullArgument,
         Status::InvalidArgument,
         Status::InvalidVersion,
@@ -143,6 +149,7 @@ impl Status {
         Status::Python,
         Status::HostMemory,
         Status::WrongContext,
+        Status::NotSupported,
     ];
 
     /// The `CAI_ERROR_*` code.
@@ -174,6 +181,7 @@ impl Status {
             Status::Python => "CAI_ERROR_PYTHON\0",
             Status::HostMemory => "CAI_ERROR_HOST_MEMORY\0",
             Status::WrongContext => "CAI_ERROR_WRONG_CONTEXT\0",
+            Status::NotSupported => "CAI_ERROR_NOT_SUPPORTED\0",
         }
     }
 

@@ -46,7 +46,7 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 
 /// The Python binding's layers (python/src), lowest first: the leaves, the cai.Array's state,
 /// the protocol readers, the one negotiation, the class as Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 19] = [
+const PYTHON_LAYERS: [(&str, u32); 22] = [
     ("errors", 0),
     ("exchange_api", 0),
     ("pool", 0),
@@ -56,13 +56,16 @@ const PYTHON_LAYERS: [(&str, u32); 19] = [
     ("options", 1),
     ("array", 2),
     ("buffer_interface", 3),
+    ("offered", 3),
     ("read_array", 3),
+    ("read_c_api", 3),
     ("read_dict", 3),
     ("read_dlpack", 3),
     ("read_exchange", 3),
     ("negotiate", 4),
     ("exchange_offered", 5),
     ("array_methods", 6),
+    ("offer", 6),
     ("capi", 7),
     ("functions", 7),
     ("hot", 8),

@@ -8,12 +8,13 @@ use cai::{
     CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDtype,
     CaiError, CaiExportOptions, CaiImportOptions, CaiLayout, CaiPointerInfo, CaiStatus, CaiSyncOptions,
 };
-use pyo3::ffi::PyObject;
+use pyo3::ffi::{PyObject, PyTypeObject};
 
 /// CAI_PYTHON_API_MAJOR: a table of another major is refused.
 pub const CAI_PYTHON_API_MAJOR: u32 = 1;
-/// CAI_PYTHON_API_MINOR: the members this crate calls (`cai_python_view` came with minor 1).
-pub const CAI_PYTHON_API_MINOR: u32 = 1;
+/// CAI_PYTHON_API_MINOR: the members this crate calls (`cai_python_view` came with minor 1,
+/// `cai_python_offer_to` with minor 2).
+pub const CAI_PYTHON_API_MINOR: u32 = 2;
 /// CAI_PYTHON_CAPSULE_NAME.
 pub const CAI_PYTHON_CAPSULE_NAME: &CStr = c"cai._native._C_API";
 
@@ -73,4 +74,72 @@ pub struct CaiPythonApi {
     pub cai_library_version: extern "C" fn() -> *const c_char,
     pub cai_python_view: FromObject,
     pub cai_python_from_buffer_interface: FromObject,
+    pub cai_python_offer_to:
+        unsafe extern "C" fn(*mut PyTypeObject, Option<CaiPythonFill>, *mut PyObject) -> i32,
+}
+
+/// cai_python.h's `CaiPythonFill`: describes `self` into `out` (constant fields and defaults
+/// written already) and, for host memory, sets `device` (preset to CUDA, ordinal -1: found
+/// from the pointer).
+pub type CaiPythonFill =
+    unsafe extern "C" fn(*mut PyObject, *mut CaiArray, *mut CaiDLDevice, *mut CaiError) -> CaiStatus;
+
+/// The C-level CAI (docs/c-level-cai.md): the type attribute holding the table's capsule.
+pub const CAI_C_API_ATTRIBUTE: &CStr = c"__cuda_array_interface_c_api__";
+/// The capsule's name.
+pub const CAI_C_API_CAPSULE_NAME: &CStr = c"cuda_array_interface_c_api";
+/// The table's major version this crate reads and writes.
+pub const CAI_C_API_MAJOR: u32 = 1;
+/// The table's minor version this crate writes.
+pub const CAI_C_API_MINOR: u32 = 0;
+/// `CaiRequest.flags`: host memory may be described.
+pub const CAI_REQUEST_ALLOW_HOST: u64 = 1;
+/// The flags a consumer must not set unless the producer understands them (bits 0-31).
+pub const CAI_REQUEST_MUST_UNDERSTAND: u64 = 0xffff_ffff;
+
+/// `CaiCApiVersion`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct CaiCApiVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+/// `CaiCApiHeader`: the table's version and a table of an older major, or NULL.
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct CaiCApiHeader {
+    pub version: CaiCApiVersion,
+    pub prev_api: *const CaiCApiHeader,
+}
+
+/// `CaiRequest`: what the consumer asks (NULL: all zero).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+#[allow(missing_docs)]
+pub struct CaiRequest {
+    pub flags: u64,
+    pub consumer_stream: u64,
+    pub reserved: [u64; 2],
+}
+
+/// `view` and `acquire`.
+pub type CaiCApiDescribe = unsafe extern "C" fn(
+    *const CaiCApi,
+    *mut PyObject,
+    *const CaiRequest,
+    *mut CaiArray,
+    *mut CaiError,
+) -> CaiStatus;
+
+/// `CaiCApi`, version 1.0.
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct CaiCApi {
+    pub header: CaiCApiHeader,
+    pub view: Option<CaiCApiDescribe>,
+    pub acquire: Option<CaiCApiDescribe>,
+    pub current_stream:
+        Option<unsafe extern "C" fn(*const CaiCApi, i32, *mut u64, *mut CaiError) -> CaiStatus>,
 }

@@ -50,6 +50,7 @@ pub static PYTHON_API: PythonApi = PythonApi {
     cai_library_version: cai::cai_library_version,
     cai_python_view: python_view,
     cai_python_from_buffer_interface: python_from_buffer_interface,
+    cai_python_offer_to: crate::offer::python_offer_to,
 };
 
 /// The table as the module publishes it: `cai._native._C_API`.

@@ -1,6 +1,7 @@
 //! cai.Array's DLPack exchange table, offered to consumers as `__dlpack_c_exchange_api__`, so
 //! that torch, tvm-ffi, cai itself and other consumers take a cai.Array's tensor without a
-//! Python call. Every function of the table runs with the caller attached to the interpreter
+//! Python call; and the table of the types `cai_python_offer` gave the protocols, which takes
+//! the tensor of the cai.Array their fill describes. Every function of the table runs with the caller attached to the interpreter
 //! (DLPack's rule), returns 0, or -1 with a Python exception set, and never unwinds.
 
 use std::ffi::{c_int, c_void};
@@ -17,6 +18,8 @@ use crate::described::Read;
 use crate::dlpack::{device_of_taken, Taken};
 use crate::errors::CaiResult;
 use crate::exchange_api::{ExchangeApi, ExchangeApiHeader, EXCHANGE_API};
+use crate::offered::Offered;
+use cai_python::ffi::{CAI_C_API_ATTRIBUTE, CAI_C_API_CAPSULE_NAME};
 
 /// cai.Array's table. Its work stream is the legacy default stream (the table is per type, and
 /// a cai.Array's producer stream is per array): taking a tensor orders the legacy default
@@ -31,6 +34,21 @@ pub static CAI_ARRAY_EXCHANGE_API: ExchangeApi = ExchangeApi {
     managed_tensor_from_py_object_no_sync: Some(managed_tensor_from_py_object),
     managed_tensor_to_py_object_no_sync: Some(managed_tensor_to_py_object),
     dltensor_from_py_object_no_sync: Some(dltensor_from_py_object),
+    current_work_stream: Some(current_work_stream),
+};
+
+/// The table of offered types: as cai.Array's, but its tensor is of the cai.Array the
+/// object's fill describes, and it has no non-owning DLTensor call (the description lives in
+/// no storage that outlasts the call).
+pub static OFFERED_EXCHANGE_API: ExchangeApi = ExchangeApi {
+    header: ExchangeApiHeader {
+        version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
+        prev_version_api: std::ptr::null(),
+    },
+    managed_tensor_allocator: std::ptr::null(),
+    managed_tensor_from_py_object_no_sync: Some(offered_managed_tensor_from_py_object),
+    managed_tensor_to_py_object_no_sync: Some(managed_tensor_to_py_object),
+    dltensor_from_py_object_no_sync: None,
     current_work_stream: Some(current_work_stream),
 };
 
@@ -68,6 +86,40 @@ unsafe extern "C" fn managed_tensor_from_py_object(
     table_call(|py| {
         // SAFETY: the consumer passes an object it holds.
         let array = unsafe { array_of(py, py_object) }?;
+        let device = array.get().dl_device()?;
+        let tensor = Array::export_tensor(&array, device, Some(CAI_STREAM_LEGACY), true)?;
+        // SAFETY: the consumer's out-pointer.
+        unsafe { *out = tensor.cast() };
+        Ok(())
+    })
+}
+
+/// The record of the offered type of `object`: its C-level table, found on its type.
+fn offered_of(object: &Bound<'_, PyAny>) -> PyResult<&'static Offered> {
+    let py = object.py();
+    let capsule = object.get_type().getattr(CAI_C_API_ATTRIBUTE.to_str().unwrap_or_default())?;
+    // SAFETY: a live object; the pointer is NULL (with an exception) unless it is a capsule of
+    // the protocol's name.
+    let table = unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), CAI_C_API_CAPSULE_NAME.as_ptr()) };
+    if table.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    Offered::of(table.cast()).ok_or_else(|| {
+        PyRuntimeError::new_err(format!(
+            "the '{}' type's C-level CAI table is not the one libcai offered it",
+            object.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ))
+    })
+}
+
+unsafe extern "C" fn offered_managed_tensor_from_py_object(
+    py_object: *mut c_void,
+    out: *mut *mut CaiDLManagedTensorVersioned,
+) -> c_int {
+    table_call(|py| {
+        // SAFETY: the consumer passes an object it holds.
+        let object = unsafe { pyo3::Borrowed::from_ptr(py, py_object.cast::<pyo3::ffi::PyObject>()) };
+        let array = offered_of(&object)?.array_of(&object)?;
         let device = array.get().dl_device()?;
         let tensor = Array::export_tensor(&array, device, Some(CAI_STREAM_LEGACY), true)?;
         // SAFETY: the consumer's out-pointer.
@@ -114,9 +166,18 @@ unsafe extern "C" fn current_work_stream(_device_type: i32, _device_id: i32, out
     0
 }
 
-/// The table as DLPack publishes it on a type: a capsule named "dlpack_exchange_api".
+/// cai.Array's table as DLPack publishes it on a type: a capsule named "dlpack_exchange_api".
 pub fn exchange_api_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
-    let table = &CAI_ARRAY_EXCHANGE_API as *const ExchangeApi as *mut c_void;
+    capsule_of(py, &CAI_ARRAY_EXCHANGE_API)
+}
+
+/// The table of offered types, as a capsule.
+pub fn offered_exchange_api_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    capsule_of(py, &OFFERED_EXCHANGE_API)
+}
+
+fn capsule_of(py: Python<'_>, table: &'static ExchangeApi) -> PyResult<Py<PyAny>> {
+    let table = table as *const ExchangeApi as *mut c_void;
     // SAFETY: a static table and a static name; no destructor is needed for either.
     let capsule = unsafe { pyo3::ffi::PyCapsule_New(table, EXCHANGE_API.as_ptr(), None) };
     // SAFETY: a new reference, or NULL with an exception set.

@@ -16,12 +16,16 @@ mod capi;
 mod functions;
 
 mod array_methods;
+mod offer;
+
 mod exchange_offered;
 
 mod negotiate;
 
 mod buffer_interface;
+mod offered;
 mod read_array;
+mod read_c_api;
 mod read_dict;
 mod read_dlpack;
 mod read_exchange;

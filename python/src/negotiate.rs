@@ -1,5 +1,6 @@
-//! The negotiation: which protocol an object is read by (a dict, a cai.Array, its type's DLPack
-//! exchange table, `__cuda_array_interface__`, `__dlpack__`), what libcai knows of its type,
+//! The negotiation: which protocol an object is read by (a dict, a cai.Array, its type's
+//! C-level CAI table, its type's DLPack exchange table, `__cuda_array_interface__`,
+//! `__dlpack__`), what libcai knows of its type,
 //! and the one import (validate, pointer check, sync) of what the reader read. Python
 //! (`cai.from_object`) and C (`cai_python_from_object`) both run it.
 
@@ -21,7 +22,10 @@ use crate::array::Array;
 use crate::described::Read;
 use crate::dlpack::TakenTensor;
 use crate::errors::{CaiResult, Failure};
+use crate::offered::Offered;
+use crate::pool::Pooled;
 use crate::read_array::read_array;
+use crate::read_c_api::{call_c_api, interface_defined_nearer, lookup_c_api, request_of, CApi, Called};
 use crate::read_dict::{interface_of, read_dict, read_interface};
 use crate::read_dlpack::{reported_device, take_from_producer, KnownDevice};
 use crate::read_exchange::{lookup_exchange_api, take_by_exchange, view_by_exchange, Exchange};
@@ -30,6 +34,8 @@ use crate::values::TypeOf;
 /// What libcai needs to know of a producer's type, found once per type.
 #[derive(Clone, Copy)]
 pub struct TypeFacts {
+    /// The type's C-level CAI table (docs/c-level-cai.md), if it offers one.
+    pub c_api: Option<CApi>,
     /// The type's DLPack exchange table, if it offers one.
     pub exchange: Option<Exchange>,
     /// Whether its instances can have a `__cuda_array_interface__` attribute at all: false for
@@ -94,7 +100,8 @@ fn remembered_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     }
     // Looked up with the lock released: an attribute lookup may run Python code.
     let found = TypeFacts {
-        exchange: lookup_exchange_api(&ty)?,
+        c_api: lookup_c_api(&ty)?,
+        exchange: if exchange_hidden(&ty)? { None } else { lookup_exchange_api(&ty)? },
         may_have_interface: may_have_interface(&ty)?,
         host_instances_lack_interface: false,
         type_has_dlpack: ty.hasattr(intern!(py, "__dlpack__"))?,
@@ -114,6 +121,18 @@ fn remembered_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     // Let go of outside the lock: dropping a type may run Python code.
     drop(evicted);
     Ok(found)
+}
+
+/// Whether `ty` inherits a DLPack exchange table from a class farther in its MRO than one that
+/// defines `__cuda_array_interface__`: its instances are read by that dict, not the table.
+fn exchange_hidden(ty: &Bound<'_, PyType>) -> PyResult<bool> {
+    let py = ty.py();
+    for name in [intern!(py, "__dlpack_c_exchange_api__"), intern!(py, "__c_dlpack_exchange_api__")] {
+        if ty.hasattr(name)? {
+            return interface_defined_nearer(ty, name);
+        }
+    }
+    Ok(false)
 }
 
 fn lock_facts() -> MutexGuard<'static, Vec<(Py<PyType>, TypeFacts)>> {
@@ -190,6 +209,8 @@ pub fn import_object(
 
 /// The protocol the negotiation chose for an object.
 enum Chosen<'py> {
+    /// Its type's C-level CAI table.
+    CApi(CApi),
     /// A CAI dict: the object itself, or what its `__cuda_array_interface__` gave.
     Dict(Bound<'py, PyDict>),
     /// A cai.Array, read from its own struct.
@@ -208,12 +229,14 @@ enum Holder {
     View,
 }
 
-/// The negotiation, shared by the import and the view: the protocol chosen for `obj`.
+/// The negotiation, shared by the import and the view: the protocol chosen for `obj`
+/// (its type's C-level CAI table only if `c_api`: false once the table refused).
 fn choose<'py>(
     obj: &Bound<'py, PyAny>,
     options: &CaiImportOptions,
     holder: Holder,
     host: AllowHost,
+    c_api: bool,
 ) -> CaiResult<Chosen<'py>> {
     let py = obj.py();
     // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
@@ -225,6 +248,9 @@ fn choose<'py>(
         return Ok(Chosen::Array(array.clone()));
     }
     let facts = type_facts(obj)?;
+    if let Some(api) = facts.c_api.filter(|_| c_api) {
+        return Ok(Chosen::CApi(api));
+    }
     if let Some(exchange) = facts.exchange {
         return Ok(Chosen::Exchange(exchange));
     }
@@ -278,7 +304,22 @@ fn choose<'py>(
 
 /// `obj` read by the protocol chosen for it, to be owned.
 fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions, host: AllowHost) -> CaiResult<Read> {
-    match choose(obj, options, Holder::Import, host)? {
+    read_chosen(obj, choose(obj, options, Holder::Import, host, true)?, options, host)
+}
+
+/// `obj` read by the protocol chosen, to be owned: by the next one when its C-level table
+/// refuses with CAI_ERROR_NOT_SUPPORTED.
+fn read_chosen(
+    obj: &Bound<'_, PyAny>,
+    chosen: Chosen<'_>,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Read> {
+    match chosen {
+        Chosen::CApi(api) => match read_by_c_api(obj, api, options, host)? {
+            Some(read) => Ok(read),
+            None => read_chosen(obj, choose(obj, options, Holder::Import, host, false)?, options, host),
+        },
         Chosen::Dict(dict) => Ok(read_interface(obj, &dict)?),
         Chosen::Array(array) => {
             let read = read_array(&array)?;
@@ -293,6 +334,31 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions, host: AllowHo
         }
         Chosen::Taken(tensor) => Ok(taken_from(obj, tensor)),
     }
+}
+
+/// `obj` read by its type's C-level table, to be owned (None: the table refused it with
+/// CAI_ERROR_NOT_SUPPORTED). A type libcai's glue offered is described by its fill directly,
+/// with the device the fill said and its validation; any other table is asked to `acquire`.
+fn read_by_c_api(
+    obj: &Bound<'_, PyAny>,
+    api: CApi,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Option<Read>> {
+    let mut array = Pooled::zeroed();
+    let keep = Some(obj.clone().unbind());
+    if let Some(offered) = Offered::of(api.table()) {
+        let described = offered.describe_object(obj, host, &mut array)?;
+        let mut read = Read::borrowing(array, described.known_device(), keep);
+        read.validated = Some(described.validated);
+        return Ok(Some(read));
+    }
+    Ok(match call_c_api(api, true, obj, &request_of(options), &mut array)? {
+        // The struct's release (the producer's) runs with the Read or the Array made of it;
+        // `obj` is kept too, for a table whose acquire forgot to.
+        Called::Described => Some(Read::borrowing(array, None, keep)),
+        Called::NotSupported => None,
+    })
 }
 
 /// A description of the tensor taken from `obj`, keeping `obj` alive, with what the core
@@ -389,7 +455,35 @@ fn cannot_borrow(what: &str) -> Failure {
 /// exchange table without the non-owning DLTensor call.
 pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mut CaiArray) -> CaiResult<()> {
     let allow = Caller::CApi.host(&options);
-    let (host, validated) = match choose(obj, &options, Holder::View, allow)? {
+    let chosen = choose(obj, &options, Holder::View, allow, true)?;
+    let (host, validated) = view_chosen(obj, chosen, &options, allow, array)?;
+    import_struct(obj.py(), array, validated, options, host)?;
+    Ok(())
+}
+
+/// `obj` read borrowed into `array` by the protocol chosen (by the next one when its C-level
+/// table refuses): whether it is host memory, and what validation found, if it ran.
+fn view_chosen(
+    obj: &Bound<'_, PyAny>,
+    chosen: Chosen<'_>,
+    options: &CaiImportOptions,
+    allow: AllowHost,
+    array: &mut CaiArray,
+) -> CaiResult<(bool, Option<Validated>)> {
+    Ok(match chosen {
+        Chosen::CApi(api) => {
+            if let Some(offered) = Offered::of(api.table()) {
+                let described = offered.describe_object(obj, allow, array)?;
+                return Ok((described.is_host(), Some(described.validated)));
+            }
+            match call_c_api(api, false, obj, &request_of(options), array)? {
+                Called::Described => (false, None),
+                Called::NotSupported => {
+                    let next = choose(obj, options, Holder::View, allow, false)?;
+                    return view_chosen(obj, next, options, allow, array);
+                }
+            }
+        }
         Chosen::Array(source) => {
             let source = source.get();
             source.live()?;
@@ -433,7 +527,5 @@ pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mu
             }
             (false, None)
         }
-    };
-    import_struct(obj.py(), array, validated, options, host)?;
-    Ok(())
+    })
 }

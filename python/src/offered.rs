@@ -1,0 +1,397 @@
+//! A type offered by `cai_python_offer`: its record (the C-level CAI table, followed by the
+//! author's fill function), the one description routine every protocol of the type reads
+//! through, and the table's `view` and `acquire` (docs/c-level-cai.md sections 3 and 6).
+//!
+//! The audit (every `unsafe` below, and why it is sound):
+//! - `view` and `acquire` are called by a consumer attached to the interpreter (the table's
+//!   contract), with `obj` a live object it holds, `out` writable and `error` NULL or
+//!   writable. They use `pyo3-ffi` calls that make no PyO3 value, so nothing waits in PyO3's
+//!   deferred-decref pool, and they never unwind (one panic boundary each).
+//! - A record is leaked when its type is offered and never freed: a consumer may have cached
+//!   the table's address for as long as the type lives, and the record holds a strong
+//!   reference to its type, so the two live as long as the process.
+
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use cai::binding::dlpack::AllowHost;
+use cai::binding::rules::{validate, Validated};
+use cai::{
+    CaiArray, CaiDLDevice, CaiError, CaiStatus, Error, Status, CAI_DL_CPU, CAI_DL_CUDA, CAI_MEMORY_CUDA,
+    CAI_OK,
+};
+use cai_python::ffi::{
+    CaiCApi, CaiCApiHeader, CaiCApiVersion, CaiPythonFill, CaiRequest, CAI_C_API_MAJOR, CAI_C_API_MINOR,
+    CAI_REQUEST_ALLOW_HOST, CAI_REQUEST_MUST_UNDERSTAND,
+};
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::array::Array;
+use crate::described::Read;
+use crate::errors::{CaiResult, Failure};
+use crate::pool::Pooled;
+
+/// One offered type: the table first, so that the `api` a consumer passes back is the
+/// record's address.
+#[repr(C)]
+pub struct Offered {
+    api: CaiCApi,
+    fill: CaiPythonFill,
+    /// The offered type (a strong reference, never let go of).
+    type_object: *mut ffi::PyTypeObject,
+    /// The type's name, for messages.
+    pub name: String,
+}
+
+// SAFETY: never written after it is made; the type pointer is only compared and passed to
+// PyObject_TypeCheck by threads attached to the interpreter.
+unsafe impl Sync for Offered {}
+// SAFETY: as for Sync.
+unsafe impl Send for Offered {}
+
+/// What a description failed with.
+pub enum Refusal {
+    /// libcai's or the fill's own refusal, with a message naming the type and the field.
+    Cai(Error),
+    /// The fill (or a Python API call) raised: the exception is set.
+    Python,
+}
+
+/// What the fill described, validated.
+pub struct Described {
+    /// CUDA with ordinal -1 when the fill left it: the device is found from the pointer.
+    pub device: CaiDLDevice,
+    pub validated: Validated,
+}
+
+impl Described {
+    /// The device, when the fill said it (host memory, or a CUDA ordinal).
+    pub fn known_device(&self) -> Option<CaiDLDevice> {
+        (self.device.device_type != CAI_DL_CUDA || self.device.device_id >= 0).then_some(self.device)
+    }
+
+    pub fn is_host(&self) -> bool {
+        self.device.device_type == CAI_DL_CPU
+    }
+}
+
+impl Offered {
+    /// A new record for `type_object`, leaked (see the module's audit). The caller holds a
+    /// reference to the type, and this takes one more.
+    ///
+    /// # Safety
+    /// `type_object` is a live type; the caller is attached to the interpreter.
+    pub unsafe fn leak(
+        type_object: *mut ffi::PyTypeObject,
+        fill: CaiPythonFill,
+        name: String,
+    ) -> &'static Offered {
+        // SAFETY: a live type (the caller's contract), referenced for ever from here on.
+        unsafe { ffi::Py_IncRef(type_object.cast()) };
+        Box::leak(Box::new(Offered {
+            api: CaiCApi {
+                header: CaiCApiHeader {
+                    version: CaiCApiVersion { major: CAI_C_API_MAJOR, minor: CAI_C_API_MINOR },
+                    prev_api: std::ptr::null(),
+                },
+                view: Some(view),
+                acquire: Some(acquire),
+                current_stream: None,
+            },
+            fill,
+            type_object,
+            name,
+        }))
+    }
+
+    /// The table, as a capsule publishes it.
+    pub fn api(&'static self) -> *const CaiCApi {
+        &self.api
+    }
+
+    /// The record behind `api`, when `api` is a table this module made (any other table is
+    /// a producer's own).
+    pub fn of(api: *const CaiCApi) -> Option<&'static Offered> {
+        // SAFETY: `api` is a live table (a consumer found it in a capsule); its `view` is read,
+        // and only a table whose `view` is this module's is a record's first field. (Another
+        // library's function cannot share this address; were this one's address to differ
+        // between codegen units, a record would be taken for a foreign table and read by its
+        // `acquire`, which is correct too.)
+        let view_of_api = unsafe { (*api).view };
+        let ours =
+            view_of_api.is_some_and(|f| std::ptr::fn_addr_eq(f, view as cai_python::ffi::CaiCApiDescribe));
+        // SAFETY: checked: `api` is the first field of a leaked, never-freed record.
+        ours.then(|| unsafe { &*api.cast::<Offered>() })
+    }
+
+    /// Describes `obj` into `out` through the author's fill, validated: the constant fields and
+    /// defaults first, then the fill, then every rule of the spec. `out` is unspecified on
+    /// failure. `allow_host`: whether a host array is described (else CAI_ERROR_HOST_MEMORY).
+    ///
+    /// # Safety
+    /// The caller is attached to the interpreter and holds `obj`, a live object.
+    pub unsafe fn describe(
+        &self,
+        obj: *mut ffi::PyObject,
+        allow_host: bool,
+        out: &mut CaiArray,
+    ) -> Result<Described, Refusal> {
+        // SAFETY: a live object and a live type (the caller's contract; the record's own).
+        if unsafe { ffi::PyObject_TypeCheck(obj, self.type_object) } == 0 {
+            return Err(Refusal::Cai(Error::new(
+                Status::InvalidArgument,
+                format!("obj is not a '{}' (nor of a subclass): the table describes only those", self.name),
+            )));
+        }
+        write_defaults(out);
+        let mut device = CaiDLDevice { device_type: CAI_DL_CUDA, device_id: -1 };
+        let mut error = CaiError { code: 0, driver_result: 0, message: [0; cai::CAI_ERROR_MESSAGE_CAPACITY] };
+        // SAFETY: the author's function, called as cai_python.h's CaiPythonFill says: attached,
+        // a live `self`, writable out-parameters.
+        let status = unsafe { (self.fill)(obj, out, &mut device, &mut error) };
+        // SAFETY: a plain query of this thread's exception state.
+        let raised = unsafe { !ffi::PyErr_Occurred().is_null() };
+        if raised {
+            return Err(Refusal::Python);
+        }
+        if status == Status::Python.code() {
+            let message = format!(
+                "the fill function of '{}' returned CAI_ERROR_PYTHON without an exception set",
+                self.name
+            );
+            set_system_error(&message);
+            return Err(Refusal::Python);
+        }
+        if status != CAI_OK {
+            return Err(Refusal::Cai(self.fill_refused(status, &error)));
+        }
+        if !out.owner.is_null() || out.release.is_some() {
+            return Err(self.invalid(
+                Status::InvalidArgument,
+                "set owner or release; a fill describes a borrowed view (the glue owns what acquire hands out)",
+            ));
+        }
+        let validated = validate(out).map_err(|e| Refusal::Cai(self.wrote_invalid(e)))?;
+        match device.device_type {
+            CAI_DL_CUDA => {}
+            CAI_DL_CPU if allow_host => {}
+            CAI_DL_CPU => {
+                return Err(Refusal::Cai(Error::new(
+                    Status::HostMemory,
+                    format!(
+                    "the '{}' is host memory (its fill set device kDLCPU), and host memory was not allowed",
+                    self.name
+                ),
+                )))
+            }
+            other => {
+                return Err(self.invalid(
+                    Status::InvalidArgument,
+                    &format!("set device type {other}; a fill sets CAI_DL_CUDA (2) or CAI_DL_CPU (1)"),
+                ))
+            }
+        }
+        Ok(Described { device, validated })
+    }
+
+    /// `describe` of a Python object, its refusals as failures: a host array refused in the
+    /// caller's terms (`host.how`).
+    pub fn describe_object(
+        &self,
+        obj: &Bound<'_, PyAny>,
+        host: AllowHost,
+        out: &mut CaiArray,
+    ) -> CaiResult<Described> {
+        // SAFETY: attached (a Bound exists), `obj` held by the caller.
+        match unsafe { self.describe(obj.as_ptr(), host.allowed, out) } {
+            Ok(described) => Ok(described),
+            Err(Refusal::Python) => Err(Failure::Python(PyErr::fetch(obj.py()))),
+            Err(Refusal::Cai(mut error)) => {
+                if error.status == Status::HostMemory {
+                    error.message = format!("{}: {}", error.message, host.how);
+                }
+                Err(Failure::Cai(error))
+            }
+        }
+    }
+
+    /// A new cai.Array of `obj`'s description, keeping `obj` alive: what the type's Python
+    /// protocols (`__cuda_array_interface__`, `__dlpack__`, the exchange table) export.
+    pub fn array_of<'py>(&self, obj: &Bound<'py, PyAny>) -> CaiResult<Bound<'py, Array>> {
+        let mut array = Pooled::zeroed();
+        let host = AllowHost { allowed: true, how: "" };
+        let described = self.describe_object(obj, host, &mut array)?;
+        let mut read = Read::borrowing(array, described.known_device(), Some(obj.clone().unbind()));
+        read.validated = Some(described.validated);
+        Ok(Bound::new(obj.py(), Array::new(read, None))?)
+    }
+
+    /// The fill's own refusal, its message prefixed with the type (or made, when it wrote none).
+    fn fill_refused(&self, status: CaiStatus, error: &CaiError) -> Error {
+        let status = Status::from_code(status).unwrap_or(Status::InvalidArgument);
+        let written = error.message_str();
+        let message = if written.is_empty() {
+            format!("the fill function of '{}' returned {} without a message", self.name, status.name())
+        } else {
+            format!("'{}': {written}", self.name)
+        };
+        Error { status, driver_result: error.driver_result, message }
+    }
+
+    fn invalid(&self, status: Status, what: &str) -> Refusal {
+        Refusal::Cai(Error::new(status, format!("the fill function of '{}' {what}", self.name)))
+    }
+
+    fn wrote_invalid(&self, error: Error) -> Error {
+        Error {
+            message: format!(
+                "the fill function of '{}' described an invalid array: {}",
+                self.name, error.message
+            ),
+            ..error
+        }
+    }
+}
+
+/// What the glue writes before the fill: a 0-d, writable, C-contiguous "|u1" CUDA array at data
+/// 0, no mask, no descr, no pending work. Shape and strides beyond ndim, and the typestr's
+/// bytes after its NUL, are left as they are (never read).
+fn write_defaults(out: &mut CaiArray) {
+    out.abi_version = 0;
+    out.version = 3;
+    out.owner = std::ptr::null_mut();
+    out.release = None;
+    out.ndim = 0;
+    out.readonly = 0;
+    out.strides_given = 0;
+    out.descr_count = 0;
+    out.data = 0;
+    out.stream = 0;
+    out.typestr[..4].copy_from_slice(&[b'|' as _, b'u' as _, b'1' as _, 0]);
+    out.mask = std::ptr::null();
+    out.descr = std::ptr::null();
+    out.memory = CAI_MEMORY_CUDA;
+    out.stream_kind = 0;
+    out.byte_offset = 0;
+    out.reserved = Default::default();
+}
+
+/// Raises SystemError with `message`.
+fn set_system_error(message: &str) {
+    let text = std::ffi::CString::new(message).unwrap_or_default();
+    // SAFETY: attached (the callers' contract); a static exception type and a C string.
+    unsafe { ffi::PyErr_SetString(ffi::PyExc_SystemError, text.as_ptr()) };
+}
+
+/// Whether a request asks for something this table does not understand, and host memory is
+/// allowed.
+fn read_request(request: *const CaiRequest) -> Result<bool, Refusal> {
+    // SAFETY: NULL (all zero) or the consumer's request.
+    let request = unsafe { request.as_ref() }.copied().unwrap_or_default();
+    let unknown = request.flags & CAI_REQUEST_MUST_UNDERSTAND & !CAI_REQUEST_ALLOW_HOST;
+    if unknown != 0 {
+        return Err(Refusal::Cai(Error::new(
+            Status::NotSupported,
+            format!("request flags {unknown:#x} are not understood by this table (version 1.0)"),
+        )));
+    }
+    Ok(request.flags & CAI_REQUEST_ALLOW_HOST != 0)
+}
+
+/// The status of a refusal, its error written (a Python exception stays set).
+fn report(refusal: Refusal, error: *mut CaiError) -> CaiStatus {
+    let written = match refusal {
+        Refusal::Cai(e) => e,
+        Refusal::Python => Error::new(Status::Python, "a Python exception is set"),
+    };
+    cai::binding::write_error(error, &written);
+    written.status.code()
+}
+
+/// The table's body: the record, the request, the description; a panic is CAI_ERROR_PANIC.
+fn table_entry(
+    api: *const CaiCApi,
+    obj: *mut ffi::PyObject,
+    request: *const CaiRequest,
+    out: *mut CaiArray,
+    error: *mut CaiError,
+    owning: bool,
+) -> CaiStatus {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        if api.is_null() || obj.is_null() || out.is_null() {
+            let which = if api.is_null() {
+                "api"
+            } else if obj.is_null() {
+                "obj"
+            } else {
+                "out"
+            };
+            return Err(Refusal::Cai(Error::new(Status::NullArgument, format!("{which} is NULL"))));
+        }
+        let Some(record) = Offered::of(api) else {
+            return Err(Refusal::Cai(Error::new(Status::InvalidArgument, "api is not a table libcai made")));
+        };
+        let allow_host = read_request(request)?;
+        // SAFETY: checked non-NULL; the consumer's writable struct.
+        let out = unsafe { &mut *out };
+        // SAFETY: the table's contract: attached, `obj` held.
+        unsafe { record.describe(obj, allow_host, out) }?;
+        if owning {
+            // SAFETY: a live object; the reference is the struct's, let go of by its release.
+            unsafe { ffi::Py_IncRef(obj) };
+            out.owner = obj.cast::<c_void>();
+            out.release = Some(release_acquired);
+        }
+        Ok(())
+    }));
+    match outcome {
+        Ok(Ok(())) => CAI_OK,
+        Ok(Err(refusal)) => report(refusal, error),
+        Err(_) => report(
+            Refusal::Cai(Error::new(
+                Status::Panic,
+                "libcai panicked in an offered type's table (a bug; please report it)",
+            )),
+            error,
+        ),
+    }
+}
+
+/// The table's `view`: the fill's description, borrowed (nothing to release).
+unsafe extern "C" fn view(
+    api: *const CaiCApi,
+    obj: *mut ffi::PyObject,
+    request: *const CaiRequest,
+    out: *mut CaiArray,
+    error: *mut CaiError,
+) -> CaiStatus {
+    table_entry(api, obj, request, out, error, false)
+}
+
+/// The table's `acquire`: the description, owning a reference to `obj` until its release.
+unsafe extern "C" fn acquire(
+    api: *const CaiCApi,
+    obj: *mut ffi::PyObject,
+    request: *const CaiRequest,
+    out: *mut CaiArray,
+    error: *mut CaiError,
+) -> CaiStatus {
+    table_entry(api, obj, request, out, error, true)
+}
+
+/// Lets go of the object an `acquire` referenced, attached to the interpreter from any thread;
+/// once the interpreter is finalizing it is leaked on purpose (nothing may attach then).
+unsafe extern "C" fn release_acquired(array: *mut CaiArray) {
+    // SAFETY: NULL or the struct `acquire` wrote (cai_release runs this once).
+    let Some(array) = (unsafe { array.as_mut() }) else { return };
+    let owner = std::mem::replace(&mut array.owner, std::ptr::null_mut()).cast::<ffi::PyObject>();
+    array.release = None;
+    if owner.is_null() {
+        return;
+    }
+    // Attached from any thread; None once the interpreter is finalizing, when nothing may
+    // attach and the reference is leaked on purpose.
+    // SAFETY: the reference `acquire` took, let go of once (the owner was cleared above).
+    let _ = pyo3::Python::try_attach(|_| unsafe { ffi::Py_DecRef(owner) });
+}

@@ -1,0 +1,160 @@
+//! The C-level CAI table as a consumer reads it (docs/c-level-cai.md sections 1, 6 and 11):
+//! found once per type along the MRO, checked by capsule name and major version, and called
+//! per object into a struct the caller owns.
+
+use cai::{CaiArray, CaiError, CaiImportOptions, Error, Status, CAI_OK};
+use cai_python::ffi::{
+    CaiCApi, CaiCApiHeader, CaiRequest, CAI_C_API_ATTRIBUTE, CAI_C_API_CAPSULE_NAME, CAI_C_API_MAJOR,
+    CAI_REQUEST_ALLOW_HOST,
+};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple, PyType};
+
+use crate::errors::{CaiResult, Failure};
+
+/// A type's table of major 1. It lives as long as the type (the proposal's rule), which the
+/// negotiation's per-type facts keep alive while they hold this.
+#[derive(Clone, Copy)]
+pub struct CApi(*const CaiCApi);
+
+// SAFETY: the table is immutable, in storage that outlives the type holding it.
+unsafe impl Send for CApi {}
+// SAFETY: as for Send.
+unsafe impl Sync for CApi {}
+
+impl CApi {
+    pub fn table(self) -> *const CaiCApi {
+        self.0
+    }
+}
+
+/// Chains longer than this are taken for a cycle.
+const LONGEST_CHAIN: usize = 16;
+
+/// `ty`'s table, if it offers one this consumer reads: the attribute found along the MRO (None
+/// there: hidden by a subclass), unless a class nearer in the MRO than the one defining it
+/// defines `__cuda_array_interface__` (a subclass that changed the dict), a capsule of the
+/// protocol's name, a header chain reaching major 1. A capsule of another name or a chain
+/// without major 1 is not offered to this consumer: the object is read by its other protocols.
+pub fn lookup_c_api(ty: &Bound<'_, PyType>) -> PyResult<Option<CApi>> {
+    let py = ty.py();
+    let attribute = PyString::new(py, CAI_C_API_ATTRIBUTE.to_str().unwrap_or_default());
+    let Some(capsule) = ty.getattr_opt(&attribute)? else { return Ok(None) };
+    if capsule.is_none() || interface_defined_nearer(ty, &attribute)? {
+        return Ok(None);
+    }
+    // SAFETY: a live object; PyCapsule_GetPointer checks its type and name (NULL with an
+    // exception when either differs).
+    let mut header =
+        unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), CAI_C_API_CAPSULE_NAME.as_ptr()) }
+            .cast::<CaiCApiHeader>()
+            .cast_const();
+    if header.is_null() {
+        drop(PyErr::take(py));
+        return Ok(None);
+    }
+    for _ in 0..LONGEST_CHAIN {
+        if header.is_null() {
+            break;
+        }
+        // SAFETY: a table header in static storage (the protocol's rule), read by value.
+        let (major, previous) = unsafe { ((*header).version.major, (*header).prev_api) };
+        if major == CAI_C_API_MAJOR {
+            return Ok(Some(CApi(header.cast())));
+        }
+        header = previous;
+    }
+    Ok(None)
+}
+
+/// Whether a class nearer in `ty`'s MRO than the one defining `attribute` (a type-level
+/// table) defines `__cuda_array_interface__` itself: a subclass that changed the dict (added a
+/// mask, moved the stream), whose instances the inherited table would describe wrongly.
+pub fn interface_defined_nearer(ty: &Bound<'_, PyType>, attribute: &Bound<'_, PyString>) -> PyResult<bool> {
+    let py = ty.py();
+    let mro = ty.getattr(intern!(py, "__mro__"))?.cast_into::<PyTuple>()?;
+    for class in mro.iter() {
+        let own = class.getattr(intern!(py, "__dict__"))?;
+        if own.contains(attribute)? {
+            return Ok(false);
+        }
+        if own.contains(intern!(py, "__cuda_array_interface__"))? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The request of a libcai consumer: host memory allowed as the options say, and the
+/// consumer's stream as the hint.
+pub fn request_of(options: &CaiImportOptions) -> CaiRequest {
+    CaiRequest {
+        flags: if options.allow_host != 0 { CAI_REQUEST_ALLOW_HOST } else { 0 },
+        consumer_stream: options.consumer_stream,
+        reserved: [0; 2],
+    }
+}
+
+/// What a table call gave.
+pub enum Called {
+    /// `out` describes the object (owning, for `acquire`).
+    Described,
+    /// The table refused with CAI_ERROR_NOT_SUPPORTED: read the object by another protocol.
+    NotSupported,
+}
+
+/// Calls the table's `acquire` (`owning`) or `view` on `obj` into `out`. Its refusals become
+/// cai.CaiError with their status and message; CAI_ERROR_PYTHON the exception it set.
+pub fn call_c_api(
+    api: CApi,
+    owning: bool,
+    obj: &Bound<'_, PyAny>,
+    request: &CaiRequest,
+    out: &mut CaiArray,
+) -> CaiResult<Called> {
+    let py = obj.py();
+    // SAFETY: a live table (see CApi).
+    let table = unsafe { &*api.table() };
+    let Some(function) = (if owning { table.acquire } else { table.view }) else {
+        return Ok(Called::NotSupported);
+    };
+    let mut error = CaiError { code: 0, driver_result: 0, message: [0; cai::CAI_ERROR_MESSAGE_CAPACITY] };
+    // SAFETY: the protocol's call: attached, `obj` held by the caller, `out` and `error`
+    // writable for the call.
+    let status = unsafe { function(api.table(), obj.as_ptr(), request, out, &mut error) };
+    if status == CAI_OK {
+        return Ok(Called::Described);
+    }
+    // An exception exists only with CAI_ERROR_PYTHON; one a producer left otherwise is dropped
+    // for its status, which is the report.
+    let raised = PyErr::take(py);
+    let Some(status) = Status::from_code(status) else {
+        return Err(refused(obj, Status::InvalidArgument, &format!("returned the unknown status {status}")));
+    };
+    match status {
+        Status::NotSupported => Ok(Called::NotSupported),
+        Status::Python => Err(Failure::Python(raised.unwrap_or_else(|| {
+            pyo3::exceptions::PySystemError::new_err(format!(
+                "the C-level CAI table of '{}' returned CAI_ERROR_PYTHON without an exception set",
+                type_name(obj)
+            ))
+        }))),
+        _ => {
+            let message = error.message_str();
+            if message.is_empty() {
+                Err(refused(obj, status, &format!("returned {} without a message", status.name())))
+            } else {
+                Err(Failure::Cai(Error { status, driver_result: error.driver_result, message }))
+            }
+        }
+    }
+}
+
+fn refused(obj: &Bound<'_, PyAny>, status: Status, what: &str) -> Failure {
+    Failure::Cai(Error::new(status, format!("the C-level CAI table of '{}' {what}", type_name(obj))))
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}

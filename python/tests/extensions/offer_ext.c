@@ -1,0 +1,294 @@
+// A C producer offered through cai_python_offer: `Image`, a heap type, and `StaticImage`, a
+// static type, both described by one fill function; a `fault` chosen at construction makes the
+// fill break one rule (for the tests of the glue's errors). The module also reads any object's
+// C-level CAI table as a C consumer would (docs/c-level-cai.md section 10), and through
+// cai_python_view.
+#define PY_SSIZE_T_CLEAN
+#include "cai_python.h"
+
+#include <string.h>
+
+enum Fault {
+  FAULT_NONE,
+  FAULT_REFUSES,         // returns CAI_ERROR_INVALID_SHAPE with a message
+  FAULT_RAISES,          // raises RuntimeError, returns CAI_ERROR_PYTHON
+  FAULT_NEGATIVE_SHAPE,  // an invalid layout
+  FAULT_SETS_RELEASE,    // sets release (a fill describes a borrowed view)
+  FAULT_SILENT_PYTHON,   // returns CAI_ERROR_PYTHON with no exception set
+  FAULT_CHANGES,         // a different shape on every call
+  FAULT_BAD_DEVICE,      // a device type other than CUDA or CPU
+  FAULT_SILENT_REFUSAL,  // returns CAI_ERROR_INVALID_TYPESTR with no message
+};
+
+typedef struct {
+  PyObject_HEAD
+  PyObject *base;  // what keeps the memory alive
+  unsigned long long data;
+  Py_ssize_t height, width;
+  char typestr[8];
+  unsigned long long stream;
+  int readonly, host, fault, calls;
+} Image;
+
+static void noop_release(CaiArray *array) { (void)array; }
+
+static CaiStatus image_fill(PyObject *self, CaiArray *out, CaiDLDevice *device, CaiError *error) {
+  Image *im = (Image *)self;
+  im->calls++;
+  out->data = im->data;
+  out->ndim = 2;
+  out->shape[0] = im->height;
+  out->shape[1] = im->width;
+  strcpy(out->typestr, im->typestr);
+  out->readonly = (uint32_t)im->readonly;
+  out->stream = im->stream;
+  if (im->host) {
+    device->device_type = CAI_DL_CPU;
+    device->device_id = 0;
+  }
+  switch (im->fault) {
+    case FAULT_REFUSES:
+      error->code = CAI_ERROR_INVALID_SHAPE;
+      strcpy(error->message, "height is not set yet (call load() first)");
+      return CAI_ERROR_INVALID_SHAPE;
+    case FAULT_RAISES:
+      PyErr_SetString(PyExc_RuntimeError, "the image was closed");
+      return CAI_ERROR_PYTHON;
+    case FAULT_NEGATIVE_SHAPE:
+      out->shape[0] = -3;
+      break;
+    case FAULT_SETS_RELEASE:
+      out->release = noop_release;
+      break;
+    case FAULT_SILENT_PYTHON:
+      return CAI_ERROR_PYTHON;
+    case FAULT_CHANGES:
+      out->shape[0] = im->calls;
+      break;
+    case FAULT_BAD_DEVICE:
+      device->device_type = 7;
+      break;
+    case FAULT_SILENT_REFUSAL:
+      return CAI_ERROR_INVALID_TYPESTR;
+  }
+  return CAI_OK;
+}
+
+static int image_init(PyObject *self, PyObject *args, PyObject *kwargs) {
+  static char *names[] = {"data", "height", "width", "typestr", "stream", "readonly", "host", "fault", "base", NULL};
+  Image *im = (Image *)self;
+  const char *typestr = "|u1";
+  PyObject *base = Py_None;
+  im->stream = 0;
+  im->readonly = im->host = im->fault = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Knn|sKppiO", names, &im->data, &im->height, &im->width, &typestr,
+                                   &im->stream, &im->readonly, &im->host, &im->fault, &base))
+    return -1;
+  if (strlen(typestr) >= sizeof im->typestr) {
+    PyErr_SetString(PyExc_ValueError, "typestr too long");
+    return -1;
+  }
+  strcpy(im->typestr, typestr);
+  Py_INCREF(base);
+  Py_XSETREF(im->base, base);
+  return 0;
+}
+
+static int image_traverse(PyObject *self, visitproc visit, void *arg) {
+  Py_VISIT(((Image *)self)->base);
+  Py_VISIT(Py_TYPE(self));
+  return 0;
+}
+
+static int image_clear(PyObject *self) {
+  Py_CLEAR(((Image *)self)->base);
+  return 0;
+}
+
+static void image_dealloc(PyObject *self) {
+  PyTypeObject *type = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  image_clear(self);
+  type->tp_free(self);
+  if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) Py_DECREF(type);
+}
+
+static PyObject *image_calls(PyObject *self, void *closure) {
+  (void)closure;
+  return PyLong_FromLong(((Image *)self)->calls);
+}
+
+static PyGetSetDef image_getset[] = {{"calls", image_calls, NULL, "how often the fill ran", NULL}, {NULL}};
+
+static PyType_Slot image_slots[] = {
+    {Py_tp_init, image_init},       {Py_tp_dealloc, image_dealloc}, {Py_tp_traverse, image_traverse},
+    {Py_tp_clear, image_clear},     {Py_tp_getset, image_getset},   {Py_tp_new, PyType_GenericNew},
+    {0, NULL}};
+
+static PyType_Spec image_spec = {"cai_offer_ext.Image", sizeof(Image), 0,
+                                 Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, image_slots};
+
+static PyTypeObject StaticImageType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cai_offer_ext.StaticImage",
+    .tp_basicsize = sizeof(Image),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_init = image_init,
+    .tp_dealloc = image_dealloc,
+    .tp_traverse = image_traverse,
+    .tp_clear = image_clear,
+    .tp_getset = image_getset,
+    .tp_new = PyType_GenericNew,
+};
+
+// The C-level table of `obj`'s type, as a C consumer finds it: 1 found, 0 not offered, -1 raised.
+static int c_api_of(PyTypeObject *type, const CaiCApi **api) {
+  *api = NULL;
+  PyObject *cap = PyObject_GetAttrString((PyObject *)type, CAI_C_API_ATTRIBUTE);
+  if (cap == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  if (cap == Py_None) {
+    Py_DECREF(cap);
+    return 0;
+  }
+  const CaiCApiHeader *h = PyCapsule_GetPointer(cap, CAI_C_API_CAPSULE_NAME);
+  Py_DECREF(cap);
+  if (h == NULL) return -1;
+  for (int hops = 0; h != NULL && hops < 16; h = h->prev_api, hops++)
+    if (h->version.major == CAI_C_API_MAJOR) {
+      *api = (const CaiCApi *)h;
+      return 1;
+    }
+  return 0;
+}
+
+static PyObject *described(const CaiArray *a) {
+  PyObject *shape = PyTuple_New(a->ndim);
+  if (shape == NULL) return NULL;
+  for (int i = 0; i < a->ndim; i++) PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(a->shape[i]));
+  return Py_BuildValue("{sKsNsssisKsO}", "data", (unsigned long long)a->data, "shape", shape, "typestr", a->typestr,
+                       "readonly", (int)a->readonly, "stream", (unsigned long long)a->stream, "owning",
+                       a->release != NULL ? Py_True : Py_False);
+}
+
+static PyObject *raise_status(CaiStatus status, const CaiError *e) {
+  return PyErr_Format(PyExc_ValueError, "%s: %s", cai_status_string(status), e->message);
+}
+
+// table_view(obj, allow_host=False, acquire=False, flags=0, via=None): the table of
+// type(obj) (or of the type `via`) asked to view (or acquire, then release) obj into a
+// struct, as a dict; the table's own refusal as ValueError("STATUS: message").
+static PyObject *table_view(PyObject *self, PyObject *args, PyObject *kwargs) {
+  static char *names[] = {"obj", "allow_host", "acquire", "flags", "via", NULL};
+  PyObject *obj, *via = NULL;
+  int allow_host = 0, acquire = 0;
+  unsigned long long flags = 0;
+  (void)self;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|ppKO!", names, &obj, &allow_host, &acquire, &flags,
+                                   &PyType_Type, &via))
+    return NULL;
+  const CaiCApi *api;
+  int found = c_api_of(via != NULL ? (PyTypeObject *)via : Py_TYPE(obj), &api);
+  if (found < 0) return NULL;
+  if (found == 0) Py_RETURN_NONE;
+  CaiRequest request = {0};
+  request.flags = flags | (allow_host ? CAI_REQUEST_ALLOW_HOST : 0);
+  CaiArray a;
+  CaiError e;
+  CaiStatus s = (acquire ? api->acquire : api->view)(api, obj, &request, &a, &e);
+  if (s == CAI_ERROR_PYTHON) return NULL;
+  if (PyErr_Occurred()) return PyErr_Format(PyExc_SystemError, "an exception set with status %d", (int)s);
+  if (s != CAI_OK) return raise_status(s, &e);
+  PyObject *result = described(&a);
+  if (acquire) cai_release(&a, NULL);
+  return result;
+}
+
+// view(obj, allow_host=False): cai_python_view's struct, as a dict.
+static PyObject *view(PyObject *self, PyObject *args, PyObject *kwargs) {
+  static char *names[] = {"obj", "allow_host", NULL};
+  PyObject *obj;
+  int allow_host = 0;
+  (void)self;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p", names, &obj, &allow_host)) return NULL;
+  CaiImportOptions options = {0};
+  options.allow_host = (uint32_t)allow_host;
+  options.sync_mode = CAI_SYNC_NONE;
+  CaiArray a;
+  if (cai_python_view(obj, &options, &a, NULL) != CAI_OK) return NULL;
+  return described(&a);
+}
+
+// acquire_kept(obj): the table's acquire, handed back as a capsule whose destructor releases it
+// (for the lifetime tests: the object lives while the capsule does).
+static void release_capsule(PyObject *capsule) {
+  CaiArray *a = PyCapsule_GetPointer(capsule, "cai_offer_ext.acquired");
+  cai_release(a, NULL);
+  PyMem_Free(a);
+}
+
+static PyObject *acquire_kept(PyObject *self, PyObject *obj) {
+  (void)self;
+  const CaiCApi *api;
+  int found = c_api_of(Py_TYPE(obj), &api);
+  if (found <= 0) return found < 0 ? NULL : PyErr_Format(PyExc_TypeError, "no C-level table");
+  CaiArray *a = PyMem_Malloc(sizeof *a);
+  CaiError e;
+  if (a == NULL) return PyErr_NoMemory();
+  CaiStatus s = api->acquire(api, obj, NULL, a, &e);
+  if (s != CAI_OK) {
+    PyMem_Free(a);
+    return s == CAI_ERROR_PYTHON ? NULL : raise_status(s, &e);
+  }
+  PyObject *capsule = PyCapsule_New(a, "cai_offer_ext.acquired", release_capsule);
+  if (capsule == NULL) {
+    cai_release(a, NULL);
+    PyMem_Free(a);
+  }
+  return capsule;
+}
+
+// offer(type): offers any type with this module's fill (the tests offer twice, and a
+// type whose instances are no Image, to see the refusals).
+static PyObject *offer(PyObject *self, PyObject *type) {
+  (void)self;
+  if (!PyType_Check(type)) return PyErr_Format(PyExc_TypeError, "a type, please");
+  if (cai_python_offer((PyTypeObject *)type, image_fill) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"table_view", (PyCFunction)(void (*)(void))table_view, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"view", (PyCFunction)(void (*)(void))view, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"acquire_kept", acquire_kept, METH_O, NULL},
+    {"offer", offer, METH_O, NULL},
+    {NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cai_offer_ext", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_cai_offer_ext(void) {
+  if (cai_python_import() < 0) return NULL;
+  PyObject *m = PyModule_Create(&module);
+  if (m == NULL) return NULL;
+  PyObject *image = PyType_FromSpec(&image_spec);
+  if (image == NULL || cai_python_offer((PyTypeObject *)image, image_fill) < 0 ||
+      PyModule_AddObject(m, "Image", image) < 0)
+    goto fail;
+  if (PyType_Ready(&StaticImageType) < 0 || cai_python_offer(&StaticImageType, image_fill) < 0) goto fail;
+  Py_INCREF(&StaticImageType);
+  if (PyModule_AddObject(m, "StaticImage", (PyObject *)&StaticImageType) < 0) goto fail;
+  PyModule_AddIntConstant(m, "FAULT_REFUSES", FAULT_REFUSES);
+  PyModule_AddIntConstant(m, "FAULT_RAISES", FAULT_RAISES);
+  PyModule_AddIntConstant(m, "FAULT_NEGATIVE_SHAPE", FAULT_NEGATIVE_SHAPE);
+  PyModule_AddIntConstant(m, "FAULT_SETS_RELEASE", FAULT_SETS_RELEASE);
+  PyModule_AddIntConstant(m, "FAULT_SILENT_PYTHON", FAULT_SILENT_PYTHON);
+  PyModule_AddIntConstant(m, "FAULT_CHANGES", FAULT_CHANGES);
+  PyModule_AddIntConstant(m, "FAULT_BAD_DEVICE", FAULT_BAD_DEVICE);
+  PyModule_AddIntConstant(m, "FAULT_SILENT_REFUSAL", FAULT_SILENT_REFUSAL);
+  return m;
+fail:
+  Py_DECREF(m);
+  return NULL;
+}

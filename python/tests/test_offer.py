@@ -1,0 +1,206 @@
+"""A C type offered by cai_python_offer (python/tests/extensions/offer_ext.c: a heap type and a
+static type sharing one fill function) gains every producer protocol, read by numpy, torch,
+tvm-ffi, cuda.core and libcai itself (through the C-level table, from Python and from C), on
+host memory and on the fake CUDA driver's memory (a test double); each fault of a broken fill
+is a clear error naming the type and the field, never a crash."""
+
+import gc
+import importlib
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import cai
+from conftest import DEVICE_BUFFER, ROOT
+
+sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
+import build  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ext(tmp_path_factory):
+    out = tmp_path_factory.mktemp("offer")
+    build.compile_module([build.HERE / "offer_ext.c"], out / f"cai_offer_ext{build.SUFFIX}", cpp=False)
+    sys.path.insert(0, str(out))
+    try:
+        return importlib.import_module("cai_offer_ext")
+    finally:
+        sys.path.remove(str(out))
+
+
+@pytest.fixture(params=["Image", "StaticImage"])
+def kind(request, ext):
+    return getattr(ext, request.param)
+
+
+def host_image(kind, values=None, **kwargs):
+    values = np.arange(12, dtype=np.uint8).reshape(3, 4) if values is None else values
+    return kind(values.ctypes.data, *values.shape, host=True, base=values, **kwargs), values
+
+
+def test_host_image_is_read_by_numpy_torch_and_libcai_through_every_protocol(kind):
+    image, values = host_image(kind)
+    np.testing.assert_array_equal(np.from_dlpack(image), values)
+    assert image.__dlpack_device__() == (1, 0)
+    taken = cai.from_object(image, allow_host=True)
+    assert (taken.data_ptr, taken.shape, taken.typestr) == (values.ctypes.data, (3, 4), "|u1")
+    assert taken.__dlpack_device__() == (1, 0)
+    # The CAI describes device memory only: a host instance lacks the dict, as a CPU tensor does.
+    assert not hasattr(image, "__cuda_array_interface__")
+    torch = pytest.importorskip("torch")
+    assert torch.equal(torch.from_dlpack(image), torch.from_numpy(values))
+
+
+def test_host_image_is_read_by_tvm_ffi_and_cuda_core(kind):
+    image, values = host_image(kind)
+    tvm_ffi = pytest.importorskip("tvm_ffi")
+    tensor = tvm_ffi.from_dlpack(image)
+    assert (tensor.shape, tensor.data_ptr()) == ((3, 4), values.ctypes.data)
+    utils = pytest.importorskip("cuda.core.utils")
+    view = utils.StridedMemoryView.from_dlpack(image, stream_ptr=-1)
+    assert (view.shape, view.ptr) == ((3, 4), values.ctypes.data)
+
+
+def test_host_memory_is_refused_without_allow_host_naming_the_type_and_the_fix(kind):
+    image, _ = host_image(kind)
+    with pytest.raises(cai.CaiError, match=rf"'{kind.__name__}' is host memory.*allow_host=True") as raised:
+        cai.from_object(image)
+    assert raised.value.status == "CAI_ERROR_HOST_MEMORY"
+
+
+def test_device_image_offers_the_v3_dict_and_libcai_reads_it_by_the_table_fake_driver(kind, fake):
+    stream = fake.stream()
+    image = kind(DEVICE_BUFFER, 2, 8, typestr="<f4", stream=stream)
+    assert image.__cuda_array_interface__ == {
+        "shape": (2, 8), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3, "strides": None,
+        "stream": stream}
+    calls = image.calls
+    taken = cai.from_object(image, sync=False)
+    assert image.calls == calls + 1  # one fill, no dict built
+    assert (taken.data_ptr, taken.shape, taken.typestr, taken.stream) == (DEVICE_BUFFER, (2, 8), "<f4", stream)
+    assert taken.owner is image
+
+
+def test_the_dlpack_export_orders_the_producer_stream_before_the_consumers_fake_driver(kind, fake):
+    producer = fake.stream()
+    consumer = fake.stream()
+    image = kind(DEVICE_BUFFER, 4, 4, typestr="<u4", stream=producer)
+    fake.begin(0)
+    capsule = image.__dlpack__(stream=consumer, max_version=(1, 0))
+    assert type(capsule).__name__ == "PyCapsule"
+    log = fake.log()
+    assert "cuEventRecord" in log and "cuStreamWaitEvent" in log, log
+
+
+def test_c_consumers_read_the_table_view_and_acquire_fake_driver(kind, ext):
+    image = kind(DEVICE_BUFFER, 2, 3, typestr="<i2", stream=1, readonly=True)
+    expected = {"data": DEVICE_BUFFER, "shape": (2, 3), "typestr": "<i2", "readonly": 1, "stream": 1}
+    assert ext.table_view(image) == {**expected, "owning": False}
+    assert ext.table_view(image, acquire=True) == {**expected, "owning": True}
+    assert ext.view(image) == {**expected, "owning": False}
+
+
+def test_the_table_refuses_unknown_must_understand_flags_and_objects_of_other_types(kind, ext):
+    image = kind(DEVICE_BUFFER, 2, 3)
+    with pytest.raises(ValueError, match=r"CAI_ERROR_NOT_SUPPORTED: request flags 0x2"):
+        ext.table_view(image, flags=2)
+    assert ext.table_view(image, flags=1 << 40)["shape"] == (2, 3)  # may-ignore bits are ignored
+    other = ext.Image if kind is ext.StaticImage else ext.StaticImage
+    with pytest.raises(ValueError, match=rf"CAI_ERROR_INVALID_ARGUMENT: obj is not a '{other.__name__}'"):
+        ext.table_view(image, via=other)
+
+
+class_with_weakref = {}
+
+
+def weak_image_type(ext):
+    """A subclass of Image, whose instances (unlike the C type's) take weak references."""
+    return class_with_weakref.setdefault(ext, type("WeakImage", (ext.Image,), {}))
+
+
+def test_an_acquired_array_keeps_the_object_alive_until_released(ext):
+    image = weak_image_type(ext)(DEVICE_BUFFER, 2, 3)
+    alive = weakref.ref(image)
+    kept = ext.acquire_kept(image)
+    del image
+    gc.collect()
+    assert alive() is not None
+    del kept
+    gc.collect()
+    assert alive() is None
+
+
+def test_a_dlpack_capsule_keeps_the_object_alive_until_its_deleter_runs(ext):
+    values = np.arange(6, dtype=np.uint8)
+    image = weak_image_type(ext)(values.ctypes.data, 2, 3, host=True, base=values)
+    alive = weakref.ref(image)
+    taken = np.from_dlpack(image)
+    del image
+    gc.collect()
+    assert alive() is not None
+    np.testing.assert_array_equal(taken.ravel(), values)
+    del taken
+    gc.collect()
+    assert alive() is None
+
+
+def test_subclasses_inherit_and_a_subclass_overriding_the_dict_is_read_by_its_dict(ext):
+    """The subclass keeps the inherited tables (C-level and DLPack's exchange table), but a
+    class nearer in the MRO defines the dict, so libcai reads the dict."""
+    class Child(ext.Image):
+        pass
+
+    assert cai.from_object(Child(DEVICE_BUFFER, 5, 1), sync=False).shape == (5, 1)
+
+    class Masked(ext.Image):
+        @property
+        def __cuda_array_interface__(self):
+            return {"shape": (7,), "typestr": "|u1", "data": (DEVICE_BUFFER, False), "version": 3, "stream": None}
+
+    assert cai.from_object(Masked(DEVICE_BUFFER, 5, 1), sync=False).shape == (7,)
+
+
+def test_offering_a_type_twice_or_one_with_its_own_protocol_is_a_type_error(ext):
+    with pytest.raises(TypeError, match=r"'Image' defines __cuda_array_interface__ itself \(or was offered already\)"):
+        ext.offer(ext.Image)
+
+    class Own:
+        def __dlpack__(self):
+            raise AssertionError
+
+    with pytest.raises(TypeError, match=r"'.*Own' defines __dlpack__ itself"):
+        ext.offer(Own)
+
+
+FAULTS = {
+    "FAULT_REFUSES": (cai.CaiError, r"CAI_ERROR_INVALID_SHAPE: '.*Image': height is not set yet"),
+    "FAULT_RAISES": (RuntimeError, r"the image was closed"),
+    "FAULT_NEGATIVE_SHAPE": (cai.CaiError, r"fill function of '.*Image' described an invalid array: .*shape"),
+    "FAULT_SETS_RELEASE": (cai.CaiError, r"fill function of '.*Image' set owner or release"),
+    "FAULT_SILENT_PYTHON": (SystemError, r"fill function of '.*Image' returned CAI_ERROR_PYTHON without an exception"),
+    "FAULT_BAD_DEVICE": (cai.CaiError, r"fill function of '.*Image' set device type 7"),
+    "FAULT_SILENT_REFUSAL": (cai.CaiError, r"fill function of '.*Image' returned CAI_ERROR_INVALID_TYPESTR without a message"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_broken_fill_is_a_clear_error_on_every_protocol_fake_driver(kind, ext, fault):
+    error, message = FAULTS[fault]
+    image = kind(DEVICE_BUFFER, 2, 3, fault=getattr(ext, fault))
+    for read in (lambda: cai.from_object(image, sync=False), lambda: image.__cuda_array_interface__,
+                 lambda: image.__dlpack__(), lambda: image.__dlpack_device__(),
+                 lambda: np.from_dlpack(image), lambda: ext.view(image)):
+        with pytest.raises(error, match=message):
+            read()
+    # From C the table reports the same refusal as a status with its message, or the exception.
+    with pytest.raises((error, ValueError), match=message):
+        ext.table_view(image)
+
+
+def test_a_fill_that_changes_between_calls_is_described_anew_each_time_fake_driver(ext):
+    image = ext.Image(DEVICE_BUFFER, 2, 3, fault=ext.FAULT_CHANGES)
+    first = cai.from_object(image, sync=False).shape
+    second = cai.from_object(image, sync=False).shape
+    assert first[0] + 1 == second[0]
