@@ -46,20 +46,20 @@ extern "C" {
 // The C-level CUDA Array Interface (docs/c-level-cai.md, version 1.0): a producer type offers
 // a table of C functions as the type attribute CAI_C_API_ATTRIBUTE, a PyCapsule named
 // CAI_C_API_CAPSULE_NAME; a consumer looks it up once per type and calls `view` per object.
-#define CAI_C_API_ATTRIBUTE "__cuda_array_interface_c_api__"
+#define CAI_C_API_ATTRIBUTE    "__cuda_array_interface_c_api__"
 #define CAI_C_API_CAPSULE_NAME "cuda_array_interface_c_api"
 #define CAI_C_API_MAJOR 1
 #define CAI_C_API_MINOR 0
 
 typedef struct CaiCApiVersion { uint32_t major, minor; } CaiCApiVersion;
 
-// Stable across every version: a consumer reads it before anything else.
+/* Stable across every version: a consumer reads it before anything else. */
 typedef struct CaiCApiHeader {
   CaiCApiVersion version;                /* of the table this header starts */
   const struct CaiCApiHeader *prev_api;  /* a table of an older major, or NULL */
 } CaiCApiHeader;
 
-// What the consumer asks. NULL means all zero.
+/* What the consumer asks. NULL means all zero. */
 typedef struct CaiRequest {
   uint64_t flags;            /* CAI_REQUEST_*: bits 0-31 must be understood, 32-63 may be ignored */
   uint64_t consumer_stream;  /* hint: where the consumer will use the data (CAI encoding), 0: not said */

@@ -60,12 +60,17 @@ def test_the_readme_marks_its_code_blocks():
 def test_the_docs_pages_mark_their_code_blocks():
     """A docs/ page's block is tested as the README's are (only C ones there so far)."""
     fenced = sum(len(re.findall(r"^```\w", page.read_text(), re.M)) for page in DOCS)
-    # The C-level CAI is a proposal: its normative declarations compile; the sketches of the
-    # planned glue and consumer (names that do not exist yet) are marked as such, on that page only.
-    sketches = {page.name: len(re.findall(r"<!-- sketch: [^>]*-->\n```\w", page.read_text())) for page in DOCS}
-    assert {name: n for name, n in sketches.items() if n} == {"c-level-cai.md": 3}
-    assert len(DOC_BLOCKS) + 3 == fenced
-    assert [(how.split(" (")[0], lang) for how, lang, _ in DOC_BLOCKS] == [("proposal declarations", "c"), ("file", "c")]
+    assert len(DOC_BLOCKS) == fenced
+    assert [(how.split(" (")[0], lang) for how, lang, _ in DOC_BLOCKS] == [
+        ("proposal declarations", "c"), *[("extension file", "c")] * 3, ("file", "c")]
+
+
+def test_the_c_level_cai_pages_declarations_are_the_headers():
+    """The page's normative declarations are include/cai_python.h's, line for line."""
+    [code] = [code for how, _, code in DOC_BLOCKS if how.startswith("proposal declarations")]
+    header = (ROOT / "include" / "cai_python.h").read_text().splitlines()
+    missing = [line for line in code.splitlines() if line.strip() and line not in header]
+    assert missing == []
 
 
 def first_screen_facts(text):
@@ -153,6 +158,11 @@ def test_a_c_block_of_the_readme_or_docs_compiles(index, tmp_path):
         import sysconfig
 
         source = "#include <Python.h>\n" + C_STAND_INS + code
+        include.append(f"-I{sysconfig.get_paths()['include']}")
+    elif how.startswith("extension file"):
+        import sysconfig
+
+        source = code
         include.append(f"-I{sysconfig.get_paths()['include']}")
     else:
         source = C_STAND_INS + code
