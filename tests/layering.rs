@@ -46,7 +46,7 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 
 /// The Python binding's layers (python/src), lowest first: the leaves, the cai.Array's state,
 /// the protocol readers, the one negotiation, the class as Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 22] = [
+const PYTHON_LAYERS: [(&str, u32); 23] = [
     ("errors", 0),
     ("exchange_api", 0),
     ("pool", 0),
@@ -55,6 +55,7 @@ const PYTHON_LAYERS: [(&str, u32); 22] = [
     ("dlpack", 1),
     ("options", 1),
     ("array", 2),
+    ("dlpack_export", 2),
     ("buffer_interface", 3),
     ("offered", 3),
     ("read_array", 3),

@@ -4,7 +4,7 @@
 use cai::binding::dict::Repr;
 use cai::binding::export::{export_version, normalize_for_export, normalize_validated_for_export};
 use cai::binding::rules::{c_strides, stream_for_version, validate};
-use cai::{CaiArray, Error, Status, CAI_DL_CPU, CAI_MAX_NDIM, CAI_MEMORY_CUDA, CAI_STREAM_LEGACY};
+use cai::{CaiArray, Error, Status, CAI_DL_CPU, CAI_MAX_NDIM, CAI_MEMORY_CUDA};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::gc::{PyTraverseError, PyVisit};
 use pyo3::intern;
@@ -14,10 +14,9 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyTuple};
 
 use crate::array::Array;
 use crate::described::Read;
-use crate::dlpack::{capsule_of, export_arguments_allowed};
+use crate::dlpack_export::{dlpack_capsule, DlpackArguments};
 use crate::errors::Failure;
 use crate::exchange_offered::exchange_api_capsule;
-use crate::options::{consumer_stream, int_pair};
 use crate::pool::Pooled;
 use crate::values::scalar;
 
@@ -309,30 +308,16 @@ impl Array {
         dl_device: Option<&Bound<'_, PyAny>>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        let py = slf.py();
-        let max_version = int_pair::<u32>(max_version, "max_version")?;
-        let dl_device = int_pair::<i32>(dl_device, "dl_device")?;
         let this = slf.get();
-        this.live()?;
-        let device = this.dl_device()?;
-        export_arguments_allowed(device, dl_device, copy)?;
         // The arguments first: reading them may run Python code (a stream's __index__), which
         // may release this array; from the export on, release() is refused instead.
-        let consumer = match stream {
-            Some(s) if s.extract::<i64>().ok() == Some(-1) => None,
-            None if device.device_type == CAI_DL_CPU => None,
-            None => Some(CAI_STREAM_LEGACY),
-            Some(s) if device.device_type == CAI_DL_CPU => {
-                return Err(pyo3::exceptions::PyBufferError::new_err(format!(
-                    "stream must be None for host memory, not {}",
-                    Repr(&scalar(s.as_borrowed()))
-                )))
-            }
-            Some(s) => Some(consumer_stream(Some(s))?),
-        };
-        let versioned = max_version.is_some_and(|(major, _)| major >= 1);
-        let tensor = Array::export_tensor(slf, device, consumer, versioned)?;
-        Ok(capsule_of(py, tensor, versioned)?)
+        let arguments = DlpackArguments { stream, max_version, dl_device, copy };
+        let (request, device) = arguments.read(|| {
+            this.live()?;
+            Ok(this.dl_device()?)
+        })?;
+        let view = Array::exported_view(slf)?;
+        Ok(dlpack_capsule(slf.py(), view, device, &request)?)
     }
 
     /// DLPack 1.3's C exchange table (a capsule named "dlpack_exchange_api"): consumers that

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 
 use crate::array::Array;
 use crate::described::Read;
-use crate::dlpack::{device_of_taken, Taken};
+use crate::dlpack::{device_of_taken, tensor_of, Taken};
 use crate::errors::CaiResult;
 use crate::exchange_api::{ExchangeApi, ExchangeApiHeader, EXCHANGE_API};
 use crate::offered::Offered;
@@ -119,9 +119,10 @@ unsafe extern "C" fn offered_managed_tensor_from_py_object(
     table_call(|py| {
         // SAFETY: the consumer passes an object it holds.
         let object = unsafe { pyo3::Borrowed::from_ptr(py, py_object.cast::<pyo3::ffi::PyObject>()) };
-        let array = offered_of(&object)?.array_of(&object)?;
-        let device = array.get().dl_device()?;
-        let tensor = Array::export_tensor(&array, device, Some(CAI_STREAM_LEGACY), true)?;
+        let offered = offered_of(&object)?;
+        let (view, described) = offered.acquire_object(&object)?;
+        let device = Offered::device_of(&described, view.array())?;
+        let tensor = tensor_of(view.into_view(), device, Some(CAI_STREAM_LEGACY), true)?;
         // SAFETY: the consumer's out-pointer.
         unsafe { *out = tensor.cast() };
         Ok(())

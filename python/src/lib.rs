@@ -31,6 +31,7 @@ mod read_dlpack;
 mod read_exchange;
 
 mod array;
+mod dlpack_export;
 
 mod described;
 mod dlpack;

@@ -14,8 +14,12 @@ use cai_python::ffi::{CaiPythonFill, CAI_C_API_CAPSULE_NAME};
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::{PyDict, PyType};
 
+use cai::binding::dlpack::AllowHost;
+use cai::CaiArray;
+
+use crate::dlpack_export::{dlpack_capsule, DlpackArguments};
 use crate::exchange_offered::offered_exchange_api_capsule;
 use crate::offered::Offered;
 
@@ -62,15 +66,14 @@ impl OfferedProtocol {
                 let array = this.offered.array_of(instance)?;
                 Ok(array.getattr(pyo3::intern!(py, "__cuda_array_interface__"))?.unbind())
             }
-            Protocol::Dlpack | Protocol::DlpackDevice => Ok(Py::new(
-                py,
-                BoundProtocol {
-                    offered: this.offered,
-                    protocol: this.protocol,
-                    instance: instance.clone().unbind(),
-                },
-            )?
-            .into_any()),
+            Protocol::Dlpack => {
+                let bound = BoundDlpack { offered: this.offered, instance: instance.clone().unbind() };
+                Ok(Py::new(py, bound)?.into_any())
+            }
+            Protocol::DlpackDevice => {
+                let bound = BoundDlpackDevice { offered: this.offered, instance: instance.clone().unbind() };
+                Ok(Py::new(py, bound)?.into_any())
+            }
         }
     }
 
@@ -89,30 +92,63 @@ impl Protocol {
     }
 }
 
-/// `instance.__dlpack__` or `instance.__dlpack_device__`: called, it describes the instance
-/// and exports it as a cai.Array would (the keyword arguments checked by the same code).
-#[pyclass(module = "cai", name = "_OfferedMethod", frozen)]
-struct BoundProtocol {
+/// `instance.__dlpack__`: called, it describes the instance and exports a capsule owning a
+/// reference to it, checked and ordered as a cai.Array's export is (python/src/dlpack_export.rs).
+#[pyclass(module = "cai", name = "_OfferedDlpack", frozen)]
+struct BoundDlpack {
     offered: &'static Offered,
-    protocol: Protocol,
     instance: Py<PyAny>,
 }
 
 #[pymethods]
-impl BoundProtocol {
-    #[pyo3(signature = (*args, **kwargs))]
+impl BoundDlpack {
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
     fn __call__(
         &self,
         py: Python<'_>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        let array = self.offered.array_of(self.instance.bind(py))?;
-        Ok(array.call_method(self.protocol.name(), args, kwargs)?.unbind())
+        let instance = self.instance.bind(py);
+        let mut acquired = None;
+        let arguments = DlpackArguments { stream, max_version, dl_device, copy };
+        let (request, device) = arguments.read(|| {
+            let (view, described) = self.offered.acquire_object(instance)?;
+            let device = Offered::device_of(&described, view.array())?;
+            acquired = Some(view);
+            Ok(device)
+        })?;
+        let view = acquired.expect("read() found the device by acquiring").into_view();
+        Ok(dlpack_capsule(py, view, device, &request)?)
     }
 
     fn __repr__(&self) -> String {
-        format!("<libcai's {} of a '{}'>", self.protocol.name(), self.offered.name)
+        format!("<libcai's __dlpack__ of a '{}'>", self.offered.name)
+    }
+}
+
+/// `instance.__dlpack_device__`: the device the fill says, else the driver's answer for the
+/// pointer.
+#[pyclass(module = "cai", name = "_OfferedDlpackDevice", frozen)]
+struct BoundDlpackDevice {
+    offered: &'static Offered,
+    instance: Py<PyAny>,
+}
+
+#[pymethods]
+impl BoundDlpackDevice {
+    fn __call__(&self, py: Python<'_>) -> PyResult<(i32, i32)> {
+        let mut array = CaiArray::zeroed();
+        let host = AllowHost { allowed: true, how: "" };
+        let described = self.offered.describe_object(self.instance.bind(py), host, &mut array)?;
+        let device = Offered::device_of(&described, &array)?;
+        Ok((device.device_type, device.device_id))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<libcai's __dlpack_device__ of a '{}'>", self.offered.name)
     }
 }
 

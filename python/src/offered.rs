@@ -29,6 +29,7 @@ use pyo3::prelude::*;
 
 use crate::array::Array;
 use crate::described::Read;
+use crate::dlpack::device_of_array;
 use crate::errors::{CaiResult, Failure};
 use crate::pool::Pooled;
 
@@ -227,6 +228,21 @@ impl Offered {
         Ok(Bound::new(obj.py(), Array::new(read, None))?)
     }
 
+    /// `obj` described (host memory allowed), owning a reference to `obj` until the struct's
+    /// release runs: what `acquire` hands out, for a DLPack export.
+    pub fn acquire_object(&self, obj: &Bound<'_, PyAny>) -> CaiResult<(Acquired, Described)> {
+        let mut array = CaiArray::zeroed();
+        let described = self.describe_object(obj, AllowHost { allowed: true, how: "" }, &mut array)?;
+        array.owner = obj.clone().into_ptr().cast::<c_void>();
+        array.release = Some(release_acquired);
+        Ok((Acquired(array), described))
+    }
+
+    /// The DLPack device of what `describe` wrote: the fill's word, else asked of the driver.
+    pub fn device_of(described: &Described, array: &CaiArray) -> CaiResult<CaiDLDevice> {
+        device_of_array(array, described.known_device())
+    }
+
     /// The fill's own refusal, its message prefixed with the type (or made, when it wrote none).
     fn fill_refused(&self, status: CaiStatus, error: &CaiError) -> Error {
         let status = Status::from_code(status).unwrap_or(Status::InvalidArgument);
@@ -251,6 +267,28 @@ impl Offered {
             ),
             ..error
         }
+    }
+}
+
+/// An owning struct from `acquire_object`, released if dropped before it is handed on.
+pub struct Acquired(CaiArray);
+
+impl Acquired {
+    /// The struct, its release now the receiver's to run.
+    pub fn into_view(self) -> CaiArray {
+        let acquired = std::mem::ManuallyDrop::new(self);
+        acquired.0
+    }
+
+    pub fn array(&self) -> &CaiArray {
+        &self.0
+    }
+}
+
+impl Drop for Acquired {
+    fn drop(&mut self) {
+        // SAFETY: the struct owns the reference its release lets go of, once (cleared after).
+        unsafe { cai::binding::release_array(&mut self.0) };
     }
 }
 

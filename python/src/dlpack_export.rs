@@ -1,0 +1,69 @@
+//! `__dlpack__` as every producer of this module answers it (cai.Array and the types offered by
+//! `cai_python_offer`): the keyword arguments checked before any work, the consumer's stream
+//! ordered after the producer's, and the capsule made of an owning view.
+
+use cai::{CaiArray, CaiDLDevice, CAI_DL_CPU, CAI_STREAM_LEGACY};
+use pyo3::exceptions::PyBufferError;
+use pyo3::prelude::*;
+
+use crate::dlpack::{capsule_of, export_arguments_allowed, tensor_of};
+use crate::errors::CaiResult;
+use crate::options::{consumer_stream, int_pair};
+use crate::values::scalar;
+use cai::binding::dict::Repr;
+
+/// `__dlpack__`'s keyword arguments, as given.
+pub struct DlpackArguments<'a, 'py> {
+    pub stream: Option<&'a Bound<'py, PyAny>>,
+    pub max_version: Option<&'a Bound<'py, PyAny>>,
+    pub dl_device: Option<&'a Bound<'py, PyAny>>,
+    pub copy: Option<bool>,
+}
+
+/// What the arguments ask once read: the consumer stream to order (None: no sync) and which
+/// struct.
+pub struct DlpackRequest {
+    pub consumer: Option<u64>,
+    pub versioned: bool,
+}
+
+impl DlpackArguments<'_, '_> {
+    /// The arguments read for the memory on the device `device_of` finds (asked after the
+    /// pairs are read): a copy or another device is a BufferError, a malformed pair a
+    /// TypeError naming it. The consumer's stream: None is the legacy default stream, -1 no
+    /// sync; host memory takes no stream.
+    pub fn read(
+        &self,
+        device_of: impl FnOnce() -> PyResult<CaiDLDevice>,
+    ) -> PyResult<(DlpackRequest, CaiDLDevice)> {
+        let max_version = int_pair::<u32>(self.max_version, "max_version")?;
+        let dl_device = int_pair::<i32>(self.dl_device, "dl_device")?;
+        let device = device_of()?;
+        export_arguments_allowed(device, dl_device, self.copy)?;
+        let host = device.device_type == CAI_DL_CPU;
+        let consumer = match self.stream {
+            Some(s) if s.extract::<i64>().ok() == Some(-1) => None,
+            None if host => None,
+            None => Some(CAI_STREAM_LEGACY),
+            Some(s) if host => {
+                return Err(PyBufferError::new_err(format!(
+                    "stream must be None for host memory, not {}",
+                    Repr(&scalar(s.as_borrowed()))
+                )))
+            }
+            Some(s) => Some(consumer_stream(Some(s))?),
+        };
+        Ok((DlpackRequest { consumer, versioned: max_version.is_some_and(|(major, _)| major >= 1) }, device))
+    }
+}
+
+/// The capsule of an owning `view` on `device` as `request` asks (the view released on failure).
+pub fn dlpack_capsule(
+    py: Python<'_>,
+    view: CaiArray,
+    device: CaiDLDevice,
+    request: &DlpackRequest,
+) -> CaiResult<Py<PyAny>> {
+    let tensor = tensor_of(view, device, request.consumer, request.versioned)?;
+    capsule_of(py, tensor, request.versioned)
+}
