@@ -2,11 +2,16 @@
 //! `cai.from_buffer_interface`, each a negotiation (or one reader) and an import, wrapped in a
 //! cai.Array.
 
+use cai::binding::dlpack::AllowHost;
+use cai::binding::import::ProducerOrdering;
 use cai::binding::rules::validate;
 use std::ffi::CString;
 
 use cai::binding::import::Imported;
-use cai::{CaiImportOptions, CAI_DL_CPU, CAI_MEMORY_CUDA, CAI_POINTER_CHECK_DEFAULT};
+use cai::{
+    CaiDLPackOptions, CaiImportOptions, CAI_DL_CPU, CAI_MEMORY_CUDA, CAI_POINTER_CHECK_DEFAULT,
+    CAI_POINTER_CHECK_NEVER, CAI_SYNC_NONE,
+};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -16,10 +21,14 @@ use pyo3::types::PyType;
 use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
+use crate::dlpack::{device_of_taken, take_capsule, Taken, TakenTensor};
 use crate::errors::Failure;
 use crate::negotiate::{import_object, import_read, Caller};
 use crate::options::{consumer_stream, pointer_check_mode, sync_mode};
+use crate::pool::Pooled;
+use crate::read_c_api::{call_c_api, lookup_c_api, request_of, Called};
 use crate::read_dict::{interface_of, read_interface};
+use crate::read_exchange::{lookup_exchange_api, take_by_exchange, view_by_exchange};
 use crate::values::{scalar, TypeOf};
 use cai::binding::dict::Repr;
 use pyo3::types::PyBool;
@@ -150,4 +159,106 @@ pub fn from_buffer_interface(
     };
     let (read, imported) = import_read(py, read, options)?;
     Py::new(py, Array::new(read, Some(imported)))
+}
+
+/// What `_read_protocol` reads an object by: one protocol alone, not the negotiation's choice.
+#[derive(Clone, Copy)]
+enum Protocol {
+    /// The type's C-level CAI table, `view` (borrowed) or `acquire` (owning).
+    CApi { owning: bool },
+    /// The type's DLPack exchange table: the owning managed tensor, or the borrowed DLTensor.
+    Exchange { owning: bool },
+    /// A DLPack capsule (the object itself), taken and renamed "used_..." as a consumer does.
+    Capsule,
+    /// The OpenCL/CUDA Buffer Interface's attributes.
+    BufferInterface,
+}
+
+/// What `_read_protocol` gives: the array, the DLPack device the protocol reported, and whether
+/// what was read owned a release of its own.
+type ProtocolRead = (Py<Array>, Option<(i32, i32)>, bool);
+
+/// `cai._native._read_protocol(obj, protocol)`, for cai.testing.check_producer: `obj` read by
+/// the one protocol named ("c_api_view", "c_api_acquire", "exchange", "exchange_view",
+/// "buffer_interface", or "capsule" for a DLPack capsule), imported with no sync, no pointer check and host memory
+/// allowed (nothing reaches the driver, no device memory is read). Returns the cai.Array, the
+/// DLPack device the protocol reported (None where it reports none) and whether what was read
+/// owned a release of its own (an acquired struct, a taken tensor). None when `obj`'s type
+/// does not offer the table named.
+#[pyfunction]
+#[pyo3(name = "_read_protocol")]
+pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<ProtocolRead>> {
+    let py = obj.py();
+    let protocol = match protocol {
+        "c_api_view" => Protocol::CApi { owning: false },
+        "c_api_acquire" => Protocol::CApi { owning: true },
+        "exchange" => Protocol::Exchange { owning: true },
+        "exchange_view" => Protocol::Exchange { owning: false },
+        "capsule" => Protocol::Capsule,
+        "buffer_interface" => Protocol::BufferInterface,
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "protocol must be 'c_api_view', 'c_api_acquire', 'exchange', 'exchange_view', 'capsule' or \
+                 'buffer_interface', not {other:?}"
+            )))
+        }
+    };
+    let options = CaiImportOptions {
+        sync_mode: CAI_SYNC_NONE,
+        pointer_check: CAI_POINTER_CHECK_NEVER,
+        allow_host: 1,
+        ..CaiImportOptions::default()
+    };
+    let host = AllowHost { allowed: true, how: "pass allow_host=True" };
+    let keep = Some(obj.clone().unbind());
+    let read = match protocol {
+        Protocol::CApi { owning } => {
+            let Some(api) = lookup_c_api(&obj.get_type())? else { return Ok(None) };
+            let mut array = Pooled::zeroed();
+            match call_c_api(api, owning, obj, &request_of(&options), &mut array)? {
+                Called::Described => Read::borrowing(array, None, keep),
+                Called::NotSupported => {
+                    return Err(Failure::Cai(cai::Error::new(
+                        cai::Status::NotSupported,
+                        "the C-level CAI table refused with CAI_ERROR_NOT_SUPPORTED".to_string(),
+                    ))
+                    .into())
+                }
+            }
+        }
+        Protocol::Exchange { owning: true } => {
+            let Some(exchange) = lookup_exchange_api(&obj.get_type())? else { return Ok(None) };
+            let TakenTensor { taken, device, validated } =
+                take_by_exchange(obj, exchange, ProducerOrdering::NotWanted, host)?;
+            let mut read = Read::borrowing(taken.into_inner(), Some(device), keep);
+            read.validated = Some(validated);
+            read
+        }
+        Protocol::Exchange { owning: false } => {
+            let Some(exchange) = lookup_exchange_api(&obj.get_type())? else { return Ok(None) };
+            let Some(dltensor) = exchange.dltensor_from_py_object else { return Ok(None) };
+            let mut array = Pooled::zeroed();
+            let (device, validated) =
+                view_by_exchange(obj, exchange, dltensor, ProducerOrdering::NotWanted, host, &mut array)?;
+            let mut read = Read::borrowing(array, Some(device), keep);
+            read.validated = Some(validated);
+            read
+        }
+        Protocol::Capsule => {
+            let dl_options = CaiDLPackOptions { allow_host: 1, ..Default::default() };
+            let mut taken = Taken::new();
+            let (versioned, validated) = take_capsule(obj, &dl_options, host.how, taken.array())?;
+            // SAFETY: taken by the core just now, of the kind `versioned` says.
+            let device = unsafe { device_of_taken(taken.array(), versioned) };
+            // The tensor keeps its memory alive (its deleter lets go of it), not the capsule.
+            let mut read = Read::borrowing(taken.into_inner(), Some(device), None);
+            read.validated = Some(validated);
+            read
+        }
+        Protocol::BufferInterface => read_buffer_interface(obj)?,
+    };
+    let owning = read.array().release.is_some();
+    let device = read.device.map(|d| (d.device_type, d.device_id));
+    let (read, imported) = import_read(py, read, options)?;
+    Ok(Some((Py::new(py, Array::new(read, Some(imported)))?, device, owning)))
 }
