@@ -120,3 +120,8 @@ def from_buffer_interface(
 def validate(obj: Any) -> None:
     """Checks a CAI dict (or an object exposing one) by every rule of the spec; raises
     cai.CaiError naming the rule broken."""
+def _read_protocol(obj: Any, protocol: str) -> tuple[Array, tuple[int, int] | None, bool] | None:
+    """For cai.testing: `obj` read by one protocol alone ("c_api_view", "c_api_acquire",
+    "exchange", "exchange_view", "buffer_interface", or "capsule" for a DLPack capsule), with
+    no sync and no pointer check: the Array, the device the protocol reported, and whether it
+    owned a release; None when the type does not offer that table."""

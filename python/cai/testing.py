@@ -248,7 +248,9 @@ class _Kit:
             self.check_released(label, before, "deleter")
             return
         try:
-            read, device, _ = _native._read_protocol(capsule, "capsule")
+            got = _native._read_protocol(capsule, "capsule")
+            assert got is not None  # a capsule is always read (or refused)
+            read, device, _ = got
         except Exception as error:  # noqa: BLE001
             self.find(label, "libcai's read", type(error).__name__, str(error))
             del capsule

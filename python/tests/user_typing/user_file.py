@@ -8,6 +8,7 @@ import warnings
 from typing import Any
 
 import cai
+import cai.testing
 from cai.ctypes_api import (
     CaiArray,
     CaiDLPackOptions,
@@ -66,6 +67,13 @@ def use(producer: object, host: object, buffer_producer: object) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", cai.PointerNotCheckedWarning)
         cai.from_object(producer)
+
+    # The producer conformance kit: findings, an empty list when the producer conforms.
+    findings: list[cai.testing.Finding] = cai.testing.check_producer(producer, notes=True)
+    for finding in findings:
+        protocols: tuple[str, ...] = finding.protocols
+        values: tuple[Any, ...] = finding.values
+        print(protocols, finding.field, values, finding.detail, finding.severity, str(finding))
 
     include: str = cai.get_include()
     cdef: str = cai.cffi_cdef()
