@@ -330,7 +330,8 @@ class _Kit:
                 if protocol in ("exchange_view",):
                     continue  # optional in DLPack 1.3
                 self.find(label, "table", _capsule_name(offered) or type(offered).__name__,
-                          f"a capsule named {capsule_name!r} whose table libcai reads (major version 1)")
+                          f"a capsule named {capsule_name!r} whose table libcai reads (major version 1); a "
+                          f"subclass that defines {CAI} itself sets {attribute} = None or offers its own table")
                 return
             read, device, owning = got
             wants_owning = protocol in ("c_api_acquire", "exchange")
@@ -352,7 +353,7 @@ class _Kit:
 
         struct = CaiArray.from_address(read.ptr)
         for field, wanted in (("abi_version", 0), ("version", 3), ("stream_kind", 0), ("byte_offset", 0)):
-            value = getattr(struct, field, wanted)
+            value = getattr(struct, field)
             if value != wanted:
                 self.find(label, field, value, f"the table writes {wanted}")
         self.check_typestr(read.typestr, label)

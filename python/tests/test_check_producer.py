@@ -192,3 +192,22 @@ def test_what_the_spec_allows_but_is_not_canonical_is_a_note_fake_driver(fault, 
 def test_an_object_with_no_protocol_is_one_finding():
     (finding,) = check_producer(object())
     assert finding.field == "protocol" and "'object'" in str(finding)
+
+
+def test_a_subclass_that_changes_the_dict_but_keeps_the_c_level_table_is_a_finding_fake_driver(ext):
+    """docs/c-level-cai.md section 1: such a subclass hides the inherited table (None) or offers
+    its own; libcai's consumers skip it, the kit names it. Hidden, it conforms."""
+
+    class Changed(ext.Image):
+        @property
+        def __cuda_array_interface__(self):
+            return {"shape": (2, 3), "typestr": "|u1", "data": (DEVICE_BUFFER, False), "version": 3, "stream": None}
+
+    findings = check_producer(Changed(DEVICE_BUFFER, 2, 3))
+    assert [(f.protocols, f.field) for f in findings] == [((cai.testing.C_API_VIEW,), "table")], [str(f) for f in findings]
+    assert "__cuda_array_interface_c_api__ = None" in str(findings[0])
+    # Hidden, with the inherited DLPack exchange table (which finds the fill through the C-level
+    # table's attribute) hidden too, it conforms.
+    Changed.__cuda_array_interface_c_api__ = None
+    Changed.__dlpack_c_exchange_api__ = None
+    assert check_producer(Changed(DEVICE_BUFFER, 2, 3)) == []
