@@ -455,8 +455,17 @@ pub fn dl_tensor_of(
     device: Option<CaiDLDevice>,
     strides: &mut [i64; CAI_MAX_NDIM],
 ) -> Result<CaiDLTensor> {
-    let validated = validate(array)?;
-    let device = device_of_validated(array, &validated, device)?;
+    dl_tensor_of_validated(array, &validate(array)?, device, strides)
+}
+
+/// `dl_tensor_of` of an array already validated: `validated` is `validate(array)`'s answer.
+fn dl_tensor_of_validated(
+    array: &CaiArray,
+    validated: &Validated,
+    device: Option<CaiDLDevice>,
+    strides: &mut [i64; CAI_MAX_NDIM],
+) -> Result<CaiDLTensor> {
+    let device = device_of_validated(array, validated, device)?;
     if !array.mask.is_null() {
         return Err(Error::new(Status::InvalidMask, "the array has a mask, which DLPack cannot carry"));
     }
@@ -483,11 +492,15 @@ pub fn dl_tensor_of(
 /// the allocation holding all of it. On failure `array` is unchanged.
 fn export_as<T: Managed>(
     array: &mut CaiArray,
+    validated: Option<&Validated>,
     device: Option<CaiDLDevice>,
     make: impl FnOnce(CaiDLTensor, bool) -> T,
 ) -> Result<*mut T> {
     let mut strides = [0i64; CAI_MAX_NDIM];
-    let dl_tensor = dl_tensor_of(array, device, &mut strides)?;
+    let dl_tensor = match validated {
+        Some(validated) => dl_tensor_of_validated(array, validated, device, &mut strides)?,
+        None => dl_tensor_of(array, device, &mut strides)?,
+    };
     let mut shape = [0i64; CAI_MAX_NDIM];
     let ndim = array.ndim as usize;
     shape[..ndim].copy_from_slice(&array.shape[..ndim]);
@@ -513,7 +526,16 @@ pub fn to_dlpack(
     array: &mut CaiArray,
     device: Option<CaiDLDevice>,
 ) -> Result<*mut CaiDLManagedTensorVersioned> {
-    export_as(array, device, |dl_tensor, readonly| CaiDLManagedTensorVersioned {
+    to_dlpack_validated(array, None, device)
+}
+
+/// `to_dlpack`, with `validate(array)`'s answer when the caller has it (not validated again).
+pub fn to_dlpack_validated(
+    array: &mut CaiArray,
+    validated: Option<&Validated>,
+    device: Option<CaiDLDevice>,
+) -> Result<*mut CaiDLManagedTensorVersioned> {
+    export_as(array, validated, device, |dl_tensor, readonly| CaiDLManagedTensorVersioned {
         version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
         manager_ctx: std::ptr::null_mut(),
         deleter: Some(delete_exported::<CaiDLManagedTensorVersioned>),
@@ -528,13 +550,22 @@ pub fn to_dlpack_legacy(
     array: &mut CaiArray,
     device: Option<CaiDLDevice>,
 ) -> Result<*mut CaiDLManagedTensor> {
+    to_dlpack_legacy_validated(array, None, device)
+}
+
+/// `to_dlpack_legacy`, with `validate(array)`'s answer when the caller has it.
+pub fn to_dlpack_legacy_validated(
+    array: &mut CaiArray,
+    validated: Option<&Validated>,
+    device: Option<CaiDLDevice>,
+) -> Result<*mut CaiDLManagedTensor> {
     if array.readonly == 1 {
         return Err(Error::new(
             Status::Readonly,
             "the array is read-only and a legacy DLPack tensor cannot say so; use the versioned one",
         ));
     }
-    export_as(array, device, |dl_tensor, _| CaiDLManagedTensor {
+    export_as(array, validated, device, |dl_tensor, _| CaiDLManagedTensor {
         dl_tensor,
         manager_ctx: std::ptr::null_mut(),
         deleter: Some(delete_exported::<CaiDLManagedTensor>),

@@ -46,9 +46,10 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 
 /// The Python binding's layers (python/src), lowest first: the leaves, the cai.Array's state,
 /// the protocol readers, the one negotiation, the class as Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 23] = [
+const PYTHON_LAYERS: [(&str, u32); 24] = [
     ("errors", 0),
     ("exchange_api", 0),
+    ("fastcall", 0),
     ("pool", 0),
     ("values", 0),
     ("described", 1),

@@ -7,7 +7,7 @@
 use std::sync::Mutex;
 
 use cai::binding::import::Imported;
-use cai::binding::rules::{layout_of, layout_of_validated, typestr_is_a_device_type, validate};
+use cai::binding::rules::{layout_of, layout_of_validated, typestr_is_a_device_type, validate, Validated};
 use cai::binding::Description;
 use cai::{CaiArray, CaiDLDevice, CaiDLTensor, CaiField, CaiLayout, CAI_MAX_NDIM};
 use pyo3::gc::{PyTraverseError, PyVisit};
@@ -134,6 +134,11 @@ impl Array {
         Ok(view)
     }
 
+    /// What the import's validation found of this array's struct (None: not imported).
+    pub(crate) fn validated(&self) -> Option<Validated> {
+        self.described.imported.as_ref().map(|imported| imported.validated)
+    }
+
     /// The DLPack device of an array taken from a DLPack producer.
     pub(crate) fn dlpack_device(&self) -> Option<CaiDLDevice> {
         self.described.device
@@ -158,7 +163,7 @@ impl Array {
         versioned: bool,
     ) -> CaiResult<*mut std::ffi::c_void> {
         let view = Array::exported_view(slf)?;
-        Ok(tensor_of(view, device, consumer, versioned)?)
+        Ok(tensor_of(view, slf.get().validated().as_ref(), device, consumer, versioned)?)
     }
 
     /// The DLPack device of this array's memory.

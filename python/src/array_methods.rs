@@ -317,7 +317,7 @@ impl Array {
             Ok(this.dl_device()?)
         })?;
         let view = Array::exported_view(slf)?;
-        Ok(dlpack_capsule(slf.py(), view, device, &request)?)
+        Ok(dlpack_capsule(slf.py(), view, this.validated().as_ref(), device, &request)?)
     }
 
     /// DLPack 1.3's C exchange table (a capsule named "dlpack_exchange_api"): consumers that

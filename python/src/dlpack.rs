@@ -7,7 +7,7 @@
 use std::ffi::{c_void, CStr};
 
 use cai::binding::dlpack::{
-    device_of, discard, from_dlpack, from_dlpack_legacy, to_dlpack, to_dlpack_legacy,
+    device_of, discard, from_dlpack, from_dlpack_legacy, to_dlpack_legacy_validated, to_dlpack_validated,
 };
 use cai::binding::release_array;
 use cai::binding::rules::Validated;
@@ -134,11 +134,13 @@ unsafe extern "C" fn drop_legacy_capsule(capsule: *mut pyo3::ffi::PyObject) {
     }
 }
 
-/// A DLPack tensor owning `view` (from `Array::exported_view`), as the versioned struct when
+/// A DLPack tensor owning `view` (from `Array::exported_view`; `validated`: its validation,
+/// when the caller has it), as the versioned struct when
 /// `versioned`, else the legacy one, after the consumer's stream (if any) is ordered after the
 /// array's. On every failure the view is released (its export ended) before this returns.
 pub fn tensor_of(
     mut view: CaiArray,
+    validated: Option<&Validated>,
     device: CaiDLDevice,
     consumer: Option<u64>,
     versioned: bool,
@@ -152,9 +154,9 @@ pub fn tensor_of(
     };
     let made = ordered.and_then(|()| {
         if versioned {
-            to_dlpack(&mut view, Some(device)).map(|t| t.cast::<c_void>())
+            to_dlpack_validated(&mut view, validated, Some(device)).map(|t| t.cast::<c_void>())
         } else {
-            to_dlpack_legacy(&mut view, Some(device)).map(|t| t.cast::<c_void>())
+            to_dlpack_legacy_validated(&mut view, validated, Some(device)).map(|t| t.cast::<c_void>())
         }
     });
     if made.is_err() {

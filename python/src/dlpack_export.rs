@@ -11,6 +11,7 @@ use crate::errors::CaiResult;
 use crate::options::{consumer_stream, int_pair};
 use crate::values::scalar;
 use cai::binding::dict::Repr;
+use cai::binding::rules::Validated;
 
 /// `__dlpack__`'s keyword arguments, as given.
 pub struct DlpackArguments<'a, 'py> {
@@ -57,13 +58,15 @@ impl DlpackArguments<'_, '_> {
     }
 }
 
-/// The capsule of an owning `view` on `device` as `request` asks (the view released on failure).
+/// The capsule of an owning `view` (`validated`: its validation, when the caller has it) on
+/// `device` as `request` asks (the view released on failure).
 pub fn dlpack_capsule(
     py: Python<'_>,
     view: CaiArray,
+    validated: Option<&Validated>,
     device: CaiDLDevice,
     request: &DlpackRequest,
 ) -> CaiResult<Py<PyAny>> {
-    let tensor = tensor_of(view, device, request.consumer, request.versioned)?;
+    let tensor = tensor_of(view, validated, device, request.consumer, request.versioned)?;
     capsule_of(py, tensor, request.versioned)
 }

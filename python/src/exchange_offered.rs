@@ -19,7 +19,6 @@ use crate::dlpack::{device_of_taken, tensor_of, Taken};
 use crate::errors::CaiResult;
 use crate::exchange_api::{ExchangeApi, ExchangeApiHeader, EXCHANGE_API};
 use crate::offered::Offered;
-use cai_python::ffi::{CAI_C_API_ATTRIBUTE, CAI_C_API_CAPSULE_NAME};
 
 /// cai.Array's table. Its work stream is the legacy default stream (the table is per type, and
 /// a cai.Array's producer stream is per array): taking a tensor orders the legacy default
@@ -94,19 +93,13 @@ unsafe extern "C" fn managed_tensor_from_py_object(
     })
 }
 
-/// The record of the offered type of `object`: its C-level table, found on its type.
+/// The record of the offered type of `object`.
 fn offered_of(object: &Bound<'_, PyAny>) -> PyResult<&'static Offered> {
-    let py = object.py();
-    let capsule = object.get_type().getattr(CAI_C_API_ATTRIBUTE.to_str().unwrap_or_default())?;
-    // SAFETY: a live object; the pointer is NULL (with an exception) unless it is a capsule of
-    // the protocol's name.
-    let table = unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), CAI_C_API_CAPSULE_NAME.as_ptr()) };
-    if table.is_null() {
-        return Err(PyErr::fetch(py));
-    }
-    Offered::of(table.cast()).ok_or_else(|| {
-        PyRuntimeError::new_err(format!(
-            "the '{}' type's C-level CAI table is not the one libcai offered it",
+    // SAFETY: attached (a Bound exists); the caller holds `object`.
+    unsafe { Offered::of_object(object.as_ptr()) }.ok_or_else(|| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "a '{}' is not an instance of a type offered by cai_python_offer: the offered types' \
+             __dlpack_c_exchange_api__ takes only those",
             object.get_type().name().map(|n| n.to_string()).unwrap_or_default()
         ))
     })
@@ -122,7 +115,8 @@ unsafe extern "C" fn offered_managed_tensor_from_py_object(
         let offered = offered_of(&object)?;
         let (view, described) = offered.acquire_object(&object)?;
         let device = Offered::device_of(&described, view.array())?;
-        let tensor = tensor_of(view.into_view(), device, Some(CAI_STREAM_LEGACY), true)?;
+        let tensor =
+            tensor_of(view.into_view(), Some(&described.validated), device, Some(CAI_STREAM_LEGACY), true)?;
         // SAFETY: the consumer's out-pointer.
         unsafe { *out = tensor.cast() };
         Ok(())

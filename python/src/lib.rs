@@ -39,6 +39,7 @@ mod options;
 
 mod errors;
 mod exchange_api;
+mod fastcall;
 mod pool;
 mod values;
 

@@ -2,7 +2,8 @@
 //! producer protocol, each read through the fill (python/src/offered.rs) and exported by the
 //! same code as a cai.Array's:
 //! - `__cuda_array_interface__`, a descriptor building the v3 dict when read;
-//! - `__dlpack__` and `__dlpack_device__`, descriptors giving a bound callable;
+//! - `__dlpack__` and `__dlpack_device__`, methods (descriptors CPython makes of a static
+//!   definition) whose keywords fastcall.rs matches;
 //! - `__dlpack_c_exchange_api__`, DLPack's exchange table for offered types;
 //! - `__cuda_array_interface_c_api__`, the type's C-level CAI table.
 //!
@@ -11,7 +12,7 @@
 use std::ffi::c_void;
 
 use cai_python::ffi::{CaiPythonFill, CAI_C_API_CAPSULE_NAME};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PySystemError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
@@ -21,6 +22,7 @@ use cai::CaiArray;
 
 use crate::dlpack_export::{dlpack_capsule, DlpackArguments};
 use crate::exchange_offered::offered_exchange_api_capsule;
+use crate::fastcall::{run_attached, Definition, Signature};
 use crate::offered::Offered;
 
 /// The attributes an offer gives a type, in the order they are set.
@@ -32,25 +34,16 @@ const ATTRIBUTES: [&str; 5] = [
     "__cuda_array_interface_c_api__",
 ];
 
-/// Which protocol a descriptor serves.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Protocol {
-    Interface,
-    Dlpack,
-    DlpackDevice,
-}
-
-/// The descriptor of one protocol of an offered type.
-#[pyclass(module = "cai", name = "_OfferedProtocol", frozen)]
-struct OfferedProtocol {
+/// `__cuda_array_interface__` of an offered type: a descriptor building the v3 dict when read.
+#[pyclass(module = "cai", name = "_OfferedInterface", frozen)]
+struct OfferedInterface {
     offered: &'static Offered,
-    protocol: Protocol,
 }
 
 #[pymethods]
-impl OfferedProtocol {
+impl OfferedInterface {
     /// On the class: the descriptor itself. On an instance: the v3 dict (raising
-    /// AttributeError for host memory, which the CAI cannot describe), or the bound method.
+    /// AttributeError for host memory, which the CAI cannot describe).
     fn __get__(
         slf: &Bound<'_, Self>,
         instance: Option<&Bound<'_, PyAny>>,
@@ -60,96 +53,123 @@ impl OfferedProtocol {
         let Some(instance) = instance.filter(|i| !i.is_none()) else {
             return Ok(slf.clone().into_any().unbind());
         };
-        let this = slf.get();
-        match this.protocol {
-            Protocol::Interface => {
-                let array = this.offered.array_of(instance)?;
-                Ok(array.getattr(pyo3::intern!(py, "__cuda_array_interface__"))?.unbind())
-            }
-            Protocol::Dlpack => {
-                let bound = BoundDlpack { offered: this.offered, instance: instance.clone().unbind() };
-                Ok(Py::new(py, bound)?.into_any())
-            }
-            Protocol::DlpackDevice => {
-                let bound = BoundDlpackDevice { offered: this.offered, instance: instance.clone().unbind() };
-                Ok(Py::new(py, bound)?.into_any())
-            }
-        }
+        let array = slf.get().offered.array_of(instance)?;
+        Ok(array.getattr(pyo3::intern!(py, "__cuda_array_interface__"))?.unbind())
     }
 
     fn __repr__(&self) -> String {
-        format!("<libcai's {} of '{}'>", self.protocol.name(), self.offered.name)
+        format!("<libcai's __cuda_array_interface__ of '{}'>", self.offered.name)
     }
 }
 
-impl Protocol {
-    fn name(self) -> &'static str {
-        match self {
-            Protocol::Interface => "__cuda_array_interface__",
-            Protocol::Dlpack => "__dlpack__",
-            Protocol::DlpackDevice => "__dlpack_device__",
-        }
-    }
+/// `__dlpack__`'s keyword-only parameters, by the array API standard.
+static DLPACK_SIGNATURE: Signature<4> =
+    Signature::new("__dlpack__", [c"stream", c"max_version", c"dl_device", c"copy"], 0, 0);
+
+/// `__dlpack__` and `__dlpack_device__` of every offered type: plain methods (a method
+/// descriptor per type, made by `PyDescr_NewMethod`), so that `obj.__dlpack__(...)` makes no
+/// bound object and its keywords are matched by fastcall.rs. The descriptor checks that `self`
+/// is an instance of the offered type before the function runs.
+static DLPACK: Definition = Definition(ffi::PyMethodDef {
+    ml_name: c"__dlpack__".as_ptr(),
+    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: dlpack_fastcall },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
+--
+
+A DLPack capsule of the array the type's fill describes, owning a reference to self: versioned
+when max_version is (1, x) or later, else legacy; the producer's stream ordered before the
+consumer's `stream` (None: the legacy default stream; -1: no ordering; host memory takes None)."
+        .as_ptr(),
+});
+
+static DLPACK_DEVICE: Definition = Definition(ffi::PyMethodDef {
+    ml_name: c"__dlpack_device__".as_ptr(),
+    ml_meth: ffi::PyMethodDefPointer { PyCFunction: dlpack_device_call },
+    ml_flags: ffi::METH_NOARGS,
+    ml_doc: c"__dlpack_device__($self, /)
+--
+
+The (device type, device id) of the array: the fill's word, else the driver's for the pointer."
+        .as_ptr(),
+});
+
+/// The record of `slf`'s offered type, and `slf` borrowed.
+///
+/// # Safety
+/// `slf` is the `self` an offered type's method descriptor passed (checked by it to be an
+/// instance of that type), alive for the call; the thread is attached.
+unsafe fn offered_self<'a, 'py>(
+    py: Python<'py>,
+    slf: *mut ffi::PyObject,
+) -> PyResult<(&'static Offered, pyo3::Borrowed<'a, 'py, PyAny>)> {
+    // SAFETY: a live object held by the call (the caller's contract).
+    let instance = unsafe { pyo3::Borrowed::from_ptr(py, slf) };
+    // SAFETY: as above.
+    let offered = unsafe { Offered::of_object(slf) }.ok_or_else(|| {
+        PySystemError::new_err("libcai: an offered method called on an object of no offered type")
+    })?;
+    Ok((offered, instance))
 }
 
-/// `instance.__dlpack__`: called, it describes the instance and exports a capsule owning a
-/// reference to it, checked and ordered as a cai.Array's export is (python/src/dlpack_export.rs).
-#[pyclass(module = "cai", name = "_OfferedDlpack", frozen)]
-struct BoundDlpack {
-    offered: &'static Offered,
-    instance: Py<PyAny>,
-}
-
-#[pymethods]
-impl BoundDlpack {
-    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __call__(
-        &self,
-        py: Python<'_>,
-        stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<&Bound<'_, PyAny>>,
-        dl_device: Option<&Bound<'_, PyAny>>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
-        let instance = self.instance.bind(py);
+/// `obj.__dlpack__(...)` of an offered type, as CPython calls a `METH_FASTCALL |
+/// METH_KEYWORDS` method.
+unsafe extern "C" fn dlpack_fastcall(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by the interpreter, attached, with the vectorcall contract.
+    let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames) };
+    run_attached(|py| {
+        let slots = matched.map_err(|mismatch| DLPACK_SIGNATURE.refusal(py, mismatch))?;
+        // SAFETY: the descriptor's `self`, alive for the call.
+        let (offered, instance) = unsafe { offered_self(py, slf) }?;
+        // SAFETY: each slot is NULL or an argument of the call, alive for its duration.
+        let argument = |index: usize| unsafe { pyo3::Borrowed::from_ptr_or_opt(py, slots[index]) };
+        let given =
+            |index: usize| argument(index).filter(|value| !value.is_none()).map(|value| value.to_owned());
+        let (stream, max_version, dl_device) = (given(0), given(1), given(2));
+        let copy = match argument(3).filter(|value| !value.is_none()) {
+            None => None,
+            Some(value) => {
+                Some(value.extract::<bool>().map_err(|error| DLPACK_SIGNATURE.argument_error(py, 3, error))?)
+            }
+        };
+        let arguments = DlpackArguments {
+            stream: stream.as_ref(),
+            max_version: max_version.as_ref(),
+            dl_device: dl_device.as_ref(),
+            copy,
+        };
         let mut acquired = None;
-        let arguments = DlpackArguments { stream, max_version, dl_device, copy };
         let (request, device) = arguments.read(|| {
-            let (view, described) = self.offered.acquire_object(instance)?;
+            let (view, described) = offered.acquire_object(&instance)?;
             let device = Offered::device_of(&described, view.array())?;
-            acquired = Some(view);
+            acquired = Some((view, described.validated));
             Ok(device)
         })?;
-        let view = acquired.expect("read() found the device by acquiring").into_view();
-        Ok(dlpack_capsule(py, view, device, &request)?)
-    }
-
-    fn __repr__(&self) -> String {
-        format!("<libcai's __dlpack__ of a '{}'>", self.offered.name)
-    }
+        let (view, validated) =
+            acquired.ok_or_else(|| PySystemError::new_err("libcai: __dlpack__ acquired nothing"))?;
+        Ok(dlpack_capsule(py, view.into_view(), Some(&validated), device, &request)?.into_ptr())
+    })
 }
 
-/// `instance.__dlpack_device__`: the device the fill says, else the driver's answer for the
-/// pointer.
-#[pyclass(module = "cai", name = "_OfferedDlpackDevice", frozen)]
-struct BoundDlpackDevice {
-    offered: &'static Offered,
-    instance: Py<PyAny>,
-}
-
-#[pymethods]
-impl BoundDlpackDevice {
-    fn __call__(&self, py: Python<'_>) -> PyResult<(i32, i32)> {
+/// `obj.__dlpack_device__()` of an offered type (`METH_NOARGS`).
+unsafe extern "C" fn dlpack_device_call(
+    slf: *mut ffi::PyObject,
+    _unused: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    run_attached(|py| {
+        // SAFETY: the descriptor's `self`, alive for the call.
+        let (offered, instance) = unsafe { offered_self(py, slf) }?;
         let mut array = CaiArray::zeroed();
         let host = AllowHost { allowed: true, how: "" };
-        let described = self.offered.describe_object(self.instance.bind(py), host, &mut array)?;
+        let described = offered.describe_object(&instance, host, &mut array)?;
         let device = Offered::device_of(&described, &array)?;
-        Ok((device.device_type, device.device_id))
-    }
-
-    fn __repr__(&self) -> String {
-        format!("<libcai's __dlpack_device__ of a '{}'>", self.offered.name)
-    }
+        Ok((device.device_type, device.device_id).into_pyobject(py)?.into_ptr())
+    })
 }
 
 /// `cai_python_offer_to`: 0, or -1 with an exception set.
@@ -212,11 +232,18 @@ unsafe fn offer(
     let capsule = unsafe { ffi::PyCapsule_New(table, CAI_C_API_CAPSULE_NAME.as_ptr(), None) };
     // SAFETY: a new reference, or NULL with an exception set.
     let capsule = unsafe { Bound::from_owned_ptr_or_err(py, capsule) }?;
-    let descriptor = |protocol| Py::new(py, OfferedProtocol { offered, protocol }).map(Py::into_any);
+    DLPACK_SIGNATURE.intern(py)?;
+    let method = |definition: &'static Definition| {
+        // SAFETY: a live, ready type and a static definition (PyDescr_NewMethod keeps a
+        // pointer to it and a reference to the type).
+        let descriptor = unsafe { ffi::PyDescr_NewMethod(type_object, definition.as_ptr()) };
+        // SAFETY: a new reference, or NULL with an exception set.
+        unsafe { Bound::from_owned_ptr_or_err(py, descriptor) }.map(Bound::unbind)
+    };
     let values: [Py<PyAny>; 5] = [
-        descriptor(Protocol::Interface)?,
-        descriptor(Protocol::Dlpack)?,
-        descriptor(Protocol::DlpackDevice)?,
+        Py::new(py, OfferedInterface { offered })?.into_any(),
+        method(&DLPACK)?,
+        method(&DLPACK_DEVICE)?,
         offered_exchange_api_capsule(py)?,
         capsule.unbind(),
     ];

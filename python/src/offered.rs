@@ -45,6 +45,10 @@ pub struct Offered {
     pub name: String,
 }
 
+/// Every record, in the order its type was offered: DLPack's exchange table is called with the
+/// object alone, and finds the record of the object's type here (`Offered::of_object`).
+static RECORDS: std::sync::RwLock<Vec<&'static Offered>> = std::sync::RwLock::new(Vec::new());
+
 // SAFETY: never written after it is made; the type pointer is only compared and passed to
 // PyObject_TypeCheck by threads attached to the interpreter.
 unsafe impl Sync for Offered {}
@@ -90,7 +94,7 @@ impl Offered {
     ) -> &'static Offered {
         // SAFETY: a live type (the caller's contract), referenced for ever from here on.
         unsafe { ffi::Py_IncRef(type_object.cast()) };
-        Box::leak(Box::new(Offered {
+        let record: &'static Offered = Box::leak(Box::new(Offered {
             api: CaiCApi {
                 header: CaiCApiHeader {
                     version: CaiCApiVersion { major: CAI_C_API_MAJOR, minor: CAI_C_API_MINOR },
@@ -103,7 +107,36 @@ impl Offered {
             fill,
             type_object,
             name,
-        }))
+        }));
+        RECORDS.write().unwrap_or_else(|poisoned| poisoned.into_inner()).push(record);
+        record
+    }
+
+    /// The record of `obj`'s type: its own offer, else that of the nearest offered class in its
+    /// MRO. Found without an attribute lookup, so a subclass that hides an inherited table
+    /// (`__cuda_array_interface_c_api__ = None`) is still served by the tables it keeps.
+    ///
+    /// # Safety
+    /// The caller is attached to the interpreter and holds `obj`, a live object.
+    pub unsafe fn of_object(obj: *mut ffi::PyObject) -> Option<&'static Offered> {
+        let records = RECORDS.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // SAFETY: a live object (the caller's contract).
+        let own_type = unsafe { ffi::Py_TYPE(obj) };
+        if let Some(record) = records.iter().find(|r| r.type_object == own_type) {
+            return Some(record);
+        }
+        let mut nearest: Option<&'static Offered> = None;
+        for &record in records.iter() {
+            // SAFETY: a live object and live types (records reference theirs for ever).
+            let instance = unsafe { ffi::PyObject_TypeCheck(obj, record.type_object) } != 0;
+            // SAFETY: as above; a type nearer in the MRO is a subtype of one farther.
+            let nearer = nearest
+                .is_none_or(|n| unsafe { ffi::PyType_IsSubtype(record.type_object, n.type_object) } != 0);
+            if instance && nearer {
+                nearest = Some(record);
+            }
+        }
+        nearest
     }
 
     /// The table, as a capsule publishes it.

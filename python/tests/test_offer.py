@@ -162,6 +162,39 @@ def test_subclasses_inherit_and_a_subclass_overriding_the_dict_is_read_by_its_di
     assert cai.from_object(Masked(DEVICE_BUFFER, 5, 1), sync=False).shape == (7,)
 
 
+def test_a_subclass_hiding_the_c_level_table_is_still_served_by_the_inherited_exchange_table(ext):
+    """docs/c-level-cai.md section 1: a subclass may set __cuda_array_interface_c_api__ = None;
+    the DLPack exchange table it still inherits finds the fill by the object's type, not through
+    that attribute."""
+    class Hidden(ext.Image):
+        __cuda_array_interface_c_api__ = None
+
+    values = np.arange(6, dtype=np.uint8)
+    image = Hidden(values.ctypes.data, 2, 3, host=True, base=values)
+    torch = pytest.importorskip("torch")
+    assert torch.equal(torch.from_dlpack(image), torch.from_numpy(values.reshape(2, 3)))
+    tvm_ffi = pytest.importorskip("tvm_ffi")
+    assert tvm_ffi.from_dlpack(image).data_ptr() == values.ctypes.data
+
+
+def test_the_offered_exchange_table_refuses_an_object_of_no_offered_type(ext):
+    """The table is shared by the offered types: called with anything else (as a consumer that
+    cached it might), it raises a TypeError naming the object's type."""
+    import ctypes
+
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    table = get_pointer(ext.Image.__dlpack_c_exchange_api__, b"dlpack_exchange_api")
+    # DLPack 1.3's table: a {version, prev_version_api} header (16 bytes), the allocator, then
+    # managed_tensor_from_py_object_no_sync. PYFUNCTYPE: called attached, the exception raised.
+    entry = ctypes.c_void_p.from_address(table + 24).value
+    managed_tensor_from_py_object = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)(entry)
+    out = ctypes.c_void_p()
+    with pytest.raises(TypeError, match=r"a 'list' is not an instance of a type offered by cai_python_offer"):
+        managed_tensor_from_py_object([], ctypes.addressof(out))
+    assert out.value is None
+
+
 def test_offering_a_type_twice_or_one_with_its_own_protocol_is_a_type_error(ext):
     with pytest.raises(TypeError, match=r"'Image' defines __cuda_array_interface__ itself \(or was offered already\)"):
         ext.offer(ext.Image)

@@ -1,0 +1,252 @@
+//! What the raw `METH_FASTCALL | METH_KEYWORDS` entries share (hot.rs's `cai.from_object`,
+//! offer.rs's `__dlpack__` of offered types): a signature that matches a call's arguments
+//! itself (keywords as cheap as positions), its TypeErrors in the words PyO3's argument
+//! handling uses, and the way into the body.
+//!
+//! Why: PyO3's generated argument handling turns each keyword name into UTF-8 and compares
+//! strings (about 400 instructions per call with three keywords). Here a keyword name is first
+//! compared by pointer with the interned parameter names (what the interpreter passes for a
+//! keyword written in source), then by value (a name built at run time, a str subclass).
+//!
+//! The audit (every `unsafe` below, and why it is sound):
+//! - The interpreter calls an entry with an attached thread state, `args` holding `nargs`
+//!   positional values followed by one value per entry of `kwnames` (a tuple of str, or NULL),
+//!   all borrowed for the call: the matching reads them with `pyo3-ffi` calls that make no
+//!   reference and no PyO3 value.
+//! - PyO3's own count of attached threads may not know of this thread there (no PyO3
+//!   trampoline ran), and a `Py<T>` or `PyErr` dropped while it does not would wait in PyO3's
+//!   deferred decref pool. So a body runs inside `Python::attach` (`run_attached`), PyO3's
+//!   public, sound way in: the thread is attached already, so it only counts it (about 190
+//!   instructions with PyO3's checks), and every drop in the body is immediate. Nothing of PyO3
+//!   is made before it or outlives it: the matched arguments stay raw borrowed pointers.
+//! - A panic in a body is caught (it must not unwind into C) and raised as PyO3's
+//!   PanicException, as PyO3's own entry points do. Where `Python::attach` itself refuses (the
+//!   interpreter finalizing), the body runs on `Python::assume_attached`: the thread is attached
+//!   (the interpreter called in), and a drop that waits in PyO3's pool then is the one cost, at
+//!   exit only.
+//! - The interned names are made once and kept for the life of the process (a few small
+//!   strings), so a pointer read from a signature is always a live str.
+
+use std::ffi::CStr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::panic::PanicException;
+use pyo3::prelude::*;
+use pyo3::Borrowed;
+
+/// A method definition in static storage: CPython keeps a pointer to it for the life of the
+/// function or descriptor made of it.
+pub struct Definition(pub ffi::PyMethodDef);
+// SAFETY: never written after it is made; its pointers are to static C strings and a function.
+unsafe impl Sync for Definition {}
+
+impl Definition {
+    /// The pointer CPython's constructors take (they never write through it).
+    pub fn as_ptr(&'static self) -> *mut ffi::PyMethodDef {
+        &self.0 as *const ffi::PyMethodDef as *mut ffi::PyMethodDef
+    }
+}
+
+/// A function's parameters: the first `positional` may be given by position, the first
+/// `required` must be given.
+pub struct Signature<const N: usize> {
+    function: &'static str,
+    names: [&'static CStr; N],
+    positional: usize,
+    required: usize,
+    interned: [AtomicPtr<ffi::PyObject>; N],
+}
+
+/// Why a call's arguments do not match the signature.
+#[derive(Clone, Copy)]
+pub enum Mismatch {
+    TooManyPositional(isize),
+    /// A keyword name (borrowed from the call's `kwnames`) no parameter has.
+    Unexpected(*mut ffi::PyObject),
+    Multiple(usize),
+    Missing(usize),
+}
+
+impl<const N: usize> Signature<N> {
+    pub const fn new(
+        function: &'static str,
+        names: [&'static CStr; N],
+        positional: usize,
+        required: usize,
+    ) -> Self {
+        Signature {
+            function,
+            names,
+            positional,
+            required,
+            interned: [const { AtomicPtr::new(null_mut()) }; N],
+        }
+    }
+
+    /// Interns the parameter names (once; a later call finds them made).
+    pub fn intern(&self, py: Python<'_>) -> PyResult<()> {
+        for (slot, name) in self.interned.iter().zip(self.names) {
+            if !slot.load(Ordering::Acquire).is_null() {
+                continue;
+            }
+            // SAFETY: the thread is attached (a Python token exists); a NUL-terminated static string.
+            let interned = unsafe { ffi::PyUnicode_InternFromString(name.as_ptr()) };
+            if interned.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            // The reference is kept for the life of the process (see the module's audit); one
+            // stored by a racing thread stays alive too.
+            slot.store(interned, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// The name of parameter `index`.
+    pub fn name(&self, index: usize) -> std::borrow::Cow<'static, str> {
+        self.names[index].to_string_lossy()
+    }
+
+    /// The parameter a keyword name is, by pointer first, then by value.
+    ///
+    /// # Safety
+    /// The thread is attached; `name` is a live str (an entry of a call's `kwnames`).
+    unsafe fn parameter_of(&self, name: *mut ffi::PyObject) -> Option<usize> {
+        let names = self.interned.each_ref().map(|slot| slot.load(Ordering::Acquire));
+        if let Some(index) = names.iter().position(|&interned| interned == name) {
+            return Some(index);
+        }
+        // SAFETY: a live object; PyUnicode_Check reads its type's flags.
+        if unsafe { ffi::PyUnicode_Check(name) } == 0 {
+            return None;
+        }
+        names.iter().position(|&interned| {
+            // SAFETY: both are live str objects (or subclasses); comparing two str sets no
+            // error and runs no Python code (no __eq__ is called).
+            !interned.is_null() && unsafe { ffi::PyUnicode_Compare(name, interned) } == 0
+        })
+    }
+
+    /// The argument of each parameter, NULL where none was given.
+    ///
+    /// # Safety
+    /// The vectorcall contract: `args` holds `nargs` positional values (the offset flag
+    /// masked off here) then one per entry of `kwnames` (a tuple or NULL), all alive for the
+    /// call; the thread is attached.
+    pub unsafe fn match_arguments(
+        &self,
+        args: *const *mut ffi::PyObject,
+        nargsf: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> Result<[*mut ffi::PyObject; N], Mismatch> {
+        // CPython passes the plain count to METH_FASTCALL functions; the offset flag (the sign
+        // bit) is masked off all the same.
+        let nargs = nargsf & ffi::Py_ssize_t::MAX;
+        let mut slots = [null_mut(); N];
+        let positional = usize::try_from(nargs).unwrap_or(0);
+        if positional > self.positional {
+            return Err(Mismatch::TooManyPositional(nargs));
+        }
+        for (index, slot) in slots.iter_mut().enumerate().take(positional) {
+            // SAFETY: `index < nargs`, inside `args` by the contract.
+            *slot = unsafe { *args.add(index) };
+        }
+        if !kwnames.is_null() {
+            // SAFETY: a live tuple by the contract.
+            let count = unsafe { ffi::PyTuple_Size(kwnames) };
+            for entry in 0..count.max(0) {
+                // SAFETY: `entry` is inside the tuple; a borrowed, live str.
+                let name = unsafe { ffi::PyTuple_GetItem(kwnames, entry) };
+                // SAFETY: `name` is a live str of `kwnames`.
+                let Some(index) = (unsafe { self.parameter_of(name) }) else {
+                    return Err(Mismatch::Unexpected(name));
+                };
+                if !slots[index].is_null() {
+                    return Err(Mismatch::Multiple(index));
+                }
+                // SAFETY: the value of keyword `entry` is `args[nargs + entry]` by the contract.
+                slots[index] = unsafe { *args.add(positional + entry as usize) };
+            }
+        }
+        match slots[..self.required].iter().position(|slot| slot.is_null()) {
+            Some(missing) => Err(Mismatch::Missing(missing)),
+            None => Ok(slots),
+        }
+    }
+
+    /// The TypeError of arguments that do not match the signature.
+    #[cold]
+    pub fn refusal(&self, py: Python<'_>, mismatch: Mismatch) -> PyErr {
+        let function = self.function;
+        let message = match mismatch {
+            Mismatch::TooManyPositional(given) => {
+                let was = if given == 1 { "was" } else { "were" };
+                let takes = match (self.required, self.positional) {
+                    (low, high) if low == high => format!("{high}"),
+                    (low, high) => format!("from {low} to {high}"),
+                };
+                format!("{function}() takes {takes} positional arguments but {given} {was} given")
+            }
+            Mismatch::Unexpected(name) => {
+                // SAFETY: a live entry of the call's `kwnames`, borrowed for the call.
+                let name = unsafe { Borrowed::from_ptr(py, name) };
+                let name: &Bound<'_, PyAny> = &name;
+                format!("{function}() got an unexpected keyword argument '{name}'")
+            }
+            Mismatch::Multiple(index) => {
+                format!("{function}() got multiple values for argument '{}'", self.name(index))
+            }
+            Mismatch::Missing(index) => {
+                format!("{function}() missing 1 required positional argument: '{}'", self.name(index))
+            }
+        };
+        PyTypeError::new_err(message)
+    }
+
+    /// A conversion's TypeError names the parameter, as PyO3's argument handling has it.
+    pub fn argument_error(&self, py: Python<'_>, index: usize, error: PyErr) -> PyErr {
+        if !error.get_type(py).is(py.get_type::<PyTypeError>()) {
+            return error;
+        }
+        let remapped = PyTypeError::new_err(format!("argument '{}': {}", self.name(index), error.value(py)));
+        remapped.set_cause(py, error.cause(py));
+        remapped
+    }
+}
+
+/// Runs an entry's `body` attached through PyO3 (see the module's audit): its result, or NULL
+/// with its error (a panic included) raised.
+pub fn run_attached(body: impl Fn(Python<'_>) -> PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
+    let guarded = |py: Python<'_>| {
+        let error = match catch_unwind(AssertUnwindSafe(|| body(py))) {
+            Ok(Ok(result)) => return result,
+            Ok(Err(error)) => error,
+            Err(payload) => panic_error(payload),
+        };
+        error.restore(py);
+        null_mut()
+    };
+    // `Python::attach` panics (before running anything) where PyO3 refuses to attach: while
+    // the interpreter finalizes (a `__del__` at exit may call an entry) or in a GC traversal.
+    // The thread is attached all the same (the interpreter called the entry), so the body runs
+    // then without PyO3's count: a drop it makes waits in PyO3's pool, harmless at exit.
+    match catch_unwind(AssertUnwindSafe(|| Python::attach(guarded))) {
+        Ok(result) => result,
+        // SAFETY: the interpreter called the entry from an attached thread.
+        Err(_) => guarded(unsafe { Python::assume_attached() }),
+    }
+}
+
+/// A panic of a body as a PanicException, with its message where it has one.
+#[cold]
+fn panic_error(payload: Box<dyn std::any::Any + Send>) -> PyErr {
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|text| (*text).to_owned()))
+        .unwrap_or_else(|| "panic from Rust code".to_owned());
+    PanicException::new_err(message)
+}
