@@ -417,17 +417,18 @@ static inline int cai_python_offer(PyTypeObject *type, CaiPythonFill fill) {
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <new>
+#if defined(__GXX_RTTI) || defined(_CPPRTTI)
 #include <typeinfo>
 #if defined(__GNUG__)
 #include <cxxabi.h>
 #endif
+#endif
 
 namespace cai {
 namespace detail {
-// What the offer glue of cai/pybind11.h and cai/nanobind.h makes of a C++ exception a fill
-// threw (nothing unwinds into the C caller): `error` written and its status returned, or
-// CAI_ERROR_PYTHON with a Python exception set (MemoryError for std::bad_alloc).
+// What the offer glue of cai/pybind11.h and cai/nanobind.h makes of a fill's refusal or of a
+// C++ exception it threw (nothing unwinds into the C caller): `error` written and its status
+// returned.
 inline CaiStatus fill_refused(CaiError& error, CaiStatus status, const char* message) noexcept {
   if (status == CAI_OK || status == CAI_ERROR_PYTHON) status = CAI_ERROR_INVALID_ARGUMENT;
   std::snprintf(error.message, sizeof error.message, "%s", message);
@@ -436,17 +437,17 @@ inline CaiStatus fill_refused(CaiError& error, CaiStatus status, const char* mes
   return status;
 }
 
+// CAI_ERROR_INVALID_ARGUMENT, the message naming the exception's type where RTTI says it.
 inline CaiStatus fill_threw(CaiError& error, const std::exception& e) noexcept {
-  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
-    PyErr_NoMemory();
-    return CAI_ERROR_PYTHON;
-  }
-  const char* name = typeid(e).name();
+  const char* name = "std::exception or a subclass";
   char* readable = nullptr;
+#if defined(__GXX_RTTI) || defined(_CPPRTTI)
+  name = typeid(e).name();
 #if defined(__GNUG__)
   int demangled = -1;
   readable = abi::__cxa_demangle(name, nullptr, nullptr, &demangled);
   if (demangled == 0 && readable != nullptr) name = readable;
+#endif
 #endif
   char message[sizeof error.message];
   std::snprintf(message, sizeof message, "the fill function threw a C++ exception (%s): %s", name, e.what());

@@ -46,10 +46,11 @@
 #ifndef CAI_NANOBIND_H
 #define CAI_NANOBIND_H
 
-#include <functional>
-#include <type_traits>
-
 #include <nanobind/nanobind.h>
+
+#include <functional>
+#include <new>
+#include <type_traits>
 
 #include "cai_python.h"
 #include "cai.hpp"
@@ -115,6 +116,9 @@ CaiStatus offered_fill(PyObject* self, CaiArray* out, CaiDLDevice* device, CaiEr
       return CAI_ERROR_PYTHON;
     }
     return ::cai::detail::fill_threw(*error, e);
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+    return CAI_ERROR_PYTHON;
   } catch (const ::cai::Error& e) {
     return ::cai::detail::fill_refused(*error, e.code(), e.what());
   } catch (const std::exception& e) {

@@ -48,11 +48,11 @@
 #ifndef CAI_PYBIND11_H
 #define CAI_PYBIND11_H
 
-#include <cstring>
-#include <functional>
-#include <type_traits>
-
 #include <pybind11/pybind11.h>
+
+#include <functional>
+#include <new>
+#include <type_traits>
 
 #include "cai_python.h"
 #include "cai.hpp"
@@ -111,6 +111,9 @@ CaiStatus offered_fill(PyObject* self, CaiArray* out, CaiDLDevice* device, CaiEr
     return CAI_ERROR_PYTHON;
   } catch (const ::pybind11::builtin_exception& e) {
     e.set_error();
+    return CAI_ERROR_PYTHON;
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
     return CAI_ERROR_PYTHON;
   } catch (const ::cai::Error& e) {
     return ::cai::detail::fill_refused(*error, e.code(), e.what());
