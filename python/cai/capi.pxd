@@ -13,28 +13,20 @@
 # cai.h and cai_python.h; structs list the fields a consumer reads (all of them).
 #
 # A cdef class becomes a producer with one fill function (cai_python.h's CaiPythonFill says
-# what it writes); it may raise, which reaches the consumer as it is:
-#
-#     from cpython.object cimport PyTypeObject
-#     from libc.string cimport strcpy
-#     from cai.capi cimport (CAI_DL_CPU, CAI_ERROR_PYTHON, CAI_OK, CaiArray, CaiDLDevice, CaiError,
-#                            CaiStatus, cai_python_offer)
-#
-#     cdef class Image:
-#         cdef bytes pixels
-#         cdef Py_ssize_t height, width
+# what it writes), declared `except CAI_ERROR_PYTHON` so that it may raise: the exception
+# reaches the consumer as it is. README.md's "Compiled Python extensions" has the whole example:
 #
 #     cdef CaiStatus fill(object self, CaiArray *out, CaiDLDevice *device,
 #                         CaiError *error) except CAI_ERROR_PYTHON:
 #         cdef Image image = <Image>self
-#         out.data = <uintptr_t><const char *>image.pixels
+#         out.data = <uintptr_t><char *>image.pixels
 #         ...
 #         return CAI_OK
 #
 #     cai_python_offer(<PyTypeObject *>Image, fill)   # at module level, after the class
 #
-# A cdef class is a static type (or, with Cython's type specs, a heap type): the offer writes
-# the attributes into its dict.
+# A cdef class is a static type (a heap type with Cython's type specs) that Cython marks
+# immutable: the offer writes the attributes into its dict.
 
 from cpython.object cimport PyTypeObject
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
