@@ -414,7 +414,53 @@ static inline int cai_python_offer(PyTypeObject *type, CaiPythonFill fill) {
 }
 
 #ifdef __cplusplus
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#if defined(__GXX_RTTI) || defined(_CPPRTTI)
+#include <typeinfo>
+#if defined(__GNUG__)
+#include <cxxabi.h>
+#endif
+#endif
+
 namespace cai {
+namespace detail {
+// What the offer glue of cai/pybind11.h and cai/nanobind.h makes of a fill's refusal or of a
+// C++ exception it threw (nothing unwinds into the C caller): `error` written and its status
+// returned.
+inline CaiStatus fill_refused(CaiError& error, CaiStatus status, const char* message) noexcept {
+  if (status == CAI_OK || status == CAI_ERROR_PYTHON) status = CAI_ERROR_INVALID_ARGUMENT;
+  std::snprintf(error.message, sizeof error.message, "%s", message);
+  error.code = status;
+  error.driver_result = 0;
+  return status;
+}
+
+// CAI_ERROR_INVALID_ARGUMENT, the message naming the exception's type where RTTI says it.
+inline CaiStatus fill_threw(CaiError& error, const std::exception& e) noexcept {
+  const char* name = "std::exception or a subclass";
+  char* readable = nullptr;
+#if defined(__GXX_RTTI) || defined(_CPPRTTI)
+  name = typeid(e).name();
+#if defined(__GNUG__)
+  int demangled = -1;
+  readable = abi::__cxa_demangle(name, nullptr, nullptr, &demangled);
+  if (demangled == 0 && readable != nullptr) name = readable;
+#endif
+#endif
+  char message[sizeof error.message];
+  std::snprintf(message, sizeof message, "the fill function threw a C++ exception (%s): %s", name, e.what());
+  std::free(readable);
+  return fill_refused(error, CAI_ERROR_INVALID_ARGUMENT, message);
+}
+
+inline CaiStatus fill_threw_unknown(CaiError& error) noexcept {
+  return fill_refused(error, CAI_ERROR_INVALID_ARGUMENT,
+                      "the fill function threw a C++ exception that is no std::exception");
+}
+}  // namespace detail
+
 // A borrowed CaiArray: nothing to release, valid while what it views is. What the pybind11 and
 // nanobind casters (cai/pybind11.h, cai/nanobind.h) give a function that takes it: borrowed by
 // cai_python_view where it can, else a view of an array the caster owns for the call.

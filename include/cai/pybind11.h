@@ -15,10 +15,44 @@
 // cai::Array takes device memory with the default import options (blocking sync);
 // cai::HostOrDeviceArray takes host memory too (allow_host: numpy arrays, CPU tensors). For
 // other options (a consumer stream), call cai::pybind11::from_object.
+//
+// A bound class becomes a producer with cai::pybind11::offer<fill>(cls), after the class_ is
+// made: the type gains __cuda_array_interface__ (v3), __dlpack__ and __dlpack_device__,
+// DLPack's exchange table and the C-level CAI table, each read through `fill`, a member or free
+// function that describes the instance into `out` (cai_python.h's CaiPythonFill says what it
+// writes: data, ndim, shape, typestr, strides, readonly, stream, and the device for host memory):
+//
+//   struct Image {
+//     std::vector<float> pixels;
+//     int64_t height, width;
+//     CaiStatus fill(CaiArray& out, CaiDLDevice& device, CaiError&) const {
+//       out.data = reinterpret_cast<uintptr_t>(pixels.data());
+//       out.ndim = 2;
+//       out.shape[0] = height;
+//       out.shape[1] = width;
+//       std::strcpy(out.typestr, "<f4");
+//       device = {CAI_DL_CPU, 0};  // host memory; leave it for CUDA memory
+//       return CAI_OK;
+//     }
+//   };
+//   py::class_<Image> cls(m, "Image");
+//   cai::pybind11::offer<&Image::fill>(cls);
+//
+// The fill runs with the GIL held and must not run Python code. It refuses by returning a
+// status with `error.message` written (the glue prefixes the type's name), or by throwing:
+// error_already_set and pybind11's builtin exceptions (value_error, ...) reach Python as they
+// are, cai::Error as its status and message, any other exception as CAI_ERROR_INVALID_ARGUMENT
+// naming it (std::bad_alloc as MemoryError); nothing unwinds into libcai. Each consumer that
+// reads the instance keeps it alive (a DLPack capsule until its deleter runs, a cai.Array while
+// it lives).
 #ifndef CAI_PYBIND11_H
 #define CAI_PYBIND11_H
 
 #include <pybind11/pybind11.h>
+
+#include <functional>
+#include <new>
+#include <type_traits>
 
 #include "cai_python.h"
 #include "cai.hpp"
@@ -45,6 +79,66 @@ inline ::pybind11::object to_object(Array&& array) {
   PyObject* made = cai_python_to_object(&array.raw());
   if (made == nullptr) throw ::pybind11::error_already_set();
   return ::pybind11::reinterpret_steal<::pybind11::object>(made);
+}
+
+namespace detail {
+// The C++ instance of `self` (an instance of the offered class or of a subclass: the glue
+// checked, so `self` has pybind11's instance layout), by pybind11's own caster without
+// conversions (no Python code runs); NULL when there is none: pybind11 allocates the value of
+// an instance whose __init__ did not run, but constructs nothing in it.
+template <typename T>
+T* instance_of(PyObject* self) {
+  auto* instance = reinterpret_cast<::pybind11::detail::instance*>(self);
+  for (const auto& value_and_holder : ::pybind11::detail::values_and_holders(instance))
+    if (!value_and_holder.holder_constructed()) return nullptr;
+  ::pybind11::detail::make_caster<T> caster;
+  if (!caster.load(::pybind11::handle(self), false)) return nullptr;
+  return ::pybind11::detail::cast_op<T*>(caster);
+}
+
+// The CaiPythonFill cai_python_offer is given: a plain function per (Fill, T), which finds
+// the instance and calls the author's fill, every C++ exception caught.
+template <auto Fill, typename T>
+CaiStatus offered_fill(PyObject* self, CaiArray* out, CaiDLDevice* device, CaiError* error) noexcept {
+  try {
+    T* instance = instance_of<T>(self);
+    if (instance == nullptr)
+      return ::cai::detail::fill_refused(*error, CAI_ERROR_INVALID_ARGUMENT,
+                                         "the object holds no C++ instance (its __init__ did not run)");
+    return std::invoke(Fill, *instance, *out, *device, *error);
+  } catch (::pybind11::error_already_set& e) {
+    e.restore();
+    return CAI_ERROR_PYTHON;
+  } catch (const ::pybind11::builtin_exception& e) {
+    e.set_error();
+    return CAI_ERROR_PYTHON;
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+    return CAI_ERROR_PYTHON;
+  } catch (const ::cai::Error& e) {
+    return ::cai::detail::fill_refused(*error, e.code(), e.what());
+  } catch (const std::exception& e) {
+    return ::cai::detail::fill_threw(*error, e);
+  } catch (...) {
+    return ::cai::detail::fill_threw_unknown(*error);
+  }
+}
+}  // namespace detail
+
+// Gives the bound class every producer protocol, each read through `Fill`: a member function
+// `CaiStatus T::fill(CaiArray& out, CaiDLDevice& device, CaiError& error) const`, or a free
+// function `CaiStatus fill(const T& self, CaiArray& out, CaiDLDevice& device, CaiError& error)`
+// (see the top of this file). Subclasses, Python ones too, inherit them. Throws
+// error_already_set: a TypeError when the class defines one of the attributes itself or was
+// offered already. Returns `cls`.
+template <auto Fill, typename T, typename... Options>
+::pybind11::class_<T, Options...>& offer(::pybind11::class_<T, Options...>& cls) {
+  static_assert(std::is_invocable_r_v<CaiStatus, decltype(Fill), T&, CaiArray&, CaiDLDevice&, CaiError&>,
+                "cai::pybind11::offer<Fill>: Fill is CaiStatus (T::*)(CaiArray&, CaiDLDevice&, CaiError&) const, or "
+                "CaiStatus (*)(const T&, CaiArray&, CaiDLDevice&, CaiError&)");
+  if (cai_python_offer(reinterpret_cast<PyTypeObject*>(cls.ptr()), &detail::offered_fill<Fill, T>) < 0)
+    throw ::pybind11::error_already_set();
+  return cls;
 }
 
 }  // namespace pybind11

@@ -11,7 +11,24 @@
 #
 # Build with include_dirs=[cai.get_include()]; no library to link. Every name is the one of
 # cai.h and cai_python.h; structs list the fields a consumer reads (all of them).
+#
+# A cdef class becomes a producer with one fill function (cai_python.h's CaiPythonFill says
+# what it writes), declared `except CAI_ERROR_PYTHON` so that it may raise: the exception
+# reaches the consumer as it is. README.md's "Compiled Python extensions" has the whole example:
+#
+#     cdef CaiStatus fill(object self, CaiArray *out, CaiDLDevice *device,
+#                         CaiError *error) except CAI_ERROR_PYTHON:
+#         cdef Image image = <Image>self
+#         out.data = <uintptr_t><char *>image.pixels
+#         ...
+#         return CAI_OK
+#
+#     cai_python_offer(<PyTypeObject *>Image, fill)   # at module level, after the class
+#
+# A cdef class is a static type (a heap type with Cython's type specs) that Cython marks
+# immutable: the offer writes the attributes into its dict.
 
+from cpython.object cimport PyTypeObject
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
 cdef extern from "cai_python.h":
@@ -58,6 +75,11 @@ cdef extern from "cai_python.h":
         CAI_ERROR_NOT_SUPPORTED
         CAI_PYTHON_API_MAJOR
         CAI_PYTHON_API_MINOR
+        CAI_DL_CPU
+        CAI_DL_CUDA
+        CAI_C_API_MAJOR
+        CAI_C_API_MINOR
+        CAI_REQUEST_ALLOW_HOST
 
     ctypedef struct CaiField:
         char name[64]
@@ -120,6 +142,43 @@ cdef extern from "cai_python.h":
         uint32_t is_managed
         uint32_t checked
 
+    ctypedef struct CaiDLDevice:
+        int32_t device_type
+        int32_t device_id
+
+    # The C-level CUDA Array Interface (docs/c-level-cai.md): what a consumer finds in the
+    # capsule CAI_C_API_CAPSULE_NAME of the type attribute CAI_C_API_ATTRIBUTE.
+    const char *CAI_C_API_ATTRIBUTE
+    const char *CAI_C_API_CAPSULE_NAME
+
+    ctypedef struct CaiCApiVersion:
+        uint32_t major
+        uint32_t minor
+
+    ctypedef struct CaiCApiHeader:
+        CaiCApiVersion version
+        const CaiCApiHeader *prev_api
+
+    ctypedef struct CaiRequest:
+        uint64_t flags
+        uint64_t consumer_stream
+        uint64_t reserved[2]
+
+    ctypedef struct CaiCApi:
+        CaiCApiHeader header
+        CaiStatus (*view)(const CaiCApi *api, object obj, const CaiRequest *request, CaiArray *out,
+                          CaiError *error) noexcept
+        CaiStatus (*acquire)(const CaiCApi *api, object obj, const CaiRequest *request, CaiArray *out,
+                             CaiError *error) noexcept
+        CaiStatus (*current_stream)(const CaiCApi *api, int32_t device_ordinal, uint64_t *stream,
+                                    CaiError *error) noexcept
+
+    # A producer's fill function (see cai_python.h): describes `self` into `out`; returns CAI_OK,
+    # a status with `error` written, or CAI_ERROR_PYTHON with an exception set, which a Cython
+    # fill declared `except CAI_ERROR_PYTHON` does by raising.
+    ctypedef CaiStatus (*CaiPythonFill)(object self, CaiArray *out, CaiDLDevice *device,
+                                        CaiError *error) except CAI_ERROR_PYTHON
+
     # Reads the table from the installed cai package (raises ImportError on a mismatch).
     int cai_python_import() except -1
     # Raises libcai's exception (cai.CaiError, or the object's own) when it fails.
@@ -137,6 +196,10 @@ cdef extern from "cai_python.h":
                                              CaiError *error) except *
     # A new cai.Array that owns `array`; raises (and leaves `array` the caller's) on failure.
     object cai_python_to_object(CaiArray *array)
+    # Gives the type (a cdef class, after its definition) __cuda_array_interface__, __dlpack__,
+    # __dlpack_device__, DLPack's exchange table and the C-level CAI table, each read through
+    # `fill`; raises TypeError when the type defines one of them itself or was offered already.
+    int cai_python_offer(PyTypeObject *type, CaiPythonFill fill) except -1
 
     CaiStatus cai_validate(const CaiArray *array, CaiError *error) noexcept
     CaiStatus cai_layout(const CaiArray *array, CaiLayout *layout, CaiError *error) noexcept

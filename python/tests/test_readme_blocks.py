@@ -51,6 +51,7 @@ def test_the_readme_marks_its_code_blocks():
         ("with stand-ins for cupy_array, my_stream, my_c_library, torch and ptr", "python"),
         ("run by python/tests/test_cffi_declarations.py", "python"),
         ("examples/pybind11_extension/arrays.cpp", "cpp"), ("cython module", "cython"),
+        ("offer example, pybind11", "cpp"), ("offer example, nanobind", "cpp"), ("offer example, Cython", "cython"),
         ("doctest (cargo test runs the README's Rust blocks)", "rust"),
         ("cargo add lines run in a scratch crate and compared with examples/pyo3_extension/Cargo.toml, which "
          "test_extensions.py builds with maturin", "sh"),
@@ -258,7 +259,7 @@ def test_the_cython_block_of_the_readme_builds_and_runs(tmp_path):
     sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
     import build
 
-    [(_, _, code)] = [block for block in BLOCKS if block[1] == "cython"]
+    code = block("cython module")
     (tmp_path / "readme_block.pyx").write_text(code)
     subprocess.run([sys.executable, "-m", "cython", "-3", str(tmp_path / "readme_block.pyx"), "-o",
                     str(tmp_path / "readme_block.c")], check=True)

@@ -33,30 +33,32 @@ def build_c(out_dir, suffix="", flags=()):
     return compile_module([HERE / "c_ext.c"], out_dir / f"cai_c_ext{suffix}{SUFFIX}", cpp=False, extra_flags=flags)
 
 
-def build_pybind11(out_dir, suffix="", flags=()):
+# The pybind11, nanobind and Cython builders build the test module, or `source` as the module
+# `name` (the README's examples).
+def build_pybind11(out_dir, suffix="", flags=(), source=HERE / "pybind11_ext.cpp", name="cai_pybind11_ext"):
     import pybind11
 
-    return compile_module([HERE / "pybind11_ext.cpp"], out_dir / f"cai_pybind11_ext{suffix}{SUFFIX}", cpp=True,
+    return compile_module([source], out_dir / f"{name}{suffix}{SUFFIX}", cpp=True,
                           extra_includes=[pybind11.get_include()], extra_flags=flags)
 
 
-def build_nanobind(out_dir, suffix="", flags=()):
+def build_nanobind(out_dir, suffix="", flags=(), source=HERE / "nanobind_ext.cpp", name="cai_nanobind_ext"):
     import nanobind
 
     # nanobind's support library is compiled into the module (what nanobind_add_module does).
     root = pathlib.Path(nanobind.source_dir()).parent
-    return compile_module([HERE / "nanobind_ext.cpp", root / "src" / "nb_combined.cpp"],
-                          out_dir / f"cai_nanobind_ext{suffix}{SUFFIX}", cpp=True,
+    return compile_module([source, root / "src" / "nb_combined.cpp"],
+                          out_dir / f"{name}{suffix}{SUFFIX}", cpp=True,
                           extra_includes=[nanobind.include_dir(), root / "ext" / "robin_map" / "include"],
                           # as nanobind's own build compiles it
                           extra_flags=["-fno-strict-aliasing", *flags])
 
 
-def build_cython(out_dir, suffix="", flags=()):
-    source = "cython_no_import_ext.pyx" if flags else "cython_ext.pyx"
-    name = f"cai_cython_ext{suffix}"
+def build_cython(out_dir, suffix="", flags=(), source=None, name="cai_cython_ext"):
+    source = source or HERE / ("cython_no_import_ext.pyx" if flags else "cython_ext.pyx")
+    name = f"{name}{suffix}"
     generated = out_dir / f"{name}.c"
-    subprocess.run([sys.executable, "-m", "cython", "-3", "--module-name", name, str(HERE / source),
+    subprocess.run([sys.executable, "-m", "cython", "-3", "--module-name", name, str(source),
                     "-o", str(generated)], check=True)
     return compile_module([generated], out_dir / f"{name}{SUFFIX}", cpp=False)
 
