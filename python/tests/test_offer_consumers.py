@@ -63,11 +63,47 @@ def c_route(cls):
     return OfferedType(cls.__name__, make, lambda shape, strides: len(shape) == 2 and strides is None)
 
 
+@pytest.fixture(scope="module")
+def route_exts(tmp_path_factory):
+    """The pybind11, nanobind and Cython test modules, whose `Image` each route's offer gave
+    every protocol (test_offer_routes.py tests them on their own)."""
+    out = tmp_path_factory.mktemp("offer_consumers_routes")
+    routes = ["pybind11", "nanobind", "cython"]
+    for route in routes:
+        build.BUILDERS[route](out)
+    sys.path.insert(0, str(out))
+    try:
+        return {route: importlib.import_module(f"cai_{route}_ext") for route in routes}
+    finally:
+        sys.path.remove(str(out))
+
+
+# The memory of instances whose type keeps no reference to an owner: held for the session.
+KEPT = []
+
+
+def image_route(route, cls):
+    """The routes' `Image` (python/tests/extensions/offered_image.h, cython_ext.pyx): 2-D, with
+    strides; it keeps no owner of memory it does not own, so `base` is kept here."""
+
+    def make(data, shape, typestr, *, strides=None, readonly=False, host=False, stream=None, base=None):
+        assert len(shape) == 2, f"{route}'s Image takes 2-D layouts only"
+        KEPT.append(base)
+        return cls(data, *shape, typestr=typestr, strides=strides, stream=stream or 0, readonly=readonly, host=host)
+
+    return OfferedType(f"{route}-{cls.__name__}", make, lambda shape, strides: len(shape) == 2)
+
+
 # Each route's types, by test id: a function of the fixture request (to reach the fixture that
 # builds the route's extension).
 ROUTES = {
     "c-Image": lambda request: c_route(request.getfixturevalue("offer_ext").Image),
     "c-StaticImage": lambda request: c_route(request.getfixturevalue("offer_ext").StaticImage),
+    **{
+        f"{route}-Image": (lambda route: lambda request: image_route(
+            route, request.getfixturevalue("route_exts")[route].Image))(route)
+        for route in ["pybind11", "nanobind", "cython"]
+    },
 }
 
 
