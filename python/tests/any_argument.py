@@ -555,9 +555,10 @@ def extension_callables(modules):
     return callables
 
 
-# The extensions' functions that take no array (producers, counters) or a count to loop over.
+# The extensions' functions that take no array (producers, counters, the offered types) or a
+# count to loop over.
 SKIPPED_EXTENSION_FUNCTIONS = {"produce", "produce_invalid", "released_count", "table_layout", "import_many",
-                               "keep_until_exit", "release_on_a_thread", "library_version"}
+                               "keep_until_exit", "release_on_a_thread", "library_version", "Image", "Constant"}
 
 
 def main():
