@@ -12,6 +12,11 @@
 //! [`cai::ArrayRef::sync`], [`cai::pointer_info`] and [`cai::driver_version`] in the extension
 //! run on the package's driver state ([`cai::route_device_calls`]), never on a second one.
 //!
+//! The other way round, a `#[pyclass]` of the extension becomes a producer with one method:
+//! implement [`Offer`] (describe `&self` into a [`Fill`]) and call [`offer`] in the module's
+//! init; the type gains `__cuda_array_interface__`, `__dlpack__`, `__dlpack_device__`, DLPack's
+//! exchange table and the C-level CAI table, as `cai_python_offer` gives a C type.
+//!
 //! ```no_run
 //! use pyo3::prelude::*;
 //!
@@ -40,6 +45,9 @@ use pyo3::types::PyType;
 #[cfg(feature = "conversions")]
 mod conversions;
 pub mod ffi;
+mod offered;
+
+pub use offered::{offer, Fill, Offer, OfferError};
 
 use ffi::{CaiPythonApi, FromObject, CAI_PYTHON_API_MAJOR, CAI_PYTHON_API_MINOR, CAI_PYTHON_CAPSULE_NAME};
 

@@ -161,7 +161,8 @@ def test_the_pyo3_example_builds_with_maturin_against_cai_python_no_driver(tmp_p
     done = subprocess.run([sys.executable, str(example / "use.py")], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["<f4 (2, 3) 0x7f0000001000", "(1, 3)", "(3, 3) keeps its source: True",
-                                        "source let go of with the rows: True"]
+                                        "source let go of with the rows: True",
+                                        "[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]", "(2, 3) <f4"]
 
 
 def test_the_pybind11_example_builds_with_cmake_against_the_installed_package(tmp_path):

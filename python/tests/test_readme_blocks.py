@@ -55,7 +55,7 @@ def test_the_readme_marks_its_code_blocks():
         ("doctest (cargo test runs the README's Rust blocks)", "rust"),
         ("cargo add lines run in a scratch crate and compared with examples/pyo3_extension/Cargo.toml, which "
          "test_extensions.py builds with maturin", "sh"),
-        ("examples/pyo3_extension/src/lib.rs", "rs")]
+        ("examples/pyo3_extension/src/lib.rs", "rs"), ("examples/pyo3_extension/src/matrix.rs", "rs")]
 
 
 def test_the_docs_pages_mark_their_code_blocks():
@@ -220,9 +220,11 @@ def test_the_readme_shows_the_pybind11_example_as_it_is():
 
 
 def test_the_readme_shows_the_pyo3_example_as_it_is():
-    """The example itself is built and run by test_extensions.py (marked `rs`, which cargo's
+    """Both files of it; the example itself is built and run by test_extensions.py (marked `rs`, which cargo's
     README doctest leaves alone: the `cai` crate does not depend on PyO3)."""
-    assert block("examples/pyo3_extension/") == (ROOT / "examples" / "pyo3_extension" / "src" / "lib.rs").read_text()
+    example = ROOT / "examples" / "pyo3_extension" / "src"
+    assert block("examples/pyo3_extension/src/lib.rs") == (example / "lib.rs").read_text()
+    assert block("examples/pyo3_extension/src/matrix.rs") == (example / "matrix.rs").read_text()
 
 
 def test_the_pyo3_install_lines_of_the_readme_make_the_examples_dependencies(tmp_path):

@@ -1,5 +1,7 @@
 use pyo3::prelude::*;
 
+mod matrix;
+
 /// The first `rows` rows of any GPU array (a CAI dict or object, a DLPack producer, a
 /// cai.Array), as a new cai.Array that keeps `source` alive until Python lets go of it.
 #[pyfunction]
@@ -22,5 +24,7 @@ fn head(py: Python<'_>, source: Py<PyAny>, rows: i64) -> PyResult<cai_python::Ar
 #[pymodule]
 fn gpu_head(module: &Bound<'_, PyModule>) -> PyResult<()> {
     cai_python::import(module.py())?;
-    module.add_function(wrap_pyfunction!(head, module)?)
+    module.add_function(wrap_pyfunction!(head, module)?)?;
+    module.add_class::<matrix::Matrix>()?;
+    cai_python::offer::<matrix::Matrix>(module.py())
 }

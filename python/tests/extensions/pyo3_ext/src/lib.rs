@@ -2,7 +2,7 @@
 //! have it (python/tests/extensions/checks.py compares them with cai.from_object).
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
@@ -166,7 +166,8 @@ fn table_layout(py: Python<'_>) -> PyResult<(usize, u64, usize)> {
 /// driver's log shows one cuInit and one event pool per process.
 #[pyfunction]
 fn import_and_sync(obj: &Bound<'_, PyAny>, consumer_stream: u64) -> PyResult<(u64, u64)> {
-    let unchecked = cai::ImportOptions::new().sync(cai::SyncMode::None).pointer_check(cai::PointerCheck::Never);
+    let unchecked =
+        cai::ImportOptions::new().sync(cai::SyncMode::None).pointer_check(cai::PointerCheck::Never);
     let array = cai_python::from_object(obj, &unchecked)?;
     let info = array
         .import(&cai::ImportOptions::new().sync(cai::SyncMode::None).pointer_check(cai::PointerCheck::Always))
@@ -174,6 +175,137 @@ fn import_and_sync(obj: &Bound<'_, PyAny>, consumer_stream: u64) -> PyResult<(u6
     // SAFETY: the consumer stream is one of the fake driver's live streams (checks.py).
     unsafe { array.sync(consumer_stream, cai::SyncMode::StreamOrdered) }.map_err(cai_python::raise)?;
     Ok((info.allocation_base, cai::driver_version().map_err(cai_python::raise)? as u64))
+}
+
+/// How an `Image`'s fill breaks (test_offer_pyo3.py): each a fault the glue must report as a
+/// Python error naming the type and the field, never a crash.
+const FAULT_NONE: u32 = 0;
+/// Refuses with a status and a message naming the field.
+const FAULT_REFUSES: u32 = 1;
+/// Raises a Python exception.
+const FAULT_RAISES: u32 = 2;
+/// Describes an invalid layout (a negative extent), which libcai's validation refuses.
+const FAULT_NEGATIVE_SHAPE: u32 = 3;
+/// Panics.
+const FAULT_PANICS: u32 = 4;
+/// Gives a typestr too long for the struct (the setter refuses it).
+const FAULT_LONG_TYPESTR: u32 = 5;
+
+/// An image-like producer offered through `cai_python::offer`: `height` x `width` elements of
+/// `typestr` at `data` (host memory when `host`, else CUDA memory on stream `stream`), with
+/// byte `strides` when given, its memory kept alive by `base`; offer_ext.c's Image's
+/// constructor, and `strides`. `calls` counts the fills; `fault` makes the fill break one way.
+#[pyclass(module = "cai_pyo3_ext", subclass, weakref)]
+struct Image {
+    data: u64,
+    height: i64,
+    width: i64,
+    typestr: String,
+    strides: Option<Vec<i64>>,
+    stream: u64,
+    readonly: bool,
+    host: bool,
+    fault: u32,
+    #[allow(dead_code)] // only kept: the memory's owner
+    base: Py<PyAny>,
+    calls: AtomicU64,
+}
+
+#[pymethods]
+impl Image {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (data, height, width, typestr = "|u1".to_owned(), stream = 0, readonly = false, host = false,
+                        fault = FAULT_NONE, base = None, strides = None))]
+    fn new(
+        py: Python<'_>,
+        data: u64,
+        height: i64,
+        width: i64,
+        typestr: String,
+        stream: u64,
+        readonly: bool,
+        host: bool,
+        fault: u32,
+        base: Option<Py<PyAny>>,
+        strides: Option<Vec<i64>>,
+    ) -> Image {
+        let base = base.unwrap_or_else(|| py.None());
+        Image {
+            data,
+            height,
+            width,
+            typestr,
+            strides,
+            stream,
+            readonly,
+            host,
+            fault,
+            base,
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// How often the fill ran.
+    #[getter]
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Calls `callback` while `self` is mutably borrowed (as a `&mut self` method that calls
+    /// back into Python is): a fill asked for meanwhile cannot borrow `self`.
+    fn while_mutably_borrowed(&mut self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        callback.call0(py)
+    }
+}
+
+impl cai_python::Offer for Image {
+    fn fill(&self, out: &mut cai_python::Fill<'_, '_>) -> Result<(), cai_python::OfferError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let height = if self.fault == FAULT_NEGATIVE_SHAPE { -3 } else { self.height };
+        out.data(self.data).shape(&[height, self.width])?.readonly(self.readonly).stream(self.stream);
+        let typestr = if self.fault == FAULT_LONG_TYPESTR { "<f4".repeat(20) } else { self.typestr.clone() };
+        out.typestr(&typestr)?;
+        if let Some(strides) = &self.strides {
+            out.strides(strides)?;
+        }
+        if self.host {
+            out.host();
+        }
+        match self.fault {
+            FAULT_REFUSES => Err(cai_python::OfferError::new(
+                cai::Status::InvalidShape,
+                "height is not set yet (call load() first)",
+            )),
+            FAULT_RAISES => Err(pyo3::exceptions::PyRuntimeError::new_err("the image was closed").into()),
+            FAULT_PANICS => panic!("the image's pixels are gone"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A frozen, immutable type owning its memory: `values` as a 1-d `<u2` host array. Offered
+/// through its type's dict (an immutable type's attributes cannot be set), and borrowed by
+/// the fill without PyO3's borrow flag (a frozen class has none).
+#[pyclass(module = "cai_pyo3_ext", frozen, immutable_type)]
+struct Constant {
+    values: Vec<u16>,
+}
+
+#[pymethods]
+impl Constant {
+    #[new]
+    fn new(values: Vec<u16>) -> Constant {
+        Constant { values }
+    }
+}
+
+impl cai_python::Offer for Constant {
+    fn fill(&self, out: &mut cai_python::Fill<'_, '_>) -> Result<(), cai_python::OfferError> {
+        out.data(self.values.as_ptr() as u64).shape(&[self.values.len() as i64])?.typestr("<u2")?;
+        out.readonly(true).host();
+        Ok(())
+    }
 }
 
 #[pymodule]
@@ -193,5 +325,18 @@ fn cai_pyo3_ext(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(import_and_sync, module)?)?;
     module.add_function(wrap_pyfunction!(keeping, module)?)?;
     module.add_function(wrap_pyfunction!(drop_on_a_rust_thread, module)?)?;
+    module.add_class::<Image>()?;
+    cai_python::offer::<Image>(module.py())?;
+    module.add_class::<Constant>()?;
+    cai_python::offer::<Constant>(module.py())?;
+    for (name, fault) in [
+        ("FAULT_REFUSES", FAULT_REFUSES),
+        ("FAULT_RAISES", FAULT_RAISES),
+        ("FAULT_NEGATIVE_SHAPE", FAULT_NEGATIVE_SHAPE),
+        ("FAULT_PANICS", FAULT_PANICS),
+        ("FAULT_LONG_TYPESTR", FAULT_LONG_TYPESTR),
+    ] {
+        module.add(name, fault)?;
+    }
     Ok(())
 }
