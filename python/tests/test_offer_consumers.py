@@ -65,10 +65,10 @@ def c_route(cls):
 
 @pytest.fixture(scope="module")
 def route_exts(tmp_path_factory):
-    """The pybind11, nanobind and Cython test modules, whose `Image` each route's offer gave
-    every protocol (test_offer_routes.py tests them on their own)."""
+    """The pybind11, nanobind, Cython and PyO3 test modules, whose `Image` each route's offer
+    gave every protocol (test_offer_routes.py and test_offer_pyo3.py test them on their own)."""
     out = tmp_path_factory.mktemp("offer_consumers_routes")
-    routes = ["pybind11", "nanobind", "cython"]
+    routes = ["pybind11", "nanobind", "cython", "pyo3"]
     for route in routes:
         build.BUILDERS[route](out)
     sys.path.insert(0, str(out))
@@ -83,13 +83,15 @@ KEPT = []
 
 
 def image_route(route, cls):
-    """The routes' `Image` (python/tests/extensions/offered_image.h, cython_ext.pyx): 2-D, with
-    strides; it keeps no owner of memory it does not own, so `base` is kept here."""
+    """The routes' `Image` (python/tests/extensions/offered_image.h, cython_ext.pyx,
+    pyo3_ext): 2-D, with strides. PyO3's keeps `base`; the others keep no owner of memory they
+    do not own, so `base` is kept here."""
 
     def make(data, shape, typestr, *, strides=None, readonly=False, host=False, stream=None, base=None):
         assert len(shape) == 2, f"{route}'s Image takes 2-D layouts only"
-        KEPT.append(base)
-        return cls(data, *shape, typestr=typestr, strides=strides, stream=stream or 0, readonly=readonly, host=host)
+        kept = {"base": base} if route == "pyo3" else KEPT.append(base) or {}
+        return cls(data, *shape, typestr=typestr, strides=strides, stream=stream or 0, readonly=readonly, host=host,
+                   **kept)
 
     return OfferedType(f"{route}-{cls.__name__}", make, lambda shape, strides: len(shape) == 2)
 
@@ -102,7 +104,7 @@ ROUTES = {
     **{
         f"{route}-Image": (lambda route: lambda request: image_route(
             route, request.getfixturevalue("route_exts")[route].Image))(route)
-        for route in ["pybind11", "nanobind", "cython"]
+        for route in ["pybind11", "nanobind", "cython", "pyo3"]
     },
 }
 
