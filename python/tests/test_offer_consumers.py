@@ -317,3 +317,19 @@ def test_numba_cuda_as_cuda_array_gets_the_dict_and_fails_only_at_driver_init_fa
     # from_cuda_array_interface's context wrapper got the dict as its first argument.
     handed = [frame.f_locals["args"][0] for frame in frames if frame.f_code.co_name == "_require_cuda_context"]
     assert handed == [instance.__cuda_array_interface__]
+
+
+def test_check_producer_finds_nothing_on_offered_host_and_device_instances_fake_driver(offered_type, fake):
+    """cai.testing.check_producer reads every protocol an instance offers (the dict, DLPack's
+    capsules and device, both tables) alone and compares them: an instance of every route, in
+    host memory and on the fake driver, conforms."""
+    import cai.testing
+
+    for shape, strides, typestr in taken(offered_type, LAYOUTS):
+        values = numpy_layout(shape, strides, typestr)
+        host = offered_type.make(values.ctypes.data, shape, typestr, strides=strides, host=True, base=values)
+        assert cai.testing.check_producer(host) == [], (offered_type.name, shape, strides, typestr)
+        device = offered_type.make(DEVICE_BUFFER, shape, typestr, strides=strides, readonly=True,
+                                   stream=fake.stream())
+        findings = cai.testing.check_producer(device)
+        assert findings == [], [str(finding) for finding in findings]
