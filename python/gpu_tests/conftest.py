@@ -28,3 +28,19 @@ def producer_lib():
 @pytest.fixture(scope="session")
 def cupy():
     return pytest.importorskip("cupy")
+
+
+@pytest.fixture(scope="session")
+def offer_ext():
+    """python/tests/extensions/offer_ext.c: the C route's offered `Image` (cai_python_offer),
+    built against the installed package as the test command builds it."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
+    import build
+
+    out = pathlib.Path(tempfile.mkdtemp())
+    build.compile_module([build.HERE / "offer_ext.c"], out / f"cai_offer_ext{build.SUFFIX}", cpp=False)
+    sys.path.insert(0, str(out))
+    return importlib.import_module("cai_offer_ext")

@@ -140,3 +140,34 @@ def test_stream_ordered_import_waits_for_a_slow_producer(cupy):
         ordered = out.copy()
     consumer.synchronize()
     assert bool((ordered == 2.0).all())
+
+
+def test_an_offered_device_image_is_read_by_cupy_and_torch_after_its_producer_stream(cupy, offer_ext):
+    """A type offered by cai_python_offer over CuPy memory that a slow kernel is still filling
+    on a non-default stream (the fill reports that stream): CuPy and torch take it by DLPack on
+    their own streams, and the offer's __dlpack__ orders the producer's stream before theirs
+    with an event, so a copy on the consumer's stream sees the kernel's values (not run on a GPU yet:
+docs/gpu-results.md). Its v3 dict
+    names the producer's stream, and libcai reads it through the C-level table."""
+    producer, consumer = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+    out = cupy.zeros(1 << 20, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()
+    _slow_fill(cupy, out, 3.0, producer)
+    image = offer_ext.Image(out.data.ptr, 1024, 1024, typestr="<f4", stream=producer.ptr, base=out)
+    assert image.__cuda_array_interface__["stream"] == producer.ptr
+    with consumer:
+        taken = cupy.from_dlpack(image)
+        copied = taken.copy()
+    consumer.synchronize()
+    assert bool((copied == 3.0).all())
+    assert cai.from_object(image, sync=False).shape == (1024, 1024)
+
+    torch = pytest.importorskip("torch")
+    out.fill(0)
+    cupy.cuda.Device().synchronize()
+    _slow_fill(cupy, out, 4.0, producer)
+    # torch on its default stream (the legacy one): its exchange-table read of the offered type
+    # orders the legacy default stream after the producer's.
+    cloned = torch.from_dlpack(image).clone()
+    torch.cuda.synchronize()
+    assert bool((cloned == 4.0).all())
