@@ -86,7 +86,7 @@ unsafe extern "C" fn managed_tensor_from_py_object(
         // SAFETY: the consumer passes an object it holds.
         let array = unsafe { array_of(py, py_object) }?;
         let device = array.get().dl_device()?;
-        let tensor = Array::export_tensor(&array, device, Some(CAI_STREAM_LEGACY), true)?;
+        let tensor = Array::export_tensor(&array, device, work_stream(device), true)?;
         // SAFETY: the consumer's out-pointer.
         unsafe { *out = tensor.cast() };
         Ok(())
@@ -116,7 +116,7 @@ unsafe extern "C" fn offered_managed_tensor_from_py_object(
         let (view, described) = offered.acquire_object(&object)?;
         let device = Offered::device_of(&described, view.array())?;
         let tensor =
-            tensor_of(view.into_view(), Some(&described.validated), device, Some(CAI_STREAM_LEGACY), true)?;
+            tensor_of(view.into_view(), Some(&described.validated), device, work_stream(device), true)?;
         // SAFETY: the consumer's out-pointer.
         unsafe { *out = tensor.cast() };
         Ok(())
@@ -151,6 +151,13 @@ unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut C
         unsafe { *out = view };
         Ok(())
     })
+}
+
+/// The stream a tensor taken through a table is ordered before: the legacy default stream (the
+/// tables' work stream, see `CAI_ARRAY_EXCHANGE_API`) for device memory; none for host memory,
+/// which no stream orders.
+fn work_stream(device: cai::CaiDLDevice) -> Option<u64> {
+    (device.device_type != cai::CAI_DL_CPU).then_some(CAI_STREAM_LEGACY)
 }
 
 /// NULL: the legacy default stream for CUDA memory (see `CAI_ARRAY_EXCHANGE_API`), no stream

@@ -25,6 +25,9 @@ def compile_module(sources, out, cpp, extra_includes=(), extra_flags=()):
     return out
 
 
+# nanobind_add_module's FREE_THREADED: the module declares it keeps the GIL off.
+FREE_THREADED_NANOBIND = ["-DNB_FREE_THREADED"] if sysconfig.get_config_var("Py_GIL_DISABLED") else []
+
 # A module built with NO_IMPORT is the same module whose init never calls cai_python_import().
 NO_IMPORT = ["-DCAI_TEST_NO_IMPORT"]
 
@@ -50,8 +53,9 @@ def build_nanobind(out_dir, suffix="", flags=(), source=HERE / "nanobind_ext.cpp
     return compile_module([source, root / "src" / "nb_combined.cpp"],
                           out_dir / f"{name}{suffix}{SUFFIX}", cpp=True,
                           extra_includes=[nanobind.include_dir(), root / "ext" / "robin_map" / "include"],
-                          # as nanobind's own build compiles it
-                          extra_flags=["-fno-strict-aliasing", *flags])
+                          # as nanobind's own build compiles it (FREE_THREADED on a free-threaded
+                          # CPython, so that importing the module keeps the GIL off)
+                          extra_flags=["-fno-strict-aliasing", *FREE_THREADED_NANOBIND, *flags])
 
 
 def build_cython(out_dir, suffix="", flags=(), source=None, name="cai_cython_ext"):

@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 # A Cython extension built against the installed cai package only (cai/capi.pxd), and an image
 # type it offers (cai_python_offer).
 from cpython.object cimport PyTypeObject

@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 # A Cython extension whose module never calls cai_python_import(): the table is read on first use.
 from cai.capi cimport CaiArray, CaiError, cai_python_from_object, cai_release
 

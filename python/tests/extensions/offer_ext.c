@@ -272,6 +272,10 @@ PyMODINIT_FUNC PyInit_cai_offer_ext(void) {
   if (cai_python_import() < 0) return NULL;
   PyObject *m = PyModule_Create(&module);
   if (m == NULL) return NULL;
+#ifdef Py_GIL_DISABLED
+  /* Free-threaded CPython: loading the module keeps the GIL off (its state is per instance). */
+  if (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) goto fail;
+#endif
   PyObject *image = PyType_FromSpec(&image_spec);
   if (image == NULL || cai_python_offer((PyTypeObject *)image, image_fill) < 0 ||
       PyModule_AddObject(m, "Image", image) < 0)

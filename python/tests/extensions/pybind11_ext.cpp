@@ -52,9 +52,9 @@ static py::object described(const cai::Array& a) {
 
 #ifdef CAI_TEST_NO_IMPORT
 // The same module whose init forgot the import: the table is read on first use.
-PYBIND11_MODULE(cai_pybind11_ext_no_import, m) {
+PYBIND11_MODULE(cai_pybind11_ext_no_import, m, py::mod_gil_not_used()) {
 #else
-PYBIND11_MODULE(cai_pybind11_ext, m) {
+PYBIND11_MODULE(cai_pybind11_ext, m, py::mod_gil_not_used()) {
   cai::pybind11::import();
 #endif
   m.def("describe", [](cai::Array a) { return described(a); });

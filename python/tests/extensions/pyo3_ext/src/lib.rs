@@ -308,7 +308,7 @@ impl cai_python::Offer for Constant {
     }
 }
 
-#[pymodule]
+#[pymodule(gil_used = false)]
 fn cai_pyo3_ext(module: &Bound<'_, PyModule>) -> PyResult<()> {
     cai_python::import(module.py())?;
     module.add_function(wrap_pyfunction!(describe, module)?)?;
