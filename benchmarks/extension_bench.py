@@ -99,7 +99,17 @@ def c_loop_rows():
         if view and view_borrows(lambda n, c=cuda: loops.view_loop(c, n, False, cai.SYNC_NONE)):
             yield (f"{name}: cai_python_view",
                    lambda n, c=cuda: loops.view_loop(c, n, False, cai.SYNC_NONE))
-    for name, tensor in dlpack_tensors().items():
+    tensors = dlpack_tensors()
+    if "torch" in tensors:
+        # A type offered by cai_python_offer (offer_bench.py's Image, host memory): libcai reads
+        # it through its C-level table, next to torch's raw exchange call on a torch tensor.
+        image = offered_image()
+        yield ("offered Image: torch's dltensor_from_py_object_no_sync (on a torch tensor)",
+               lambda n, t=tensors["torch"]: loops.exchange_loop(t, n, False))
+        yield "offered Image: cai_python_view", lambda n, i=image: loops.view_loop(i, n, True, cai.SYNC_DEFAULT)
+        yield ("offered Image: cai_python_from_object",
+               lambda n, i=image: loops.cai_loop(i, n, True, cai.SYNC_DEFAULT))
+    for name, tensor in tensors.items():
         yield (f"{name}: dltensor_from_py_object_no_sync",
                lambda n, t=tensor: loops.exchange_loop(t, n, False))
         yield (f"{name}: managed_tensor_from_py_object_no_sync + deleter",
@@ -173,6 +183,14 @@ def main():
     report(best(rows), " ns")
     if "--instructions" in sys.argv:
         instructions()
+
+
+def offered_image():
+    """offer_bench.py's offered Image over a 512 x 256 uint8 numpy array (kept by the Image)."""
+    from offer_bench import SHAPE, offer_ext
+
+    values = np.zeros(SHAPE, dtype=np.uint8)
+    return offer_ext().Image(values.ctypes.data, *SHAPE, host=True, base=values)
 
 
 def dlpack_tensors():

@@ -1,0 +1,88 @@
+"""A type offered by cai_python_offer (python/tests/extensions/offer_ext.c's `Image`, host
+memory over a numpy array, 512 x 256 uint8) read by libcai and by the peers, next to the reads
+issue 36's goals compare them with, in one interleaved run (dlpack_bench.py's timing: best of
+ROUNDS rounds of NUMBER calls, ns per call); with --instructions, instructions per call counted
+by callgrind in a C loop, less the empty loop.
+
+    OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/offer_bench.py [--instructions]
+
+Rows (argument | reader): libcai reading the offered type (through its C-level table) against
+tvm_ffi.from_dlpack of a torch tensor; tvm_ffi and numpy reading the offered type against their
+reads of a torch tensor and a numpy array; the offered type's `__cuda_array_interface__` (a
+device instance: a pointer no driver is asked about) against numpy's `__array_interface__`.
+"""
+
+import importlib
+import pathlib
+import platform
+import sys
+import tempfile
+
+import numpy
+
+import cai
+from dlpack_bench import counted, count_child, timed
+from extension_bench import cpu_name
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
+import build  # noqa: E402
+
+NEVER = cai.POINTER_CHECK_NEVER
+SHAPE = (512, 256)
+
+
+def offer_ext():
+    """The test producer, built once into a cache folder of the temporary directory."""
+    out = pathlib.Path(tempfile.gettempdir()) / "cai-offer-bench"
+    out.mkdir(exist_ok=True)
+    target = out / f"cai_offer_ext{build.SUFFIX}"
+    if not target.exists():
+        build.compile_module([build.HERE / "offer_ext.c"], target, cpp=False)
+    sys.path.insert(0, str(out))
+    return importlib.import_module("cai_offer_ext")
+
+
+def cells():
+    ext = offer_ext()
+    values = numpy.zeros(SHAPE, dtype=numpy.uint8)
+    image = ext.Image(values.ctypes.data, *SHAPE, host=True, base=values)
+    device_image = ext.Image(0x10000, *SHAPE, typestr="<f4", stream=0)
+    twin = numpy.zeros(SHAPE, dtype=numpy.float32)
+    yield ("offered Image", "cai.from_object", lambda: cai.from_object(image, sync=False, allow_host=True,
+                                                                        pointer_check=NEVER))
+    yield ("offered Image", "numpy.from_dlpack", lambda: numpy.from_dlpack(image))
+    yield ("numpy array", "numpy.from_dlpack", lambda: numpy.from_dlpack(values))
+    yield ("offered Image", "__cuda_array_interface__", lambda: device_image.__cuda_array_interface__)
+    yield ("numpy array", "__array_interface__", lambda: twin.__array_interface__)
+    try:
+        import torch
+        import tvm_ffi
+    except ImportError:
+        print("(torch or tvm_ffi is not installed: no tvm-ffi rows)")
+        return
+    tensor = torch.zeros(SHAPE, dtype=torch.uint8)
+    yield ("offered Image", "tvm_ffi.from_dlpack", lambda: tvm_ffi.from_dlpack(image))
+    yield ("torch CPU tensor", "tvm_ffi.from_dlpack", lambda: tvm_ffi.from_dlpack(tensor))
+    yield ("torch CPU tensor", "cai.from_object", lambda: cai.from_object(tensor, sync=False, allow_host=True,
+                                                                           pointer_check=NEVER))
+
+
+def main():
+    table = {(argument, column): call for argument, column, call in cells()}
+    if sys.argv[1:2] == ["--count-child"]:
+        count_child(sys.argv[2], table)
+        return
+    print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, "
+          f"numpy {numpy.__version__}, cai {cai.__version__}")
+    times = timed(table)
+    instructions = counted(table, script=__file__) if "--instructions" in sys.argv else {}
+    for key in table:
+        cell = f"{times[key]:7.0f} ns"
+        if key in instructions:
+            cell += f" / {instructions[key]:7,.0f} instructions"
+        print(f"{key[0]:18} {key[1]:26} {cell}")
+
+
+if __name__ == "__main__":
+    main()
