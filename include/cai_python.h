@@ -417,6 +417,9 @@ static inline int cai_python_offer(PyTypeObject *type, CaiPythonFill fill) {
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <new>
+
+#include "cai.hpp"
 #if defined(__GXX_RTTI) || defined(_CPPRTTI)
 #include <typeinfo>
 #if defined(__GNUG__)
@@ -455,9 +458,24 @@ inline CaiStatus fill_threw(CaiError& error, const std::exception& e) noexcept {
   return fill_refused(error, CAI_ERROR_INVALID_ARGUMENT, message);
 }
 
-inline CaiStatus fill_threw_unknown(CaiError& error) noexcept {
-  return fill_refused(error, CAI_ERROR_INVALID_ARGUMENT,
-                      "the fill function threw a C++ exception that is no std::exception");
+// The status of the exception being handled, for the C++ exceptions every binding shares; called
+// from a `catch (...)` of the glue, after the binding's own exception types: std::bad_alloc is a
+// MemoryError (CAI_ERROR_PYTHON), cai::Error keeps its status and message, any other exception
+// is CAI_ERROR_INVALID_ARGUMENT naming it.
+inline CaiStatus fill_failed(CaiError& error) noexcept {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+    return CAI_ERROR_PYTHON;
+  } catch (const ::cai::Error& e) {
+    return fill_refused(error, e.code(), e.what());
+  } catch (const std::exception& e) {
+    return fill_threw(error, e);
+  } catch (...) {
+    return fill_refused(error, CAI_ERROR_INVALID_ARGUMENT,
+                        "the fill function threw a C++ exception that is no std::exception");
+  }
 }
 }  // namespace detail
 

@@ -112,15 +112,8 @@ CaiStatus offered_fill(PyObject* self, CaiArray* out, CaiDLDevice* device, CaiEr
   } catch (const ::pybind11::builtin_exception& e) {
     e.set_error();
     return CAI_ERROR_PYTHON;
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-    return CAI_ERROR_PYTHON;
-  } catch (const ::cai::Error& e) {
-    return ::cai::detail::fill_refused(*error, e.code(), e.what());
-  } catch (const std::exception& e) {
-    return ::cai::detail::fill_threw(*error, e);
   } catch (...) {
-    return ::cai::detail::fill_threw_unknown(*error);
+    return ::cai::detail::fill_failed(*error);
   }
 }
 }  // namespace detail

@@ -3,6 +3,7 @@ environment, as a user would) and the fake CUDA driver (tests/fake_cuda/fake_cud
 double) as the driver for the whole session."""
 
 import ctypes
+import sys
 import os
 import pathlib
 import subprocess
@@ -129,3 +130,43 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("calls with any argument (hypothesis)")
         for line in SUMMARY:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def offer_ext(tmp_path_factory):
+    """python/tests/extensions/offer_ext.c, built once against the installed package: the C
+    route's offered types (`Image`, a heap type, and `StaticImage`) and the functions that read
+    any object's C-level table as a C consumer does."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
+    import build
+
+    out = tmp_path_factory.mktemp("offer_ext")
+    build.compile_module([build.HERE / "offer_ext.c"], out / f"cai_offer_ext{build.SUFFIX}", cpp=False)
+    sys.path.insert(0, str(out))
+    try:
+        return importlib.import_module("cai_offer_ext")
+    finally:
+        sys.path.remove(str(out))
+
+
+@pytest.fixture(scope="session")
+def route_modules(tmp_path_factory):
+    """The pybind11, nanobind, Cython and PyO3 test modules (python/tests/extensions), built once
+    against the installed package, by route; each has an `Image` its route's offer gave every
+    producer protocol."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
+    import build
+
+    out = tmp_path_factory.mktemp("route_modules")
+    routes = ["pybind11", "nanobind", "cython", "pyo3"]
+    for route in routes:
+        build.BUILDERS[route](out)
+    sys.path.insert(0, str(out))
+    try:
+        return {route: importlib.import_module(f"cai_{route}_ext") for route in routes}
+    finally:
+        sys.path.remove(str(out))

@@ -5,8 +5,6 @@ cai_python_offer), and on a family of broken producers written in Python, each a
 with one thing corrupted, exactly the finding of that fault, naming its protocols and field."""
 
 import ctypes
-import importlib
-import sys
 
 import numpy as np
 import pytest
@@ -14,10 +12,8 @@ import pytest
 import cai
 import cai.testing
 from cai.testing import CAI, DLPACK, DLPACK_DEVICE, DLPACK_VERSIONED, Finding, check_producer
-from conftest import DEVICE_BUFFER, ROOT
+from conftest import DEVICE_BUFFER
 
-sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
-import build  # noqa: E402
 
 
 def device_array(shape=(2, 3), typestr="<f4", data=DEVICE_BUFFER):
@@ -72,15 +68,9 @@ def test_a_cuda_core_strided_memory_view_conforms():
     assert check_producer(view) == []
 
 
-@pytest.fixture(scope="module")
-def ext(tmp_path_factory):
-    out = tmp_path_factory.mktemp("offer")
-    build.compile_module([build.HERE / "offer_ext.c"], out / f"cai_offer_ext{build.SUFFIX}", cpp=False)
-    sys.path.insert(0, str(out))
-    try:
-        return importlib.import_module("cai_offer_ext")
-    finally:
-        sys.path.remove(str(out))
+@pytest.fixture
+def ext(offer_ext):
+    return offer_ext
 
 
 @pytest.mark.parametrize("name", ["Image", "StaticImage"])

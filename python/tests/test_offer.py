@@ -5,29 +5,19 @@ host memory and on the fake CUDA driver's memory (a test double); each fault of 
 is a clear error naming the type and the field, never a crash."""
 
 import gc
-import importlib
-import sys
 import weakref
 
 import numpy as np
 import pytest
 
 import cai
-from conftest import DEVICE_BUFFER, ROOT
-
-sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
-import build  # noqa: E402
+from conftest import DEVICE_BUFFER
 
 
-@pytest.fixture(scope="module")
-def ext(tmp_path_factory):
-    out = tmp_path_factory.mktemp("offer")
-    build.compile_module([build.HERE / "offer_ext.c"], out / f"cai_offer_ext{build.SUFFIX}", cpp=False)
-    sys.path.insert(0, str(out))
-    try:
-        return importlib.import_module("cai_offer_ext")
-    finally:
-        sys.path.remove(str(out))
+
+@pytest.fixture
+def ext(offer_ext):
+    return offer_ext
 
 
 @pytest.fixture(params=["Image", "StaticImage"])

@@ -18,29 +18,14 @@ free-threaded leg installs neither) its tests are skipped, and counted as skippe
 
 import ctypes
 import dataclasses
-import importlib
-import sys
 import traceback
 from typing import Callable, Optional
 
 import numpy as np
 import pytest
 
-from conftest import DEVICE_BUFFER, ROOT
+from conftest import DEVICE_BUFFER
 
-sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
-import build  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def offer_ext(tmp_path_factory):
-    out = tmp_path_factory.mktemp("offer_consumers")
-    build.compile_module([build.HERE / "offer_ext.c"], out / f"cai_offer_ext{build.SUFFIX}", cpp=False)
-    sys.path.insert(0, str(out))
-    try:
-        return importlib.import_module("cai_offer_ext")
-    finally:
-        sys.path.remove(str(out))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,21 +46,6 @@ def c_route(cls):
         return cls(data, *shape, typestr=typestr, stream=stream or 0, readonly=readonly, host=host, base=base)
 
     return OfferedType(cls.__name__, make, lambda shape, strides: len(shape) == 2 and strides is None)
-
-
-@pytest.fixture(scope="module")
-def route_exts(tmp_path_factory):
-    """The pybind11, nanobind, Cython and PyO3 test modules, whose `Image` each route's offer
-    gave every protocol (test_offer_routes.py and test_offer_pyo3.py test them on their own)."""
-    out = tmp_path_factory.mktemp("offer_consumers_routes")
-    routes = ["pybind11", "nanobind", "cython", "pyo3"]
-    for route in routes:
-        build.BUILDERS[route](out)
-    sys.path.insert(0, str(out))
-    try:
-        return {route: importlib.import_module(f"cai_{route}_ext") for route in routes}
-    finally:
-        sys.path.remove(str(out))
 
 
 # The memory of instances whose type keeps no reference to an owner: held for the session.
@@ -103,7 +73,7 @@ ROUTES = {
     "c-StaticImage": lambda request: c_route(request.getfixturevalue("offer_ext").StaticImage),
     **{
         f"{route}-Image": (lambda route: lambda request: image_route(
-            route, request.getfixturevalue("route_exts")[route].Image))(route)
+            route, request.getfixturevalue("route_modules")[route].Image))(route)
         for route in ["pybind11", "nanobind", "cython", "pyo3"]
     },
 }

@@ -6,7 +6,6 @@ test double); a fill that refuses, raises, panics, describes an invalid layout o
 mutably borrowed is a clear error naming the type and the field, never a crash."""
 
 import gc
-import importlib
 import sys
 import weakref
 
@@ -14,33 +13,19 @@ import numpy as np
 import pytest
 
 import cai
-from conftest import DEVICE_BUFFER, ROOT
-
-sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
-import build  # noqa: E402
+from conftest import DEVICE_BUFFER
 
 
-def imported(out, name):
-    sys.path.insert(0, str(out))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(out))
+
+@pytest.fixture
+def ext(route_modules):
+    return route_modules["pyo3"]
 
 
 @pytest.fixture(scope="module")
-def ext(tmp_path_factory):
-    out = tmp_path_factory.mktemp("offer_pyo3")
-    build.build_pyo3(out)
-    return imported(out, "cai_pyo3_ext")
-
-
-@pytest.fixture(scope="module")
-def consumer(tmp_path_factory):
+def consumer(offer_ext):
     """offer_ext.c: reads any type's C-level table as a C consumer does, and cai_python_view."""
-    out = tmp_path_factory.mktemp("offer_pyo3_consumer")
-    build.compile_module([build.HERE / "offer_ext.c"], out / f"cai_offer_ext{build.SUFFIX}", cpp=False)
-    return imported(out, "cai_offer_ext")
+    return offer_ext
 
 
 def strided_host_image(ext, **kwargs):

@@ -9,7 +9,6 @@ consumer holds it; and each fault of a fill (a refusal, a Python exception, a C+
 invalid layout) is a clear error naming the type, never a crash."""
 
 import gc
-import importlib
 import os
 import re
 import subprocess
@@ -29,20 +28,11 @@ ROUTES = ["pybind11", "nanobind", "cython"]
 CPP_ROUTES = ["pybind11", "nanobind"]
 
 
-@pytest.fixture(scope="module")
-def modules(tmp_path_factory):
+@pytest.fixture
+def modules(route_modules, offer_ext):
     """The three routes' test modules, and offer_ext (the C route's), whose functions read any
     object's C-level table as a C consumer does."""
-    out = tmp_path_factory.mktemp("offer_routes")
-    for route in ROUTES:
-        build.BUILDERS[route](out)
-    build.compile_module([build.HERE / "offer_ext.c"], out / f"cai_offer_ext{build.SUFFIX}", cpp=False)
-    sys.path.insert(0, str(out))
-    try:
-        built = {route: importlib.import_module(f"cai_{route}_ext") for route in ROUTES}
-        return built, importlib.import_module("cai_offer_ext")
-    finally:
-        sys.path.remove(str(out))
+    return route_modules, offer_ext
 
 
 @pytest.fixture(params=ROUTES)
