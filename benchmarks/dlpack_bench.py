@@ -211,3 +211,22 @@ def versions():
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def run_table(cells, script, width):
+    """The main of a benchmark whose rows are `cells()` ((argument, column, call) triples):
+    times every row, counts its instructions with --instructions (in a child running `script`
+    with --count-child), and prints one line per row, the column `width` wide."""
+    table = {(argument, column): call for argument, column, call in cells()}
+    if sys.argv[1:2] == ["--count-child"]:
+        count_child(sys.argv[2], table)
+        return
+    print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, "
+          f"numpy {numpy.__version__}, cai {cai.__version__}")
+    times = timed(table)
+    instructions = counted(table, script=script) if "--instructions" in sys.argv else {}
+    for key in table:
+        cell = f"{times[key]:7.0f} ns"
+        if key in instructions:
+            cell += f" / {instructions[key]:7,.0f} instructions"
+        print(f"{key[0]:18} {key[1]:{width}} {cell}")

@@ -9,16 +9,13 @@ by callgrind in a C loop, less the empty loop.
     OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/hot_bench.py [--instructions]
 """
 
-import platform
-import sys
 
 import numpy
 
 import cai
 from cai import _native
 import dlpack_bench
-from dlpack_bench import counted, count_child, timed
-from extension_bench import cpu_name
+from dlpack_bench import run_table
 from framework_dicts import PRODUCERS
 
 NEVER = cai.POINTER_CHECK_NEVER
@@ -48,19 +45,7 @@ def cells():
 
 
 def main():
-    table = {(argument, column): call for argument, column, call in cells()}
-    if sys.argv[1:2] == ["--count-child"]:
-        count_child(sys.argv[2], table)
-        return
-    print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, "
-          f"numpy {numpy.__version__}, cai {cai.__version__}")
-    times = timed(table)
-    instructions = counted(table, script=__file__) if "--instructions" in sys.argv else {}
-    for key in table:
-        cell = f"{times[key]:7.0f} ns"
-        if key in instructions:
-            cell += f" / {instructions[key]:7,.0f} instructions"
-        print(f"{key[0]:18} {key[1]:30} {cell}")
+    run_table(cells, __file__, 30)
 
 
 if __name__ == "__main__":

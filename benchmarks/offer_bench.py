@@ -14,15 +14,13 @@ device instance: a pointer no driver is asked about) against numpy's `__array_in
 
 import importlib
 import pathlib
-import platform
 import sys
 import tempfile
 
 import numpy
 
 import cai
-from dlpack_bench import counted, count_child, timed
-from extension_bench import cpu_name
+from dlpack_bench import run_table
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
@@ -69,19 +67,7 @@ def cells():
 
 
 def main():
-    table = {(argument, column): call for argument, column, call in cells()}
-    if sys.argv[1:2] == ["--count-child"]:
-        count_child(sys.argv[2], table)
-        return
-    print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, "
-          f"numpy {numpy.__version__}, cai {cai.__version__}")
-    times = timed(table)
-    instructions = counted(table, script=__file__) if "--instructions" in sys.argv else {}
-    for key in table:
-        cell = f"{times[key]:7.0f} ns"
-        if key in instructions:
-            cell += f" / {instructions[key]:7,.0f} instructions"
-        print(f"{key[0]:18} {key[1]:26} {cell}")
+    run_table(cells, __file__, 26)
 
 
 if __name__ == "__main__":
