@@ -5,6 +5,7 @@ host memory and on the fake CUDA driver's memory (a test double); each fault of 
 is a clear error naming the type and the field, never a crash."""
 
 import gc
+import sys
 import weakref
 
 import numpy as np
@@ -132,6 +133,21 @@ def test_a_dlpack_capsule_keeps_the_object_alive_until_its_deleter_runs(ext):
     assert alive() is not None
     np.testing.assert_array_equal(taken.ravel(), values)
     del taken
+    gc.collect()
+    assert alive() is None
+
+
+def test_an_acquired_struct_and_a_dlpack_tensor_let_go_of_the_object_from_a_thread_without_the_gil(ext):
+    """The acquired struct's release and the DLPack tensor's deleter, run by a C consumer's
+    thread that never attaches to the interpreter, each let go of their reference to the
+    object (attaching themselves): it is gone after both, and nothing crashes."""
+    values = np.arange(6, dtype=np.uint8)
+    image = weak_image_type(ext)(values.ctypes.data, 2, 3, host=True, base=values)
+    alive = weakref.ref(image)
+    references = sys.getrefcount(image)
+    ext.release_on_a_thread(image)
+    assert sys.getrefcount(image) == references
+    del image
     gc.collect()
     assert alive() is None
 

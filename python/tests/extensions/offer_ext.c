@@ -6,6 +6,8 @@
 #define PY_SSIZE_T_CLEAN
 #include "cai_python.h"
 
+#include <pthread.h>
+
 #include <string.h>
 
 enum Fault {
@@ -250,6 +252,58 @@ static PyObject *acquire_kept(PyObject *self, PyObject *obj) {
   return capsule;
 }
 
+// release_on_a_thread(obj): obj's table acquires it (host memory allowed), and a versioned
+// DLPack capsule of obj is taken as a consumer takes one (renamed "used_dltensor_versioned");
+// the acquired struct's release and the tensor's deleter then run on a new thread that never
+// attaches to the interpreter, as a C consumer's worker thread would run them.
+static void *release_both(void *held) {
+  CaiArray *acquired = ((void **)held)[0];
+  CaiDLManagedTensorVersioned *tensor = ((void **)held)[1];
+  acquired->release(acquired);
+  tensor->deleter(tensor);
+  return NULL;
+}
+
+static PyObject *release_on_a_thread(PyObject *self, PyObject *obj) {
+  (void)self;
+  const CaiCApi *api;
+  int found = c_api_of(Py_TYPE(obj), &api);
+  if (found <= 0) return found < 0 ? NULL : PyErr_Format(PyExc_TypeError, "no C-level table");
+  CaiRequest request = {0};
+  request.flags = CAI_REQUEST_ALLOW_HOST;
+  CaiArray acquired;
+  CaiError e;
+  CaiStatus s = api->acquire(api, obj, &request, &acquired, &e);
+  if (s != CAI_OK) return s == CAI_ERROR_PYTHON ? NULL : raise_status(s, &e);
+  PyObject *method = PyObject_GetAttrString(obj, "__dlpack__");
+  PyObject *no_arguments = PyTuple_New(0);
+  PyObject *keywords = Py_BuildValue("{s(ii)si}", "max_version", 1, 0, "stream", -1);
+  PyObject *capsule = method && no_arguments && keywords ? PyObject_Call(method, no_arguments, keywords) : NULL;
+  Py_XDECREF(method);
+  Py_XDECREF(no_arguments);
+  Py_XDECREF(keywords);
+  CaiDLManagedTensorVersioned *tensor =
+      capsule == NULL ? NULL : PyCapsule_GetPointer(capsule, "dltensor_versioned");
+  if (tensor == NULL || PyCapsule_SetName(capsule, "used_dltensor_versioned") < 0) {
+    Py_XDECREF(capsule);
+    acquired.release(&acquired);
+    return NULL;
+  }
+  Py_DECREF(capsule);  /* renamed: its destructor leaves the tensor to this consumer */
+  void *held[2] = {&acquired, tensor};
+  pthread_t thread;
+  int failed;
+  Py_BEGIN_ALLOW_THREADS
+  failed = pthread_create(&thread, NULL, release_both, held);
+  if (!failed) pthread_join(thread, NULL);
+  Py_END_ALLOW_THREADS
+  if (failed) {
+    release_both(held);
+    return PyErr_Format(PyExc_OSError, "pthread_create: %d", failed);
+  }
+  Py_RETURN_NONE;
+}
+
 // offer(type): offers any type with this module's fill (the tests offer twice, and a
 // type whose instances are no Image, to see the refusals).
 static PyObject *offer(PyObject *self, PyObject *type) {
@@ -263,6 +317,7 @@ static PyMethodDef methods[] = {
     {"table_view", (PyCFunction)(void (*)(void))table_view, METH_VARARGS | METH_KEYWORDS, NULL},
     {"view", (PyCFunction)(void (*)(void))view, METH_VARARGS | METH_KEYWORDS, NULL},
     {"acquire_kept", acquire_kept, METH_O, NULL},
+    {"release_on_a_thread", release_on_a_thread, METH_O, NULL},
     {"offer", offer, METH_O, NULL},
     {NULL}};
 
