@@ -555,6 +555,35 @@ def extension_callables(modules):
     return callables
 
 
+# Host memory the offered instances below describe, kept for the run.
+OFFERED_MEMORY = []
+
+
+def offered_callables(modules):
+    """The protocols libcai's offer gave each test module's `Image` (the pybind11, nanobind,
+    Cython and PyO3 routes'), on a host instance and on one over the fake driver's memory:
+    `__dlpack__` given any keywords (and positions, which it refuses), `__dlpack_device__` any
+    values, `__cuda_array_interface__` read."""
+    callables = {}
+    for module_name in modules:
+        image_type = getattr(__import__(module_name), "Image", None)
+        if image_type is None:
+            continue
+        memory = (ctypes.c_uint8 * 64)()
+        OFFERED_MEMORY.append(memory)
+        instances = [image_type(ctypes.addressof(memory), 2, 3, host=True), image_type(FakeMemory.base, 2, 3)]
+        prefix = f"{module_name}.Image"
+        callables[f"{prefix}.__dlpack__"] = (lambda i: lambda n, d: TALLY.call(
+            n, i[len(d["args"]) % 2].__dlpack__, *d["args"][2:],
+            **only(d["kw"], ["stream", "max_version", "dl_device", "copy"])))(instances)
+        callables[f"{prefix}.__dlpack_device__"] = (lambda i: lambda n, d: TALLY.call(
+            n, i[len(d["args"]) % 2].__dlpack_device__, *d["args"][1:]))(instances)
+        # (a host instance has none: AttributeError, as `hasattr` expects, hence the default)
+        callables[f"{prefix}.__cuda_array_interface__ (read)"] = (lambda i: lambda n, d: TALLY.call(
+            n, getattr, i[len(d["args"]) % 2], "__cuda_array_interface__", None))(instances)
+    return callables
+
+
 # The extensions' functions that take no array (producers, counters, the offered types and
 # their helpers) or a count to loop over.
 SKIPPED_EXTENSION_FUNCTIONS = {"produce", "produce_invalid", "released_count", "table_layout", "import_many",
@@ -570,7 +599,8 @@ def main():
         fuzz("cai and cai.Array.from_c", cai_module_callables(), with_array=False)
         fuzz("cai.Array's members", array_members(), with_array=True)
     else:
-        fuzz("extensions", extension_callables(sys.argv[2:]), with_array=False)
+        fuzz("extensions", {**extension_callables(sys.argv[2:]), **offered_callables(sys.argv[2:])},
+             with_array=False)
     print(f"all: {sum(sum(c.values()) for c in TALLY.counts.values())} calls in {len(TALLY.counts)} callables, "
           f"0 crashes, {time.monotonic() - started:.1f} s", flush=True)
 

@@ -74,7 +74,8 @@ def test_every_extension_takes_what_cai_from_object_takes(built, check, driver):
 
 def test_every_extensions_array_functions_take_any_argument_without_a_crash_fake_driver(built):
     """The casters (pybind11, nanobind), the Cython declarations, the PyO3 crate and the C API
-    given any argument (any_argument.py, in a subprocess): a clean exception, never a crash."""
+    given any argument (any_argument.py, in a subprocess), and the protocols each route's offer
+    gave its Image: a clean exception, never a crash."""
     from test_any_argument import fuzz_in_subprocess
 
     out, _, producer = built
@@ -86,6 +87,8 @@ def test_every_extensions_array_functions_take_any_argument_without_a_crash_fake
         assert f"{module}.describe" in names, counted
     assert {"cai_pybind11_ext.describe_view", "cai_nanobind_ext.describe_view", "cai_pyo3_ext.describe_view",
             "cai_cython_ext.describe_buffer_interface", "cai_pyo3_ext.view_describe"} <= names, counted
+    for module in modules[1:]:  # the offered Image of every route but C's (test_offer.py's)
+        assert {f"{module}.Image.__dlpack__", f"{module}.Image.__dlpack_device__"} <= names, counted
 
 
 def test_reference_counts_return_to_baseline_after_100000_imports_fake_driver(built):
