@@ -497,10 +497,11 @@ fn export_as<T: Managed>(
     make: impl FnOnce(CaiDLTensor, bool) -> T,
 ) -> Result<*mut T> {
     let mut strides = [0i64; CAI_MAX_NDIM];
-    let dl_tensor = match validated {
-        Some(validated) => dl_tensor_of_validated(array, validated, device, &mut strides)?,
-        None => dl_tensor_of(array, device, &mut strides)?,
+    let validated = match validated {
+        Some(validated) => *validated,
+        None => validate(array)?,
     };
+    let dl_tensor = dl_tensor_of_validated(array, &validated, device, &mut strides)?;
     let mut shape = [0i64; CAI_MAX_NDIM];
     let ndim = array.ndim as usize;
     shape[..ndim].copy_from_slice(&array.shape[..ndim]);
