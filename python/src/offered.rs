@@ -266,8 +266,8 @@ impl Offered {
     pub fn acquire_object(&self, obj: &Bound<'_, PyAny>) -> CaiResult<(Acquired, Described)> {
         let mut array = CaiArray::zeroed();
         let described = self.describe_object(obj, AllowHost { allowed: true, how: "" }, &mut array)?;
-        array.owner = obj.clone().into_ptr().cast::<c_void>();
-        array.release = Some(release_acquired);
+        // SAFETY: attached (a Bound exists); `obj` is live.
+        unsafe { own(&mut array, obj.as_ptr()) };
         Ok((Acquired(array), described))
     }
 
@@ -348,6 +348,18 @@ fn write_defaults(out: &mut CaiArray) {
     out.reserved = Default::default();
 }
 
+/// Makes `array` own a reference to `obj`, let go of by its release (`release_acquired`):
+/// what `acquire` and a DLPack export of an offered object hand out.
+///
+/// # Safety
+/// The caller is attached to the interpreter; `obj` is a live object.
+unsafe fn own(array: &mut CaiArray, obj: *mut ffi::PyObject) {
+    // SAFETY: a live object (the contract); the reference is the struct's from here on.
+    unsafe { ffi::Py_IncRef(obj) };
+    array.owner = obj.cast::<c_void>();
+    array.release = Some(release_acquired);
+}
+
 /// Raises SystemError with `message`.
 fn set_system_error(message: &str) {
     let text = std::ffi::CString::new(message).unwrap_or_default();
@@ -409,10 +421,8 @@ fn table_entry(
         // SAFETY: the table's contract: attached, `obj` held.
         unsafe { record.describe(obj, allow_host, out) }?;
         if owning {
-            // SAFETY: a live object; the reference is the struct's, let go of by its release.
-            unsafe { ffi::Py_IncRef(obj) };
-            out.owner = obj.cast::<c_void>();
-            out.release = Some(release_acquired);
+            // SAFETY: attached (the table's contract); `obj` is live.
+            unsafe { own(out, obj) };
         }
         Ok(())
     }));
