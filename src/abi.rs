@@ -135,6 +135,55 @@ impl CaiArray {
         }
     }
 
+    /// Writes this array into `out` as far as it is defined: every field, and the shape and
+    /// strides of its `ndim` dimensions; `out`'s extents past them are left as they are (never
+    /// read). An entry point's "out is written only on success" at a rank's worth of extents
+    /// instead of the whole 1,160-byte struct.
+    pub fn copy_defined_to(&self, out: &mut CaiArray) {
+        // Every field named: one added to the struct does not compile here until it is copied.
+        let CaiArray {
+            abi_version,
+            version,
+            owner,
+            release,
+            ndim,
+            readonly,
+            strides_given,
+            descr_count,
+            data,
+            stream,
+            typestr,
+            shape,
+            strides,
+            mask,
+            descr,
+            memory,
+            stream_kind,
+            byte_offset,
+            reserved,
+        } = self;
+        let rank = usize::try_from(*ndim).unwrap_or(0).min(CAI_MAX_NDIM);
+        out.abi_version = *abi_version;
+        out.version = *version;
+        out.owner = *owner;
+        out.release = *release;
+        out.ndim = *ndim;
+        out.readonly = *readonly;
+        out.strides_given = *strides_given;
+        out.descr_count = *descr_count;
+        out.data = *data;
+        out.stream = *stream;
+        out.typestr = *typestr;
+        out.shape[..rank].copy_from_slice(&shape[..rank]);
+        out.strides[..rank].copy_from_slice(&strides[..rank]);
+        out.mask = *mask;
+        out.descr = *descr;
+        out.memory = *memory;
+        out.stream_kind = *stream_kind;
+        out.byte_offset = *byte_offset;
+        out.reserved = *reserved;
+    }
+
     /// The typestr bytes before the first NUL, or None when the buffer holds no NUL.
     pub fn typestr_bytes(&self) -> Option<&[u8]> {
         c_chars_until_nul(&self.typestr)
@@ -669,3 +718,54 @@ const _: () = {
     assert!(offset_of!(CaiDLPackOptions, reserved) == 4);
     assert!(size_of::<CaiDLPackOptions>() == 32);
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `copy_defined_to` writes every field and the extents of `ndim` dimensions, and leaves
+    /// the extents past them as `out` had them: the same array as a whole-struct copy, read
+    /// within its rank.
+    #[test]
+    fn a_defined_copy_is_the_array_within_its_rank_and_leaves_the_rest() {
+        for ndim in [0usize, 1, 3, CAI_MAX_NDIM] {
+            let mut array = CaiArray::zeroed();
+            array.version = 3;
+            array.owner = 0x10 as *mut c_void;
+            array.ndim = ndim as i32;
+            array.readonly = 1;
+            array.strides_given = 1;
+            array.descr_count = 2;
+            array.data = 0x1000;
+            array.stream = 9;
+            array.set_typestr("<f8");
+            array.mask = 0x20 as *const CaiArray;
+            array.descr = 0x30 as *const CaiField;
+            array.memory = CAI_MEMORY_OPENCL;
+            array.stream_kind = CAI_OPENCL_STREAM_EVENT;
+            array.byte_offset = 16;
+            array.reserved = [5, 6];
+            for i in 0..ndim {
+                array.shape[i] = i as i64 + 2;
+                array.strides[i] = -(i as i64) - 8;
+            }
+            let mut out = CaiArray::zeroed();
+            out.shape = [-1; CAI_MAX_NDIM];
+            out.strides = [-2; CAI_MAX_NDIM];
+            array.copy_defined_to(&mut out);
+            let mut whole = array;
+            whole.shape[ndim..].fill(-1);
+            whole.strides[ndim..].fill(-2);
+            // SAFETY: a live struct read as its bytes (repr(C) with no padding: its fields pair
+            // up to 8-byte words), as a C consumer reads it.
+            let bytes = |a: &CaiArray| unsafe {
+                std::slice::from_raw_parts(
+                    (a as *const CaiArray).cast::<u8>(),
+                    std::mem::size_of::<CaiArray>(),
+                )
+                .to_vec()
+            };
+            assert!(bytes(&out) == bytes(&whole), "ndim {ndim}: the copy differs from the array");
+        }
+    }
+}

@@ -170,11 +170,16 @@ pub fn typestr_of_dtype(dtype: CaiDLDataType) -> Result<DlTypestr> {
 /// byte order be this host's (DLPack is native-only).
 pub fn dtype_of_typestr(array: &CaiArray) -> Result<CaiDLDataType> {
     let parsed = parse_typestr_buffer(&array.typestr, "typestr")?;
-    let typestr = String::from_utf8_lossy(c_chars_until_nul(&array.typestr).unwrap_or_default()).into_owned();
+    // Spelled out for a refusal only: a string made per export costs an allocation.
+    let typestr =
+        || String::from_utf8_lossy(c_chars_until_nul(&array.typestr).unwrap_or_default()).into_owned();
     if !parsed.is_native() {
         return Err(Error::new(
             Status::InvalidTypestr,
-            format!("typestr {typestr:?} is not in this host's byte order; DLPack holds native data only"),
+            format!(
+                "typestr {:?} is not in this host's byte order; DLPack holds native data only",
+                typestr()
+            ),
         ));
     }
     let code = match parsed.kind() {
@@ -187,7 +192,8 @@ pub fn dtype_of_typestr(array: &CaiArray) -> Result<CaiDLDataType> {
             return Err(Error::new(
                 Status::InvalidTypestr,
                 format!(
-                    "typestr {typestr:?} has no DLPack dtype (DLPack has bool, int, uint, float, complex)"
+                    "typestr {:?} has no DLPack dtype (DLPack has bool, int, uint, float, complex)",
+                    typestr()
                 ),
             ))
         }
@@ -199,7 +205,8 @@ pub fn dtype_of_typestr(array: &CaiArray) -> Result<CaiDLDataType> {
         return Err(Error::new(
             Status::InvalidTypestr,
             format!(
-                "typestr {typestr:?} is {} bytes wide, which no DLPack dtype of its kind holds",
+                "typestr {:?} is {} bytes wide, which no DLPack dtype of its kind holds",
+                typestr(),
                 parsed.itemsize
             ),
         ));
@@ -375,21 +382,124 @@ unsafe fn take_tensor<T: Managed>(
     Ok(validated)
 }
 
-/// What a tensor made by `to_dlpack` holds besides itself: the array it took over, and the
-/// shape and strides its DLTensor points to.
+/// What a tensor made by `to_dlpack` holds besides itself: the array it took over, less its
+/// extents (`head`), and its extents, sized to its rank. A small allocation (what the
+/// allocator's per-thread cache serves) where the full struct's inline extents would take
+/// 2 KB for every export.
 #[repr(C)]
 struct Exported<T> {
     tensor: T,
-    array: CaiArray,
-    shape: [i64; CAI_MAX_NDIM],
-    strides: [i64; CAI_MAX_NDIM],
+    head: Head,
+    /// `ndim` each: the DLTensor's shape and its strides (in elements), where the DLTensor
+    /// points, then the array's own strides (bytes, as given), to hand it back whole.
+    extents: Box<[i64]>,
 }
 
-/// Frees an exported tensor of struct `T`: runs the array's release (once), then frees the
-/// allocation.
+/// A `CaiArray`'s fields but its shape and strides.
+#[derive(Clone, Copy)]
+struct Head {
+    abi_version: u32,
+    version: i32,
+    owner: *mut c_void,
+    release: Option<unsafe extern "C" fn(array: *mut CaiArray)>,
+    ndim: i32,
+    readonly: u32,
+    strides_given: u32,
+    descr_count: u32,
+    data: u64,
+    stream: u64,
+    typestr: [std::ffi::c_char; crate::abi::CAI_TYPESTR_CAPACITY],
+    mask: *const CaiArray,
+    descr: *const crate::abi::CaiField,
+    memory: u32,
+    stream_kind: u32,
+    byte_offset: u64,
+    reserved: [u64; crate::abi::CAI_ARRAY_RESERVED_WORDS],
+}
+
+impl Head {
+    fn of(array: &CaiArray) -> Head {
+        // Every field named: one added to CaiArray does not compile here until it is kept.
+        let CaiArray {
+            abi_version,
+            version,
+            owner,
+            release,
+            ndim,
+            readonly,
+            strides_given,
+            descr_count,
+            data,
+            stream,
+            typestr,
+            shape: _,
+            strides: _,
+            mask,
+            descr,
+            memory,
+            stream_kind,
+            byte_offset,
+            reserved,
+        } = array;
+        Head {
+            abi_version: *abi_version,
+            version: *version,
+            owner: *owner,
+            release: *release,
+            ndim: *ndim,
+            readonly: *readonly,
+            strides_given: *strides_given,
+            descr_count: *descr_count,
+            data: *data,
+            stream: *stream,
+            typestr: *typestr,
+            mask: *mask,
+            descr: *descr,
+            memory: *memory,
+            stream_kind: *stream_kind,
+            byte_offset: *byte_offset,
+            reserved: *reserved,
+        }
+    }
+
+    /// The array again, with its `shape` and `strides` (extents past them zero).
+    fn array(&self, shape: &[i64], strides: &[i64]) -> CaiArray {
+        let mut array = CaiArray {
+            abi_version: self.abi_version,
+            version: self.version,
+            owner: self.owner,
+            release: self.release,
+            ndim: self.ndim,
+            readonly: self.readonly,
+            strides_given: self.strides_given,
+            descr_count: self.descr_count,
+            data: self.data,
+            stream: self.stream,
+            typestr: self.typestr,
+            shape: [0; CAI_MAX_NDIM],
+            strides: [0; CAI_MAX_NDIM],
+            mask: self.mask,
+            descr: self.descr,
+            memory: self.memory,
+            stream_kind: self.stream_kind,
+            byte_offset: self.byte_offset,
+            reserved: self.reserved,
+        };
+        array.shape[..shape.len()].copy_from_slice(shape);
+        array.strides[..strides.len()].copy_from_slice(strides);
+        array
+    }
+}
+
+/// Frees an exported tensor of struct `T`: runs the array's release (once), given the array
+/// as it was handed over, then frees the allocation.
 unsafe extern "C" fn delete_exported<T: Managed>(tensor: *mut T) {
-    let mut exported = Box::from_raw((*tensor).manager_context().cast::<Exported<T>>());
-    crate::abi::release(&mut exported.array);
+    let exported = Box::from_raw((*tensor).manager_context().cast::<Exported<T>>());
+    if exported.head.release.is_some() {
+        let ndim = exported.extents.len() / 3;
+        let mut array = exported.head.array(&exported.extents[..ndim], &exported.extents[2 * ndim..]);
+        crate::abi::release(&mut array);
+    }
 }
 
 /// The DLPack device of an array's memory: given by the caller, else asked of the driver
@@ -458,12 +568,13 @@ pub fn dl_tensor_of(
     dl_tensor_of_validated(array, &validate(array)?, device, strides)
 }
 
-/// `dl_tensor_of` of an array already validated: `validated` is `validate(array)`'s answer.
+/// `dl_tensor_of` of an array already validated: `validated` is `validate(array)`'s answer;
+/// `strides` holds at least `ndim` entries.
 fn dl_tensor_of_validated(
     array: &CaiArray,
     validated: &Validated,
     device: Option<CaiDLDevice>,
-    strides: &mut [i64; CAI_MAX_NDIM],
+    strides: &mut [i64],
 ) -> Result<CaiDLTensor> {
     let device = device_of_validated(array, validated, device)?;
     if !array.mask.is_null() {
@@ -496,23 +607,27 @@ fn export_as<T: Managed>(
     device: Option<CaiDLDevice>,
     make: impl FnOnce(CaiDLTensor, bool) -> T,
 ) -> Result<*mut T> {
-    let mut strides = [0i64; CAI_MAX_NDIM];
     let validated = match validated {
         Some(validated) => *validated,
         None => validate(array)?,
     };
-    let dl_tensor = dl_tensor_of_validated(array, &validated, device, &mut strides)?;
-    let mut shape = [0i64; CAI_MAX_NDIM];
     let ndim = array.ndim as usize;
-    shape[..ndim].copy_from_slice(&array.shape[..ndim]);
+    let mut extents: Box<[i64]> = array.shape[..ndim]
+        .iter()
+        .chain(&array.shape[..ndim])
+        .chain(&array.strides[..ndim])
+        .copied()
+        .collect();
+    let dl_tensor = dl_tensor_of_validated(array, &validated, device, &mut extents[ndim..2 * ndim])?;
     let tensor = make(dl_tensor, array.readonly == 1);
-    let raw = Box::into_raw(Box::new(Exported { tensor, array: *array, shape, strides }));
-    // SAFETY: just allocated; the pointers stored are into the same allocation, which lives
-    // until the tensor's deleter frees it.
+    let raw = Box::into_raw(Box::new(Exported { tensor, head: Head::of(array), extents }));
+    // SAFETY: just allocated; the pointers stored are into its extents (a heap slice that does
+    // not move) and to itself, which live until the tensor's deleter frees them.
     unsafe {
+        let extents = (*raw).extents.as_mut_ptr();
         let (dl_tensor, manager_ctx) = (*raw).tensor.parts();
-        dl_tensor.shape = (*raw).shape.as_mut_ptr();
-        dl_tensor.strides = (*raw).strides.as_mut_ptr();
+        dl_tensor.shape = extents;
+        dl_tensor.strides = extents.add(ndim);
         *manager_ctx = raw.cast();
     }
     array.release = None;
@@ -751,5 +866,65 @@ mod tests {
     fn the_byte_offset_is_folded_into_the_pointer() {
         assert_eq!(data_with_byte_offset(0x1000 as *mut c_void, 24).unwrap(), 0x1018);
         assert_eq!(data_with_byte_offset(usize::MAX as *mut c_void, 1).unwrap_err().status, Status::Overflow);
+    }
+
+    /// An export holds the array less its extents, sized to its rank: the tensor reads the
+    /// shape and the strides in elements, and the release is handed the array as it was given
+    /// (every field, its shape and its byte strides), strided or not, from 0-d to the widest.
+    #[test]
+    fn an_exported_array_reaches_its_release_as_it_was_handed_over() {
+        use std::sync::Mutex;
+        /// What a release saw: ndim, shape, strides, data, stream, owner.
+        type Seen = (i32, Vec<i64>, Vec<i64>, u64, u64, usize);
+        static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
+        unsafe extern "C" fn record(array: *mut CaiArray) {
+            let a = &*array;
+            let n = a.ndim as usize;
+            SEEN.lock().unwrap().push((
+                a.ndim,
+                a.shape[..n].to_vec(),
+                a.strides[..n].to_vec(),
+                a.data,
+                a.stream,
+                a.owner as usize,
+            ));
+        }
+        let host = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
+        for (ndim, strides_given) in [(0usize, 0u32), (2, 1), (3, 0), (CAI_MAX_NDIM, 1)] {
+            let mut array = CaiArray::zeroed();
+            array.version = 3;
+            array.ndim = ndim as i32;
+            array.set_typestr("<f4");
+            array.data = 0x1000;
+            array.stream = 7;
+            array.owner = 0x55 as *mut c_void;
+            array.release = Some(record);
+            array.strides_given = strides_given;
+            for i in 0..ndim {
+                array.shape[i] = 1 + (i % 2) as i64;
+                array.strides[i] = 4 << (ndim - 1 - i);
+            }
+            let given = array;
+            let tensor = to_dlpack(&mut array, Some(host)).unwrap();
+            assert!(array.release.is_none(), "the tensor owns the array now");
+            // SAFETY: the tensor just made; its shape and strides hold ndim entries each.
+            unsafe {
+                let dl = &(*tensor).dl_tensor;
+                assert_eq!(std::slice::from_raw_parts(dl.shape, ndim), &given.shape[..ndim]);
+                let elements: Vec<i64> = if strides_given == 1 {
+                    given.strides[..ndim].iter().map(|s| s / 4).collect()
+                } else {
+                    let mut c = vec![0; ndim];
+                    c_strides(&given.shape[..ndim], 1, &mut c).unwrap();
+                    c
+                };
+                assert_eq!(std::slice::from_raw_parts(dl.strides, ndim), &elements[..]);
+                ((*tensor).deleter.unwrap())(tensor);
+            }
+            let seen = SEEN.lock().unwrap().pop().expect("the release ran");
+            let expected =
+                (given.ndim, given.shape[..ndim].to_vec(), given.strides[..ndim].to_vec(), 0x1000, 7, 0x55);
+            assert_eq!(seen, expected);
+        }
     }
 }

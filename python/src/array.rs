@@ -162,8 +162,8 @@ impl Array {
         consumer: Option<u64>,
         versioned: bool,
     ) -> CaiResult<*mut std::ffi::c_void> {
-        let view = Array::exported_view(slf)?;
-        Ok(tensor_of(view, slf.get().validated().as_ref(), device, consumer, versioned)?)
+        let mut view = Array::exported_view(slf)?;
+        Ok(tensor_of(&mut view, slf.get().validated().as_ref(), device, consumer, versioned)?)
     }
 
     /// The DLPack device of this array's memory.

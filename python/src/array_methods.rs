@@ -316,8 +316,8 @@ impl Array {
             this.live()?;
             Ok(this.dl_device()?)
         })?;
-        let view = Array::exported_view(slf)?;
-        Ok(dlpack_capsule(slf.py(), view, this.validated().as_ref(), device, &request)?)
+        let mut view = Array::exported_view(slf)?;
+        Ok(dlpack_capsule(slf.py(), &mut view, this.validated().as_ref(), device, &request)?)
     }
 
     /// DLPack 1.3's C exchange table (a capsule named "dlpack_exchange_api"): consumers that

@@ -103,7 +103,7 @@ unsafe extern "C" fn python_from_buffer_interface(
 /// Writes into `out` a struct that owns the imported Array (and through it the object).
 fn own(read: Read, imported: cai::binding::import::Imported, out: &mut CaiArray) {
     let imported = Box::new(Array::new(read, Some(imported)));
-    *out = *imported.array();
+    imported.array().copy_defined_to(out);
     out.owner = Box::into_raw(imported).cast();
     out.release = Some(release_imported);
 }
@@ -121,7 +121,7 @@ unsafe extern "C" fn python_view(
         object_entry("cai_python_view", obj, options, out, error, |obj, options, out| {
             let mut view = CaiArray::zeroed();
             view_object(obj, options, &mut view)?;
-            *out = view;
+            view.copy_defined_to(out);
             Ok(())
         })
     }

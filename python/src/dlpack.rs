@@ -134,12 +134,14 @@ unsafe extern "C" fn drop_legacy_capsule(capsule: *mut pyo3::ffi::PyObject) {
     }
 }
 
-/// A DLPack tensor owning `view` (from `Array::exported_view`; `validated`: its validation,
-/// when the caller has it), as the versioned struct when
-/// `versioned`, else the legacy one, after the consumer's stream (if any) is ordered after the
-/// array's. On every failure the view is released (its export ended) before this returns.
+/// A DLPack tensor owning `view` (an owning struct: `Array::exported_view`, an offered type's
+/// description; `validated`: its validation, when the caller has it), as the versioned struct
+/// when `versioned`, else the legacy one, after the consumer's stream (if any) is ordered after
+/// the array's. Taken by reference, as the struct is large: on success the tensor owns what
+/// the view owned (its release cleared); on every failure the view is released (its export
+/// ended) before this returns.
 pub fn tensor_of(
-    mut view: CaiArray,
+    view: &mut CaiArray,
     validated: Option<&Validated>,
     device: CaiDLDevice,
     consumer: Option<u64>,
@@ -147,21 +149,21 @@ pub fn tensor_of(
 ) -> Result<*mut c_void, cai::Error> {
     let ordered = match consumer {
         Some(consumer) => cai::binding::import::sync(
-            &view,
+            view,
             &CaiSyncOptions { consumer_stream: consumer, sync_mode: CAI_SYNC_DEFAULT, ..Default::default() },
         ),
         None => Ok(()),
     };
     let made = ordered.and_then(|()| {
         if versioned {
-            to_dlpack_validated(&mut view, validated, Some(device)).map(|t| t.cast::<c_void>())
+            to_dlpack_validated(view, validated, Some(device)).map(|t| t.cast::<c_void>())
         } else {
-            to_dlpack_legacy_validated(&mut view, validated, Some(device)).map(|t| t.cast::<c_void>())
+            to_dlpack_legacy_validated(view, validated, Some(device)).map(|t| t.cast::<c_void>())
         }
     });
     if made.is_err() {
         // SAFETY: the view still owns its reference (the core left it unchanged).
-        unsafe { release_array(&mut view) };
+        unsafe { release_array(view) };
     }
     made
 }

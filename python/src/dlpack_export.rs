@@ -59,10 +59,10 @@ impl DlpackArguments<'_, '_> {
 }
 
 /// The capsule of an owning `view` (`validated`: its validation, when the caller has it) on
-/// `device` as `request` asks (the view released on failure).
+/// `device` as `request` asks (the view handed over to the tensor, or released on failure).
 pub fn dlpack_capsule(
     py: Python<'_>,
-    view: CaiArray,
+    view: &mut CaiArray,
     validated: Option<&Validated>,
     device: CaiDLDevice,
     request: &DlpackRequest,

@@ -6,16 +6,17 @@
 
 use std::ffi::{c_int, c_void};
 
+use cai::binding::dlpack::AllowHost;
 use cai::{
-    CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor, CAI_DLPACK_MAJOR_VERSION,
-    CAI_DLPACK_MINOR_VERSION, CAI_STREAM_LEGACY,
+    CaiArray, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor,
+    CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_STREAM_LEGACY,
 };
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use crate::array::Array;
 use crate::described::Read;
-use crate::dlpack::{device_of_taken, tensor_of, Taken};
+use crate::dlpack::{device_of_taken, Taken};
 use crate::errors::CaiResult;
 use crate::exchange_api::{ExchangeApi, ExchangeApiHeader, EXCHANGE_API};
 use crate::offered::Offered;
@@ -113,10 +114,11 @@ unsafe extern "C" fn offered_managed_tensor_from_py_object(
         // SAFETY: the consumer passes an object it holds.
         let object = unsafe { pyo3::Borrowed::from_ptr(py, py_object.cast::<pyo3::ffi::PyObject>()) };
         let offered = offered_of(&object)?;
-        let (view, described) = offered.acquire_object(&object)?;
-        let device = Offered::device_of(&described, view.array())?;
+        let mut array = CaiArray::zeroed();
+        let described = offered.describe_object(&object, AllowHost { allowed: true, how: "" }, &mut array)?;
+        let device = Offered::device_of(&described, &array)?;
         let tensor =
-            tensor_of(view.into_view(), Some(&described.validated), device, work_stream(device), true)?;
+            Offered::export_described(&object, &mut array, &described, device, work_stream(device), true)?;
         // SAFETY: the consumer's out-pointer.
         unsafe { *out = tensor.cast() };
         Ok(())

@@ -20,7 +20,8 @@ use pyo3::types::{PyDict, PyType};
 use cai::binding::dlpack::AllowHost;
 use cai::CaiArray;
 
-use crate::dlpack_export::{dlpack_capsule, DlpackArguments};
+use crate::dlpack::capsule_of;
+use crate::dlpack_export::DlpackArguments;
 use crate::exchange_offered::offered_exchange_api_capsule;
 use crate::fastcall::{run_attached, Definition, Signature};
 use crate::offered::Offered;
@@ -143,16 +144,26 @@ unsafe extern "C" fn dlpack_fastcall(
             dl_device: dl_device.as_ref(),
             copy,
         };
-        let mut acquired = None;
+        let mut array = CaiArray::zeroed();
+        let mut found = None;
         let (request, device) = arguments.read(|| {
-            let (view, described) = offered.acquire_object(&instance)?;
-            let device = Offered::device_of(&described, view.array())?;
-            acquired = Some((view, described.validated));
+            let described =
+                offered.describe_object(&instance, AllowHost { allowed: true, how: "" }, &mut array)?;
+            let device = Offered::device_of(&described, &array)?;
+            found = Some(described);
             Ok(device)
         })?;
-        let (view, validated) =
-            acquired.ok_or_else(|| PySystemError::new_err("libcai: __dlpack__ acquired nothing"))?;
-        Ok(dlpack_capsule(py, view.into_view(), Some(&validated), device, &request)?.into_ptr())
+        let described =
+            found.ok_or_else(|| PySystemError::new_err("libcai: __dlpack__ described nothing"))?;
+        let tensor = Offered::export_described(
+            &instance,
+            &mut array,
+            &described,
+            device,
+            request.consumer,
+            request.versioned,
+        )?;
+        Ok(capsule_of(py, tensor, request.versioned)?.into_ptr())
     })
 }
 

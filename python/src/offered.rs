@@ -29,7 +29,7 @@ use pyo3::prelude::*;
 
 use crate::array::Array;
 use crate::described::Read;
-use crate::dlpack::device_of_array;
+use crate::dlpack::{device_of_array, tensor_of};
 use crate::errors::{CaiResult, Failure};
 use crate::pool::Pooled;
 
@@ -261,14 +261,22 @@ impl Offered {
         Ok(Bound::new(obj.py(), Array::new(read, None))?)
     }
 
-    /// `obj` described (host memory allowed), owning a reference to `obj` until the struct's
-    /// release runs: what `acquire` hands out, for a DLPack export.
-    pub fn acquire_object(&self, obj: &Bound<'_, PyAny>) -> CaiResult<(Acquired, Described)> {
-        let mut array = CaiArray::zeroed();
-        let described = self.describe_object(obj, AllowHost { allowed: true, how: "" }, &mut array)?;
-        // SAFETY: attached (a Bound exists); `obj` is live.
-        unsafe { own(&mut array, obj.as_ptr()) };
-        Ok((Acquired(array), described))
+    /// A DLPack tensor of `obj`'s description (`array`, as `describe_object` wrote it, and
+    /// what it found), owning a reference to `obj` until the tensor's deleter runs; the
+    /// consumer's stream (if any) ordered after the producer's. The struct goes straight from
+    /// the description to the tensor, never copied whole; on failure nothing is held.
+    pub fn export_described(
+        obj: &Bound<'_, PyAny>,
+        array: &mut CaiArray,
+        described: &Described,
+        device: CaiDLDevice,
+        consumer: Option<u64>,
+        versioned: bool,
+    ) -> CaiResult<*mut c_void> {
+        // SAFETY: attached (a Bound exists); `obj` is live. The reference is the tensor's from
+        // here on, or let go of by tensor_of's release on failure.
+        unsafe { own(array, obj.as_ptr()) };
+        Ok(tensor_of(array, Some(&described.validated), device, consumer, versioned)?)
     }
 
     /// The DLPack device of what `describe` wrote: the fill's word, else asked of the driver.
@@ -300,28 +308,6 @@ impl Offered {
             ),
             ..error
         }
-    }
-}
-
-/// An owning struct from `acquire_object`, released if dropped before it is handed on.
-pub struct Acquired(CaiArray);
-
-impl Acquired {
-    /// The struct, its release now the receiver's to run.
-    pub fn into_view(self) -> CaiArray {
-        let acquired = std::mem::ManuallyDrop::new(self);
-        acquired.0
-    }
-
-    pub fn array(&self) -> &CaiArray {
-        &self.0
-    }
-}
-
-impl Drop for Acquired {
-    fn drop(&mut self) {
-        // SAFETY: the struct owns the reference its release lets go of, once (cleared after).
-        unsafe { cai::binding::release_array(&mut self.0) };
     }
 }
 

@@ -77,7 +77,7 @@ unsafe fn take<T: crate::dlpack::Managed>(
     };
     let mut taken = CaiArray::zeroed();
     from(tensor, &options, crate::dlpack::ALLOW_HOST_C_DLPACK, &mut taken)?;
-    *out = taken;
+    taken.copy_defined_to(out);
     Ok(())
 }
 
