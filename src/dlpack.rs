@@ -612,12 +612,13 @@ fn export_as<T: Managed>(
         None => validate(array)?,
     };
     let ndim = array.ndim as usize;
-    let mut extents: Box<[i64]> = array.shape[..ndim]
-        .iter()
-        .chain(&array.shape[..ndim])
-        .chain(&array.strides[..ndim])
-        .copied()
-        .collect();
+    // Shape, room for the strides in elements, the array's own strides: copied slice by slice
+    // into the exact capacity (one allocation, no iterator per element).
+    let mut extents = Vec::with_capacity(3 * ndim);
+    extents.extend_from_slice(&array.shape[..ndim]);
+    extents.extend_from_slice(&array.shape[..ndim]);
+    extents.extend_from_slice(&array.strides[..ndim]);
+    let mut extents = extents.into_boxed_slice();
     let dl_tensor = dl_tensor_of_validated(array, &validated, device, &mut extents[ndim..2 * ndim])?;
     let tensor = make(dl_tensor, array.readonly == 1);
     let raw = Box::into_raw(Box::new(Exported { tensor, head: Head::of(array), extents }));

@@ -3,6 +3,7 @@
 use cai::binding::dict::{consumer_stream_is_a_handle, stream_object_handle_is_a_handle, Repr, Value};
 use cai::{CAI_POINTER_CHECK_DEFAULT, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED};
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt};
@@ -66,6 +67,34 @@ pub(crate) fn pointer_check_mode(mode: Option<&Bound<'_, PyAny>>) -> PyResult<i3
     mode.extract::<i32>().map_err(|_| refused(PyValueError::new_err))
 }
 
+/// The two ints of an exact 2-tuple of exact ints that fit an i64 (what consumers pass as
+/// `max_version` and `dl_device`), read with `pyo3-ffi` calls that make no reference and no
+/// PyO3 value; None for anything else, which `int_pair` then reads in full (and names).
+fn exact_int_pair(value: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
+    let tuple = value.as_ptr();
+    // SAFETY: attached (a Bound exists) with a live object; its items are borrowed while the
+    // tuple, which cannot change, is held by the caller. An overflow's exception is cleared:
+    // the full reading raises its own.
+    unsafe {
+        if ffi::PyTuple_CheckExact(tuple) == 0 || ffi::PyTuple_Size(tuple) != 2 {
+            return None;
+        }
+        let item = |index| {
+            let item = ffi::PyTuple_GetItem(tuple, index);
+            if item.is_null() || ffi::PyLong_CheckExact(item) == 0 {
+                return None;
+            }
+            let wide = ffi::PyLong_AsLongLong(item);
+            if wide == -1 && !ffi::PyErr_Occurred().is_null() {
+                ffi::PyErr_Clear();
+                return None;
+            }
+            Some(wide)
+        };
+        Some((item(0)?, item(1)?))
+    }
+}
+
 /// A keyword that is a pair of ints (`max_version`, `dl_device`), each fitting `T`: a value
 /// that is no such pair is a TypeError naming the keyword, an int that does not fit a
 /// ValueError (never the OverflowError of a conversion).
@@ -74,6 +103,11 @@ pub(crate) fn int_pair<T: TryFrom<i64>>(
     name: &str,
 ) -> PyResult<Option<(T, T)>> {
     let Some(value) = value else { return Ok(None) };
+    if let Some((first, second)) = exact_int_pair(value) {
+        if let (Ok(first), Ok(second)) = (T::try_from(first), T::try_from(second)) {
+            return Ok(Some((first, second)));
+        }
+    }
     let shown = || Repr(&scalar(value.as_borrowed())).to_string();
     let not_a_pair =
         || PyTypeError::new_err(format!("{name} must be None or a pair of ints, not {}", shown()));

@@ -249,3 +249,64 @@ def test_the_exchange_table_as_a_capsule_on_the_type_fake_driver(fake, exchange_
     handed = lib.producer_handed_out()
     a = cai.from_object(Producer(), sync=False)
     assert lib.producer_handed_out() == handed + 1 and a.shape == (4, 8)
+
+
+class IntPair(tuple):
+    pass
+
+
+class Int(int):
+    pass
+
+
+# (value, what `__dlpack__(max_version=value)` gives: the capsule's name, or the exception and
+# the words of its message). An int subclass, a tuple subclass and bool are ints and pairs as
+# Python says; anything else is named.
+MAX_VERSIONS = [
+    ((1, 3), "dltensor_versioned"),
+    ((0, 8), "dltensor"),
+    (IntPair((1, 0)), "dltensor_versioned"),
+    ((Int(1), Int(2)), "dltensor_versioned"),
+    ((True, False), "dltensor_versioned"),
+    ((2**70, 0), (ValueError, "max_version holds an int out of range: (<2 items>)")),
+    ((1, -1), (ValueError, "max_version holds an int out of range: (<2 items>)")),
+    ((1, 2**32), (ValueError, "max_version holds an int out of range")),
+    ([1, 3], (TypeError, "max_version must be None or a pair of ints, not [<2 items>]")),
+    ((1,), (TypeError, "max_version must be None or a pair of ints, not (<1 items>,)")),
+    ((1, 2, 3), (TypeError, "max_version must be None or a pair of ints")),
+    ((1.0, 3), (TypeError, "max_version must be None or a pair of ints, not (<2 items>)")),
+    ((numpy.int64(1), 3), (TypeError, "max_version must be None or a pair of ints")),
+    ("13", (TypeError, "max_version must be None or a pair of ints, not '13'")),
+]
+
+
+def pair_outcomes(export):
+    """What `export(max_version=value)` gives for each of MAX_VERSIONS, and for `dl_device`
+    the same values (a device pair is checked before the device itself)."""
+    seen = []
+    for value, _ in MAX_VERSIONS:
+        try:
+            seen.append(capsule_name(export(max_version=value)))
+        except (TypeError, ValueError) as e:
+            seen.append((type(e), str(e)))
+    return seen
+
+
+@pytest.mark.parametrize("producer", ["cai.Array", "offered"])
+def test_max_version_is_read_as_a_pair_of_ints_or_named(producer, offer_ext):
+    values = numpy.zeros((2, 3), dtype=numpy.float32)
+    if producer == "cai.Array":
+        source = cai.from_object(values, allow_host=True)
+    else:
+        source = offer_ext.Image(values.ctypes.data, 2, 3, host=True, base=values)
+    for (value, expected), seen in zip(MAX_VERSIONS, pair_outcomes(source.__dlpack__)):
+        if isinstance(expected, str):
+            assert seen == expected, value
+        else:
+            kind, words = expected
+            assert seen[0] is kind and words in seen[1], (value, seen)
+    with pytest.raises(TypeError, match=r"dl_device must be None or a pair of ints, not \[<2 items>\]"):
+        source.__dlpack__(dl_device=[1, 0])
+    with pytest.raises(ValueError, match=r"dl_device holds an int out of range: \(<2 items>\)"):
+        source.__dlpack__(dl_device=(1, 2**31))
+    assert capsule_name(source.__dlpack__(dl_device=(Int(1), 0), max_version=(1, 0))) == "dltensor_versioned"
