@@ -6,7 +6,8 @@
  *   int32_t): CAI_OK (0) or one CAI_ERROR_* code.
  * - Every pointer argument is checked: NULL where one is required gives CAI_ERROR_NULL_ARGUMENT.
  * - `CaiError *error` may be NULL. It is caller-owned and written only when a function fails.
- * - Outputs are written only on success.
+ * - Outputs are written only on success. A CaiArray output gets every field and the shape and
+ *   strides of its `ndim` dimensions; entries past them are left as they were (never read).
  * - Pointers inside a CaiArray (mask, descr) are borrowed; libcai never frees them. A producer's
  *   `release` callback runs exactly once, from cai_release.
  * - No function keeps thread-local state; all are safe to call from several threads on
