@@ -140,48 +140,15 @@ impl CaiArray {
     /// read). An entry point's "out is written only on success" at a rank's worth of extents
     /// instead of the whole 1,160-byte struct.
     pub fn copy_defined_to(&self, out: &mut CaiArray) {
-        // Every field named: one added to the struct does not compile here until it is copied.
-        let CaiArray {
-            abi_version,
-            version,
-            owner,
-            release,
-            ndim,
-            readonly,
-            strides_given,
-            descr_count,
-            data,
-            stream,
-            typestr,
-            shape,
-            strides,
-            mask,
-            descr,
-            memory,
-            stream_kind,
-            byte_offset,
-            reserved,
-        } = self;
-        let rank = usize::try_from(*ndim).unwrap_or(0).min(CAI_MAX_NDIM);
-        out.abi_version = *abi_version;
-        out.version = *version;
-        out.owner = *owner;
-        out.release = *release;
-        out.ndim = *ndim;
-        out.readonly = *readonly;
-        out.strides_given = *strides_given;
-        out.descr_count = *descr_count;
-        out.data = *data;
-        out.stream = *stream;
-        out.typestr = *typestr;
-        out.shape[..rank].copy_from_slice(&shape[..rank]);
-        out.strides[..rank].copy_from_slice(&strides[..rank]);
-        out.mask = *mask;
-        out.descr = *descr;
-        out.memory = *memory;
-        out.stream_kind = *stream_kind;
-        out.byte_offset = *byte_offset;
-        out.reserved = *reserved;
+        ArrayHead::of(self).write_to(out);
+        let rank = self.rank();
+        out.shape[..rank].copy_from_slice(&self.shape[..rank]);
+        out.strides[..rank].copy_from_slice(&self.strides[..rank]);
+    }
+
+    /// `ndim` as a count of extents: 0 for a negative one, at most CAI_MAX_NDIM.
+    pub(crate) fn rank(&self) -> usize {
+        usize::try_from(self.ndim).unwrap_or(0).min(CAI_MAX_NDIM)
     }
 
     /// The typestr bytes before the first NUL, or None when the buffer holds no NUL.
@@ -198,6 +165,96 @@ impl CaiArray {
 impl Default for CaiArray {
     fn default() -> Self {
         CaiArray::zeroed()
+    }
+}
+
+/// A `CaiArray`'s fields but its shape and strides: what a copy sized to the array's rank
+/// (a DLPack export, an output written as far as defined) carries beside its extents.
+#[derive(Clone, Copy)]
+pub(crate) struct ArrayHead {
+    abi_version: u32,
+    version: i32,
+    owner: *mut c_void,
+    pub(crate) release: Option<unsafe extern "C" fn(array: *mut CaiArray)>,
+    ndim: i32,
+    readonly: u32,
+    strides_given: u32,
+    descr_count: u32,
+    data: u64,
+    stream: u64,
+    typestr: [c_char; CAI_TYPESTR_CAPACITY],
+    mask: *const CaiArray,
+    descr: *const CaiField,
+    memory: u32,
+    stream_kind: u32,
+    byte_offset: u64,
+    reserved: [u64; CAI_ARRAY_RESERVED_WORDS],
+}
+
+impl ArrayHead {
+    pub(crate) fn of(array: &CaiArray) -> ArrayHead {
+        // Every field named: one added to CaiArray does not compile here until it is kept.
+        let CaiArray {
+            abi_version,
+            version,
+            owner,
+            release,
+            ndim,
+            readonly,
+            strides_given,
+            descr_count,
+            data,
+            stream,
+            typestr,
+            shape: _,
+            strides: _,
+            mask,
+            descr,
+            memory,
+            stream_kind,
+            byte_offset,
+            reserved,
+        } = *array;
+        ArrayHead {
+            abi_version,
+            version,
+            owner,
+            release,
+            ndim,
+            readonly,
+            strides_given,
+            descr_count,
+            data,
+            stream,
+            typestr,
+            mask,
+            descr,
+            memory,
+            stream_kind,
+            byte_offset,
+            reserved,
+        }
+    }
+
+    /// Writes these fields into `out`, its extents untouched.
+    pub(crate) fn write_to(&self, out: &mut CaiArray) {
+        out.abi_version = self.abi_version;
+        out.version = self.version;
+        out.owner = self.owner;
+        out.release = self.release;
+        out.ndim = self.ndim;
+        out.readonly = self.readonly;
+        out.strides_given = self.strides_given;
+        out.descr_count = self.descr_count;
+        out.data = self.data;
+        out.stream = self.stream;
+        out.typestr = self.typestr;
+        out.mask = self.mask;
+        out.descr = self.descr;
+        out.memory = self.memory;
+        out.stream_kind = self.stream_kind;
+        out.byte_offset = self.byte_offset;
+        out.reserved = self.reserved;
     }
 }
 

@@ -8,10 +8,10 @@
 use std::ffi::c_void;
 
 use crate::abi::{
-    c_chars_until_nul, copy_into_c_chars, CaiArray, CaiDLDataType, CaiDLDevice, CaiDLManagedTensor,
-    CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor, CAI_DLPACK_FLAG_READ_ONLY,
-    CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA, CAI_DL_CUDA_HOST,
-    CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
+    c_chars_until_nul, copy_into_c_chars, ArrayHead, CaiArray, CaiDLDataType, CaiDLDevice,
+    CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor,
+    CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA,
+    CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
 };
 use crate::device::memory::kind_of;
 use crate::dtype::parse_typestr_buffer;
@@ -389,106 +389,10 @@ unsafe fn take_tensor<T: Managed>(
 #[repr(C)]
 struct Exported<T> {
     tensor: T,
-    head: Head,
+    head: ArrayHead,
     /// `ndim` each: the DLTensor's shape and its strides (in elements), where the DLTensor
     /// points, then the array's own strides (bytes, as given), to hand it back whole.
     extents: Box<[i64]>,
-}
-
-/// A `CaiArray`'s fields but its shape and strides.
-#[derive(Clone, Copy)]
-struct Head {
-    abi_version: u32,
-    version: i32,
-    owner: *mut c_void,
-    release: Option<unsafe extern "C" fn(array: *mut CaiArray)>,
-    ndim: i32,
-    readonly: u32,
-    strides_given: u32,
-    descr_count: u32,
-    data: u64,
-    stream: u64,
-    typestr: [std::ffi::c_char; crate::abi::CAI_TYPESTR_CAPACITY],
-    mask: *const CaiArray,
-    descr: *const crate::abi::CaiField,
-    memory: u32,
-    stream_kind: u32,
-    byte_offset: u64,
-    reserved: [u64; crate::abi::CAI_ARRAY_RESERVED_WORDS],
-}
-
-impl Head {
-    fn of(array: &CaiArray) -> Head {
-        // Every field named: one added to CaiArray does not compile here until it is kept.
-        let CaiArray {
-            abi_version,
-            version,
-            owner,
-            release,
-            ndim,
-            readonly,
-            strides_given,
-            descr_count,
-            data,
-            stream,
-            typestr,
-            shape: _,
-            strides: _,
-            mask,
-            descr,
-            memory,
-            stream_kind,
-            byte_offset,
-            reserved,
-        } = array;
-        Head {
-            abi_version: *abi_version,
-            version: *version,
-            owner: *owner,
-            release: *release,
-            ndim: *ndim,
-            readonly: *readonly,
-            strides_given: *strides_given,
-            descr_count: *descr_count,
-            data: *data,
-            stream: *stream,
-            typestr: *typestr,
-            mask: *mask,
-            descr: *descr,
-            memory: *memory,
-            stream_kind: *stream_kind,
-            byte_offset: *byte_offset,
-            reserved: *reserved,
-        }
-    }
-
-    /// The array again, with its `shape` and `strides` (extents past them zero).
-    fn array(&self, shape: &[i64], strides: &[i64]) -> CaiArray {
-        let mut array = CaiArray {
-            abi_version: self.abi_version,
-            version: self.version,
-            owner: self.owner,
-            release: self.release,
-            ndim: self.ndim,
-            readonly: self.readonly,
-            strides_given: self.strides_given,
-            descr_count: self.descr_count,
-            data: self.data,
-            stream: self.stream,
-            typestr: self.typestr,
-            shape: [0; CAI_MAX_NDIM],
-            strides: [0; CAI_MAX_NDIM],
-            mask: self.mask,
-            descr: self.descr,
-            memory: self.memory,
-            stream_kind: self.stream_kind,
-            byte_offset: self.byte_offset,
-            reserved: self.reserved,
-        };
-        array.shape[..shape.len()].copy_from_slice(shape);
-        array.strides[..strides.len()].copy_from_slice(strides);
-        array
-    }
 }
 
 /// Frees an exported tensor of struct `T`: runs the array's release (once), given the array
@@ -497,7 +401,10 @@ unsafe extern "C" fn delete_exported<T: Managed>(tensor: *mut T) {
     let exported = Box::from_raw((*tensor).manager_context().cast::<Exported<T>>());
     if exported.head.release.is_some() {
         let ndim = exported.extents.len() / 3;
-        let mut array = exported.head.array(&exported.extents[..ndim], &exported.extents[2 * ndim..]);
+        let mut array = CaiArray::zeroed();
+        exported.head.write_to(&mut array);
+        array.shape[..ndim].copy_from_slice(&exported.extents[..ndim]);
+        array.strides[..ndim].copy_from_slice(&exported.extents[2 * ndim..]);
         crate::abi::release(&mut array);
     }
 }
@@ -621,7 +528,7 @@ fn export_as<T: Managed>(
     let mut extents = extents.into_boxed_slice();
     let dl_tensor = dl_tensor_of_validated(array, &validated, device, &mut extents[ndim..2 * ndim])?;
     let tensor = make(dl_tensor, array.readonly == 1);
-    let raw = Box::into_raw(Box::new(Exported { tensor, head: Head::of(array), extents }));
+    let raw = Box::into_raw(Box::new(Exported { tensor, head: ArrayHead::of(array), extents }));
     // SAFETY: just allocated; the pointers stored are into its extents (a heap slice that does
     // not move) and to itself, which live until the tensor's deleter frees them.
     unsafe {
