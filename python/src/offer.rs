@@ -23,8 +23,9 @@ use cai::CaiArray;
 use crate::dlpack::capsule_of;
 use crate::dlpack_export::DlpackArguments;
 use crate::exchange_offered::offered_exchange_api_capsule;
-use crate::fastcall::{run_attached, Definition, Signature};
+use crate::fastcall::{is_absent_or_small_int, run_assumed, run_attached, Definition, Signature};
 use crate::offered::Offered;
+use crate::options::exact_int_pair;
 
 /// The attributes an offer gives a type, in the order they are set.
 const ATTRIBUTES: [&str; 5] = [
@@ -113,8 +114,36 @@ unsafe fn offered_self<'a, 'py>(
     Ok((offered, instance))
 }
 
+/// Whether a `__dlpack__` call's arguments are the plain values consumers pass (`stream` an
+/// int that fits an i64, the pairs exact pairs of such ints, `copy` a bool, each or None),
+/// which its body reads with no conversion that fails.
+///
+/// # Safety
+/// Attached; each slot NULL or a live argument of the call.
+unsafe fn plain_arguments(py: Python<'_>, slots: &[*mut ffi::PyObject; 4]) -> bool {
+    // SAFETY: the caller's contract: NULL or live arguments, type checks and reads.
+    unsafe {
+        let absent = |value: *mut ffi::PyObject| value.is_null() || value == ffi::Py_None();
+        let pair = |value: *mut ffi::PyObject| {
+            absent(value) || exact_int_pair(&pyo3::Borrowed::from_ptr(py, value)).is_some()
+        };
+        is_absent_or_small_int(slots[0])
+            && pair(slots[1])
+            && pair(slots[2])
+            && (absent(slots[3]) || ffi::PyBool_Check(slots[3]) != 0)
+    }
+}
+
 /// `obj.__dlpack__(...)` of an offered type, as CPython calls a `METH_FASTCALL |
 /// METH_KEYWORDS` method.
+///
+/// With plain arguments (`plain_arguments`) the body runs without PyO3's count of the thread
+/// (`run_assumed`). The audit of its success path, which drops no `Py<T>` and no `PyErr`:
+/// the arguments are read without a failing conversion (`copy` a bool, the pairs through
+/// `exact_int_pair`, `stream` an int compared with -1 and read by `consumer_stream`'s integer
+/// path); `offered_self` borrows; the fill and its validation write a struct (a fill's own
+/// Python errors are failures); the device, the export and the tensor are the core's; the
+/// capsule is handed out as a raw pointer. Any other call runs attached.
 unsafe extern "C" fn dlpack_fastcall(
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
@@ -123,7 +152,11 @@ unsafe extern "C" fn dlpack_fastcall(
 ) -> *mut ffi::PyObject {
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
     let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames) };
-    run_attached(|py| {
+    // SAFETY: attached (the interpreter called in); the slots are the call's arguments.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: as above.
+    let plain = matched.as_ref().is_ok_and(|slots| unsafe { plain_arguments(py, slots) });
+    let body = |py: Python<'_>| {
         let slots = matched.map_err(|mismatch| DLPACK_SIGNATURE.refusal(py, mismatch))?;
         // SAFETY: the descriptor's `self`, alive for the call.
         let (offered, instance) = unsafe { offered_self(py, slf) }?;
@@ -164,15 +197,22 @@ unsafe extern "C" fn dlpack_fastcall(
             request.versioned,
         )?;
         Ok(capsule_of(py, tensor, request.versioned)?.into_ptr())
-    })
+    };
+    if plain {
+        run_assumed(body)
+    } else {
+        run_attached(body)
+    }
 }
 
-/// `obj.__dlpack_device__()` of an offered type (`METH_NOARGS`).
+/// `obj.__dlpack_device__()` of an offered type (`METH_NOARGS`), run without PyO3's count of
+/// the thread (`run_assumed`): its success path borrows `self`, describes into a struct and
+/// hands out a new tuple, dropping no `Py<T>` and no `PyErr`.
 unsafe extern "C" fn dlpack_device_call(
     slf: *mut ffi::PyObject,
     _unused: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    run_attached(|py| {
+    run_assumed(|py| {
         // SAFETY: the descriptor's `self`, alive for the call.
         let (offered, instance) = unsafe { offered_self(py, slf) }?;
         let mut array = CaiArray::zeroed();

@@ -70,7 +70,7 @@ pub(crate) fn pointer_check_mode(mode: Option<&Bound<'_, PyAny>>) -> PyResult<i3
 /// The two ints of an exact 2-tuple of exact ints that fit an i64 (what consumers pass as
 /// `max_version` and `dl_device`), read with `pyo3-ffi` calls that make no reference and no
 /// PyO3 value; None for anything else, which `int_pair` then reads in full (and names).
-fn exact_int_pair(value: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
+pub(crate) fn exact_int_pair(value: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     let tuple = value.as_ptr();
     // SAFETY: attached (a Bound exists) with a live object; its items are borrowed while the
     // tuple, which cannot change, is held by the caller. An overflow's exception is cleared:

@@ -243,3 +243,52 @@ def test_a_fill_that_changes_between_calls_is_described_anew_each_time_fake_driv
     first = cai.from_object(image, sync=False).shape
     second = cai.from_object(image, sync=False).shape
     assert first[0] + 1 == second[0]
+
+
+class TorchLikeStream:
+    """A stream object as PyTorch's: the handle under `cuda_stream`, no `__cuda_stream__`."""
+
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+def test_dlpack_lets_go_of_what_it_reads_at_once_plain_arguments_or_not_fake_driver(kind, fake):
+    """`__dlpack__` with the plain arguments consumers pass runs without PyO3's count of the
+    thread; any other call (a stream object, whose reading looks for `__cuda_stream__` and drops
+    the AttributeError, which holds the object) runs counted, so that nothing it drops waits in
+    PyO3's pool of deferred drops: the stream object and the image go as soon as the capsules do,
+    in either mode, and a failure's exception too."""
+    image = kind(DEVICE_BUFFER, 4, 4, typestr="<u4", stream=fake.stream())
+    references = sys.getrefcount(image)
+    stream = TorchLikeStream(fake.stream())
+    alive = weakref.ref(stream)
+    capsules = [image.__dlpack__(stream=stream, max_version=(1, 0)) for _ in range(3)]
+    capsules.append(image.__dlpack__(stream=fake.stream(), max_version=(1, 0), dl_device=(2, 0), copy=False))
+    assert image.__dlpack_device__() == (2, 0)
+    # Before any capsule goes: a tensor's deleter attaches, which would empty the pool.
+    del stream
+    assert alive() is None, "the stream object waits in a pool of deferred drops"
+    del capsules
+    assert sys.getrefcount(image) == references
+    host, _ = host_image(kind)
+    refused = TorchLikeStream(7)
+    alive = weakref.ref(refused)
+    with pytest.raises(BufferError, match="stream must be None for host memory"):
+        host.__dlpack__(stream=refused)
+    with pytest.raises(BufferError, match="never copies"):
+        host.__dlpack__(copy=True, max_version=(1, 0))
+    del refused
+    assert alive() is None
+
+
+def test_plain_dlpack_calls_keep_reference_counts_fake_driver(kind, fake):
+    """Many plain calls (the mode that runs without PyO3's count of the thread), taking and
+    deleting their capsules: the image's, the stream handle's and the pairs' reference counts
+    come back where they were."""
+    image = kind(DEVICE_BUFFER, 4, 4, typestr="<u4", stream=fake.stream())
+    handle, version, device = fake.stream(), (1, 0), (2, 0)
+    before = [sys.getrefcount(x) for x in (image, version, device, kind)]
+    for _ in range(2000):
+        image.__dlpack__(stream=handle, max_version=version, dl_device=device, copy=False)
+        image.__dlpack_device__()
+    assert [sys.getrefcount(x) for x in (image, version, device, kind)] == before
