@@ -23,7 +23,7 @@ use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
 use crate::errors::{cai_error_type, to_python, Failure};
-use crate::negotiate::{import_object, import_read, view_object, Caller};
+use crate::negotiate::{import_object, import_read, read_cleanly, view_object, Caller};
 
 /// The table every extension reads: static, immutable, its members functions of this module.
 pub static PYTHON_API: PythonApi = PythonApi {
@@ -74,11 +74,19 @@ unsafe extern "C" fn python_from_object(
 ) -> i32 {
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
-        object_entry("cai_python_from_object", obj, options, out, error, |obj, options, out| {
-            let (read, imported) = import_object(obj, options, Caller::CApi)?;
-            own(read, imported, out);
-            Ok(())
-        })
+        object_entry(
+            "cai_python_from_object",
+            Negotiated::Yes,
+            obj,
+            options,
+            out,
+            error,
+            |obj, options, out| {
+                let (read, imported) = import_object(obj, options, Caller::CApi)?;
+                own(read, imported, out);
+                Ok(())
+            },
+        )
     }
 }
 
@@ -92,11 +100,19 @@ unsafe extern "C" fn python_from_buffer_interface(
 ) -> i32 {
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
-        object_entry("cai_python_from_buffer_interface", obj, options, out, error, |obj, options, out| {
-            let (read, imported) = import_read(obj.py(), read_buffer_interface(obj)?, options)?;
-            own(read, imported, out);
-            Ok(())
-        })
+        object_entry(
+            "cai_python_from_buffer_interface",
+            Negotiated::No,
+            obj,
+            options,
+            out,
+            error,
+            |obj, options, out| {
+                let (read, imported) = import_read(obj.py(), read_buffer_interface(obj)?, options)?;
+                own(read, imported, out);
+                Ok(())
+            },
+        )
     }
 }
 
@@ -118,13 +134,21 @@ unsafe extern "C" fn python_view(
 ) -> i32 {
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
-        object_entry("cai_python_view", obj, options, out, error, |obj, options, out| {
+        object_entry("cai_python_view", Negotiated::Yes, obj, options, out, error, |obj, options, out| {
             let mut view = CaiArray::zeroed();
             view_object(obj, options, &mut view)?;
             view.copy_defined_to(out);
             Ok(())
         })
     }
+}
+
+/// Whether an entry reads its object through the negotiation (whose audited paths may run
+/// uncounted: `read_cleanly`), or through one reader not audited for it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Negotiated {
+    Yes,
+    No,
 }
 
 /// The boundary of the entry points that read an object into `out`: attached to the
@@ -136,15 +160,14 @@ unsafe extern "C" fn python_view(
 /// writable; `error` NULL or writable; the caller is attached to the interpreter.
 unsafe fn object_entry(
     name: &str,
+    negotiated: Negotiated,
     obj: *mut PyObject,
     options: *const CaiImportOptions,
     out: *mut CaiArray,
     error: *mut CaiError,
     body: impl FnOnce(&Bound<'_, PyAny>, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
 ) -> i32 {
-    // The caller is attached (the function's contract); attaching again only counts it, so
-    // that what is dropped here is let go of at once, not deferred.
-    Python::attach(|py| {
+    let run = |py: Python<'_>| {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             if obj.is_null() || out.is_null() {
                 let which = if obj.is_null() { "obj" } else { "out" };
@@ -158,16 +181,35 @@ unsafe fn object_entry(
             // success.
             body(&obj, options, unsafe { &mut *out })
         }));
-        let failure = match outcome {
-            Ok(Ok(())) => return CAI_OK,
-            Ok(Err(failure)) => failure,
-            Err(_) => Failure::Cai(Error::new(
+        match outcome {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Cai(Error::new(
                 Status::Panic,
                 format!("libcai panicked in {name} (a bug; please report it)"),
-            )),
-        };
-        report(py, failure, error)
-    })
+            ))),
+        }
+    };
+    // The caller is attached (the function's contract). An object read by an audited path
+    // (negotiate.rs's `read_cleanly`, whose success drops nothing PyO3 would defer) runs on
+    // that word alone; any other runs inside `Python::attach`, which only counts the thread,
+    // so that what is dropped is let go of at once. A failure is reported counted either way
+    // (attaching also lets go of whatever the failed run deferred).
+    // SAFETY: attached (the contract); `obj` NULL or a live object.
+    let clean = negotiated == Negotiated::Yes
+        && !obj.is_null()
+        && unsafe { read_cleanly(Python::assume_attached(), obj) };
+    if clean {
+        // SAFETY: attached (the contract).
+        match run(unsafe { Python::assume_attached() }) {
+            Ok(()) => CAI_OK,
+            Err(failure) => Python::attach(|py| report(py, failure, error)),
+        }
+    } else {
+        Python::attach(|py| match run(py) {
+            Ok(()) => CAI_OK,
+            Err(failure) => report(py, failure, error),
+        })
+    }
 }
 
 /// Writes `failure` into `error`, raises it as a Python exception, and returns its status.

@@ -11,8 +11,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyModule;
 use pyo3::Borrowed;
 
-use crate::fastcall::{run_attached, Definition, Signature};
+use crate::fastcall::{is_absent_or_small_int, run_assumed, run_attached, Definition, Signature};
 use crate::functions;
+use crate::negotiate::read_cleanly;
 
 /// `from_object(obj, stream=None, sync=None, writable=False, pointer_check=None,
 /// allow_host=False)`: any of them by position, `obj` required.
@@ -63,7 +64,13 @@ pub fn add_from_object(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("from_object", function)
 }
 
-/// `cai.from_object` as CPython calls it (`METH_FASTCALL | METH_KEYWORDS`).
+/// `cai.from_object` as CPython calls it (`METH_FASTCALL | METH_KEYWORDS`). A call on an
+/// object read by an audited path (`read_cleanly`: its type's exchange table or an offered
+/// type's fill, the facts known to this thread), its `stream` None or an int, runs without
+/// PyO3's count of the thread (`run_assumed`). `call`'s conversions make a `PyErr` only when
+/// they refuse (then a failure, raised counted), but for `stream`: a stream object is read by
+/// looking for its attributes, each miss an AttributeError dropped, so such a call runs
+/// attached, as does every other.
 unsafe extern "C" fn from_object_fastcall(
     _module: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
@@ -72,11 +79,21 @@ unsafe extern "C" fn from_object_fastcall(
 ) -> *mut ffi::PyObject {
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
     let matched = unsafe { SIGNATURE.match_arguments(args, nargsf, kwnames) };
-    run_attached(|py| match matched {
+    let body = |py: Python<'_>| match matched {
         // SAFETY: the slots are the call's arguments, alive for its duration.
         Ok(slots) => unsafe { call(py, &slots) },
         Err(mismatch) => Err(SIGNATURE.refusal(py, mismatch)),
-    })
+    };
+    // SAFETY: attached (the interpreter called in); the slots are live arguments or NULL.
+    let clean = matched.as_ref().is_ok_and(|slots| unsafe {
+        let py = Python::assume_attached();
+        !slots[0].is_null() && is_absent_or_small_int(slots[1]) && read_cleanly(py, slots[0])
+    });
+    if clean {
+        run_assumed(body)
+    } else {
+        run_attached(body)
+    }
 }
 
 /// The import, the arguments converted as PyO3's handling of the old signature converted them

@@ -17,6 +17,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
+use pyo3::PyTypeInfo;
 
 use crate::array::Array;
 use crate::described::Read;
@@ -86,6 +87,38 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     // read again on the next call.
     let _ = LAST_FACTS.try_with(|last| last.set(Some((address, generation, found))));
     Ok(found)
+}
+
+/// Whether `obj` is read by a path whose success drops no `Py<T>` and no `PyErr` (the values
+/// PyO3 defers while it does not count the thread), so that an entry may run its negotiation
+/// and import uncounted (fastcall.rs's `run_assumed`, capi.rs's entries): its type is the one
+/// this thread read last, its facts current, and it is read by its DLPack exchange table or by
+/// a C-level table libcai's glue offered. Not a dict or a cai.Array (read first, by readers not
+/// audited for it), nor anything read by a property or `__dlpack__`.
+///
+/// The audit of those two paths' success: the facts come from this thread's copy; the table's
+/// call, the core's reading and validation, the import and the cai.Array's creation make
+/// `Bound`s (let go of at once) and move the one `Py<PyAny>` (the owner) into the Array. Should
+/// another thread change the remembered facts in between, the negotiation looks the type up
+/// again, and what that drops waits until PyO3 next counts a thread (a cai.Array's deallocation
+/// does): late, never lost.
+///
+/// # Safety
+/// Attached; `obj` is a live object.
+pub unsafe fn read_cleanly(py: Python<'_>, obj: *mut pyo3::ffi::PyObject) -> bool {
+    // SAFETY: type checks of a live object (the caller's contract).
+    let (is_dict, ty) = unsafe { (pyo3::ffi::PyDict_Check(obj) != 0, pyo3::ffi::Py_TYPE(obj)) };
+    if is_dict || ty == Array::type_object_raw(py) {
+        return false;
+    }
+    let generation = FACTS_GENERATION.load(Ordering::Acquire);
+    match LAST_FACTS.try_with(Cell::get) {
+        Ok(Some((seen, at, facts))) if seen == ty as usize && at == generation => match facts.c_api {
+            Some(api) => Offered::of(api.table()).is_some(),
+            None => facts.exchange.is_some(),
+        },
+        _ => false,
+    }
 }
 
 /// The facts of `obj`'s type from the remembered types, found and remembered if new.

@@ -292,3 +292,23 @@ def test_plain_dlpack_calls_keep_reference_counts_fake_driver(kind, fake):
         image.__dlpack__(stream=handle, max_version=version, dl_device=device, copy=False)
         image.__dlpack_device__()
     assert [sys.getrefcount(x) for x in (image, version, device, kind)] == before
+
+
+def test_from_object_lets_go_of_what_reading_a_stream_object_drops_fake_driver(kind, fake):
+    """cai.from_object on an offered type runs without PyO3's count of the thread unless its
+    `stream` is a stream object, whose reading looks for `__cuda_stream__` and drops the
+    AttributeError: such a call runs counted, so that the error is let go of at once, not kept
+    in PyO3's pool until PyO3 next counts a thread (here no array is deallocated in between).
+    Seen by the count of references to AttributeError, which each kept error holds (an
+    immortal type from CPython 3.12 on: the check is the test command's CPython 3.11 run's)."""
+    image = kind(DEVICE_BUFFER, 4, 4, typestr="<u4", stream=fake.stream())
+    cai.from_object(image, sync=False)  # the type's facts known to this thread
+    stream = TorchLikeStream(fake.stream())
+    taken = []
+    before = sys.getrefcount(AttributeError)
+    for _ in range(200):
+        # sync=False: a sync would release the GIL around its wait, and PyO3 empties its pool
+        # on taking the thread back.
+        taken.append(cai.from_object(image, stream=stream, sync=False))
+    assert sys.getrefcount(AttributeError) - before < 50, "dropped errors wait in PyO3's pool"
+    assert all(array.owner is image for array in taken)
