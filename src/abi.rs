@@ -192,6 +192,8 @@ pub(crate) struct ArrayHead {
 }
 
 impl ArrayHead {
+    // Inlined: `copy_defined_to` is `of` then `write_to`, which then fold into field stores.
+    #[inline(always)]
     pub(crate) fn of(array: &CaiArray) -> ArrayHead {
         // Every field named: one added to CaiArray does not compile here until it is kept.
         let CaiArray {
@@ -237,6 +239,7 @@ impl ArrayHead {
     }
 
     /// Writes these fields into `out`, its extents untouched.
+    #[inline(always)]
     pub(crate) fn write_to(&self, out: &mut CaiArray) {
         out.abi_version = self.abi_version;
         out.version = self.version;

@@ -167,37 +167,14 @@ unsafe fn object_entry(
     error: *mut CaiError,
     body: impl FnOnce(&Bound<'_, PyAny>, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
 ) -> i32 {
-    let run = |py: Python<'_>| {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            if obj.is_null() || out.is_null() {
-                let which = if obj.is_null() { "obj" } else { "out" };
-                return Err(Failure::Cai(Error::new(Status::NullArgument, format!("{which} is NULL"))));
-            }
-            // SAFETY: NULL (the defaults) or the caller's options.
-            let options = unsafe { options.as_ref() }.copied().unwrap_or_default();
-            // SAFETY: a live object the caller holds, checked non-NULL.
-            let obj = unsafe { pyo3::Borrowed::from_ptr(py, obj) };
-            // SAFETY: the caller's out-parameter, checked non-NULL; `body` writes it only on
-            // success.
-            body(&obj, options, unsafe { &mut *out })
-        }));
-        match outcome {
-            Ok(result) => result,
-            Err(_) => Err(Failure::Cai(Error::new(
-                Status::Panic,
-                format!("libcai panicked in {name} (a bug; please report it)"),
-            ))),
-        }
-    };
+    let run = |py: Python<'_>| read_entry(py, name, obj, options, out, body);
     // The caller is attached (the function's contract). An object read by an audited path
     // (negotiate.rs's `read_cleanly`, whose success drops nothing PyO3 would defer) runs on
     // that word alone; any other runs inside `Python::attach`, which only counts the thread,
     // so that what is dropped is let go of at once. A failure is reported counted either way
     // (attaching also lets go of whatever the failed run deferred).
     // SAFETY: attached (the contract); `obj` NULL or a live object.
-    let clean = negotiated == Negotiated::Yes
-        && !obj.is_null()
-        && unsafe { read_cleanly(Python::assume_attached(), obj) };
+    let clean = negotiated == Negotiated::Yes && !obj.is_null() && unsafe { read_cleanly(obj) };
     if clean {
         // SAFETY: attached (the contract).
         match run(unsafe { Python::assume_attached() }) {
@@ -209,6 +186,40 @@ unsafe fn object_entry(
             Ok(()) => CAI_OK,
             Err(failure) => report(py, failure, error),
         })
+    }
+}
+
+/// `object_entry`'s work, whether the thread is counted or not: NULL checks, the options, one
+/// panic boundary. Not inlined: it is called from both ways in, and one copy is cheaper than
+/// two.
+#[inline(never)]
+fn read_entry(
+    py: Python<'_>,
+    name: &str,
+    obj: *mut PyObject,
+    options: *const CaiImportOptions,
+    out: *mut CaiArray,
+    body: impl FnOnce(&Bound<'_, PyAny>, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if obj.is_null() || out.is_null() {
+            let which = if obj.is_null() { "obj" } else { "out" };
+            return Err(Failure::Cai(Error::new(Status::NullArgument, format!("{which} is NULL"))));
+        }
+        // SAFETY: NULL (the defaults) or the caller's options.
+        let options = unsafe { options.as_ref() }.copied().unwrap_or_default();
+        // SAFETY: a live object the caller holds (the entry's contract), checked non-NULL.
+        let obj = unsafe { pyo3::Borrowed::from_ptr(py, obj) };
+        // SAFETY: the caller's out-parameter, checked non-NULL; `body` writes it only on
+        // success.
+        body(&obj, options, unsafe { &mut *out })
+    }));
+    match outcome {
+        Ok(result) => result,
+        Err(_) => Err(Failure::Cai(Error::new(
+            Status::Panic,
+            format!("libcai panicked in {name} (a bug; please report it)"),
+        ))),
     }
 }
 

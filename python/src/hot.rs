@@ -86,8 +86,7 @@ unsafe extern "C" fn from_object_fastcall(
     };
     // SAFETY: attached (the interpreter called in); the slots are live arguments or NULL.
     let clean = matched.as_ref().is_ok_and(|slots| unsafe {
-        let py = Python::assume_attached();
-        !slots[0].is_null() && is_absent_or_small_int(slots[1]) && read_cleanly(py, slots[0])
+        !slots[0].is_null() && is_absent_or_small_int(slots[1]) && read_cleanly(slots[0])
     });
     if clean {
         run_assumed(body)

@@ -17,7 +17,6 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
-use pyo3::PyTypeInfo;
 
 use crate::array::Array;
 use crate::described::Read;
@@ -69,6 +68,9 @@ thread_local! {
     /// contend for). The address cannot be reused while the generation stands: a forgotten
     /// type is let go of only after the generation moved.
     static LAST_FACTS: Cell<Option<(usize, u64, TypeFacts)>> = const { Cell::new(None) };
+    /// The type (its address) this thread last read by an audited path, and the generation of
+    /// the facts then (see `read_cleanly`).
+    static LAST_CLEAN: Cell<(usize, u64)> = const { Cell::new((0, u64::MAX)) };
 }
 
 /// What libcai knows of `obj`'s type. The exchange table is `__dlpack_c_exchange_api__` (a
@@ -92,9 +94,10 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 /// Whether `obj` is read by a path whose success drops no `Py<T>` and no `PyErr` (the values
 /// PyO3 defers while it does not count the thread), so that an entry may run its negotiation
 /// and import uncounted (fastcall.rs's `run_assumed`, capi.rs's entries): its type is the one
-/// this thread read last, its facts current, and it is read by its DLPack exchange table or by
-/// a C-level table libcai's glue offered. Not a dict or a cai.Array (read first, by readers not
-/// audited for it), nor anything read by a property or `__dlpack__`.
+/// this thread last read by such a path (`choose` marks it), the remembered facts unchanged
+/// since. Such a path is its type's DLPack exchange table or a C-level table libcai's glue
+/// offered, both chosen before any other reader but a dict's and a cai.Array's, whose types
+/// are never marked.
 ///
 /// The audit of those two paths' success: the facts come from this thread's copy; the table's
 /// call, the core's reading and validation, the import and the cai.Array's creation make
@@ -104,21 +107,18 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 /// does): late, never lost.
 ///
 /// # Safety
-/// Attached; `obj` is a live object.
-pub unsafe fn read_cleanly(py: Python<'_>, obj: *mut pyo3::ffi::PyObject) -> bool {
-    // SAFETY: type checks of a live object (the caller's contract).
-    let (is_dict, ty) = unsafe { (pyo3::ffi::PyDict_Check(obj) != 0, pyo3::ffi::Py_TYPE(obj)) };
-    if is_dict || ty == Array::type_object_raw(py) {
-        return false;
-    }
+/// `obj` is a live object.
+pub unsafe fn read_cleanly(obj: *mut pyo3::ffi::PyObject) -> bool {
+    // SAFETY: a live object (the caller's contract).
+    let ty = unsafe { pyo3::ffi::Py_TYPE(obj) } as usize;
     let generation = FACTS_GENERATION.load(Ordering::Acquire);
-    match LAST_FACTS.try_with(Cell::get) {
-        Ok(Some((seen, at, facts))) if seen == ty as usize && at == generation => match facts.c_api {
-            Some(api) => Offered::of(api.table()).is_some(),
-            None => facts.exchange.is_some(),
-        },
-        _ => false,
-    }
+    LAST_CLEAN.try_with(Cell::get).is_ok_and(|marked| marked == (ty, generation))
+}
+
+/// Marks `obj`'s type as read by an audited path (see `read_cleanly`).
+fn mark_clean(obj: &Bound<'_, PyAny>) {
+    let marked = (obj.get_type_ptr() as usize, FACTS_GENERATION.load(Ordering::Acquire));
+    let _ = LAST_CLEAN.try_with(|last| last.set(marked));
 }
 
 /// The facts of `obj`'s type from the remembered types, found and remembered if new.
@@ -282,9 +282,13 @@ fn choose<'py>(
     }
     let facts = type_facts(obj)?;
     if let Some(api) = facts.c_api.filter(|_| c_api) {
+        if Offered::of(api.table()).is_some() {
+            mark_clean(obj);
+        }
         return Ok(Chosen::CApi(api));
     }
     if let Some(exchange) = facts.exchange {
+        mark_clean(obj);
         return Ok(Chosen::Exchange(exchange));
     }
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
