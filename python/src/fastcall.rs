@@ -19,6 +19,10 @@
 //!   public, sound way in: the thread is attached already, so it only counts it (about 190
 //!   instructions with PyO3's checks), and every drop in the body is immediate. Nothing of PyO3
 //!   is made before it or outlives it: the matched arguments stay raw borrowed pointers.
+//! - A body whose success path drops no `Py<T>` and no `PyErr` (audited where it is written,
+//!   and chosen per call by what the arguments and the object are) runs uncounted instead
+//!   (`run_assumed`), on the interpreter's word that the thread is attached; its failure is
+//!   raised inside `Python::attach`, which empties PyO3's pool of what the failed body deferred.
 //! - A panic in a body is caught (it must not unwind into C) and raised as PyO3's
 //!   PanicException, as PyO3's own entry points do. Where `Python::attach` itself refuses (the
 //!   interpreter finalizing), the body runs on `Python::assume_attached`: the thread is attached
