@@ -281,28 +281,6 @@ fn raise_counted(error: PyErr) {
     }
 }
 
-/// Whether `value` (NULL: not given) is absent, None, or an exact int that fits an i64: read
-/// by a body with no conversion that fails (and so no `PyErr` made and dropped).
-///
-/// # Safety
-/// Attached; `value` is NULL or a live object.
-pub unsafe fn is_absent_or_small_int(value: *mut ffi::PyObject) -> bool {
-    // SAFETY: the caller's contract; an overflow's exception is cleared.
-    unsafe {
-        if value.is_null() || value == ffi::Py_None() {
-            return true;
-        }
-        if ffi::PyLong_CheckExact(value) == 0 {
-            return false;
-        }
-        if ffi::PyLong_AsLongLong(value) == -1 && !ffi::PyErr_Occurred().is_null() {
-            ffi::PyErr_Clear();
-            return false;
-        }
-        true
-    }
-}
-
 /// A panic of a body as a PanicException, with its message where it has one.
 #[cold]
 fn panic_error(payload: Box<dyn std::any::Any + Send>) -> PyErr {

@@ -11,9 +11,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyModule;
 use pyo3::Borrowed;
 
-use crate::fastcall::{is_absent_or_small_int, run_assumed, run_attached, Definition, Signature};
+use crate::fastcall::{run_assumed, run_attached, Definition, Signature};
 use crate::functions;
 use crate::negotiate::read_cleanly;
+use crate::options::is_absent_or_small_int;
 
 /// `from_object(obj, stream=None, sync=None, writable=False, pointer_check=None,
 /// allow_host=False)`: any of them by position, `obj` required.

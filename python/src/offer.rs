@@ -23,9 +23,9 @@ use cai::CaiArray;
 use crate::dlpack::capsule_of;
 use crate::dlpack_export::DlpackArguments;
 use crate::exchange_offered::offered_exchange_api_capsule;
-use crate::fastcall::{is_absent_or_small_int, run_assumed, run_attached, Definition, Signature};
+use crate::fastcall::{run_assumed, run_attached, Definition, Signature};
 use crate::offered::Offered;
-use crate::options::exact_int_pair;
+use crate::options::{exact_int_pair, is_absent, is_absent_or_small_int};
 
 /// The attributes an offer gives a type, in the order they are set.
 const ATTRIBUTES: [&str; 5] = [
@@ -120,17 +120,14 @@ unsafe fn offered_self<'a, 'py>(
 ///
 /// # Safety
 /// Attached; each slot NULL or a live argument of the call.
-unsafe fn plain_arguments(py: Python<'_>, slots: &[*mut ffi::PyObject; 4]) -> bool {
+unsafe fn plain_arguments(slots: &[*mut ffi::PyObject; 4]) -> bool {
     // SAFETY: the caller's contract: NULL or live arguments, type checks and reads.
     unsafe {
-        let absent = |value: *mut ffi::PyObject| value.is_null() || value == ffi::Py_None();
-        let pair = |value: *mut ffi::PyObject| {
-            absent(value) || exact_int_pair(&pyo3::Borrowed::from_ptr(py, value)).is_some()
-        };
+        let pair = |value| is_absent(value) || exact_int_pair(value).is_some();
         is_absent_or_small_int(slots[0])
             && pair(slots[1])
             && pair(slots[2])
-            && (absent(slots[3]) || ffi::PyBool_Check(slots[3]) != 0)
+            && (is_absent(slots[3]) || ffi::PyBool_Check(slots[3]) != 0)
     }
 }
 
@@ -153,9 +150,7 @@ unsafe extern "C" fn dlpack_fastcall(
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
     let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames) };
     // SAFETY: attached (the interpreter called in); the slots are the call's arguments.
-    let py = unsafe { Python::assume_attached() };
-    // SAFETY: as above.
-    let plain = matched.as_ref().is_ok_and(|slots| unsafe { plain_arguments(py, slots) });
+    let plain = matched.as_ref().is_ok_and(|slots| unsafe { plain_arguments(slots) });
     let body = |py: Python<'_>| {
         let slots = matched.map_err(|mismatch| DLPACK_SIGNATURE.refusal(py, mismatch))?;
         // SAFETY: the descriptor's `self`, alive for the call.

@@ -67,31 +67,63 @@ pub(crate) fn pointer_check_mode(mode: Option<&Bound<'_, PyAny>>) -> PyResult<i3
     mode.extract::<i32>().map_err(|_| refused(PyValueError::new_err))
 }
 
-/// The two ints of an exact 2-tuple of exact ints that fit an i64 (what consumers pass as
-/// `max_version` and `dl_device`), read with `pyo3-ffi` calls that make no reference and no
-/// PyO3 value; None for anything else, which `int_pair` then reads in full (and names).
-pub(crate) fn exact_int_pair(value: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
-    let tuple = value.as_ptr();
-    // SAFETY: attached (a Bound exists) with a live object; its items are borrowed while the
-    // tuple, which cannot change, is held by the caller. An overflow's exception is cleared:
-    // the full reading raises its own.
+/// The argument values consumers pass most (None, an int, a pair of ints), recognized with
+/// `pyo3-ffi` calls that make no reference and no PyO3 value and raise nothing: a body that
+/// reads only such values makes no `PyErr` to drop (fastcall.rs's `run_assumed`). Anything
+/// else is left to the full readings below, which name what is wrong.
+///
+/// # Safety
+/// Attached; `value` is NULL (not given) or a live object. The same for the three below.
+pub(crate) unsafe fn is_absent(value: *mut ffi::PyObject) -> bool {
+    // SAFETY: a pointer compare with the None singleton.
+    value.is_null() || value == unsafe { ffi::Py_None() }
+}
+
+/// An exact int that fits an i64 (an overflow's exception cleared: the full reading raises its
+/// own); None for anything else.
+///
+/// # Safety
+/// As `is_absent`'s.
+pub(crate) unsafe fn exact_small_int(value: *mut ffi::PyObject) -> Option<i64> {
+    // SAFETY: the caller's contract: a type check and a read of a live object.
     unsafe {
-        if ffi::PyTuple_CheckExact(tuple) == 0 || ffi::PyTuple_Size(tuple) != 2 {
+        if value.is_null() || ffi::PyLong_CheckExact(value) == 0 {
             return None;
         }
-        let item = |index| {
-            let item = ffi::PyTuple_GetItem(tuple, index);
-            if item.is_null() || ffi::PyLong_CheckExact(item) == 0 {
-                return None;
-            }
-            let wide = ffi::PyLong_AsLongLong(item);
-            if wide == -1 && !ffi::PyErr_Occurred().is_null() {
-                ffi::PyErr_Clear();
-                return None;
-            }
-            Some(wide)
-        };
-        Some((item(0)?, item(1)?))
+        let wide = ffi::PyLong_AsLongLong(value);
+        if wide == -1 && !ffi::PyErr_Occurred().is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        Some(wide)
+    }
+}
+
+/// Absent, None, or an exact int that fits an i64.
+///
+/// # Safety
+/// As `is_absent`'s.
+pub(crate) unsafe fn is_absent_or_small_int(value: *mut ffi::PyObject) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { is_absent(value) || exact_small_int(value).is_some() }
+}
+
+/// The two ints of an exact 2-tuple of exact ints that fit an i64 (what consumers pass as
+/// `max_version` and `dl_device`).
+///
+/// # Safety
+/// As `is_absent`'s.
+pub(crate) unsafe fn exact_int_pair(value: *mut ffi::PyObject) -> Option<(i64, i64)> {
+    // SAFETY: the caller's contract; the items are borrowed while the tuple, which cannot
+    // change, is held by the caller.
+    unsafe {
+        if value.is_null() || ffi::PyTuple_CheckExact(value) == 0 || ffi::PyTuple_Size(value) != 2 {
+            return None;
+        }
+        Some((
+            exact_small_int(ffi::PyTuple_GetItem(value, 0))?,
+            exact_small_int(ffi::PyTuple_GetItem(value, 1))?,
+        ))
     }
 }
 
@@ -103,7 +135,8 @@ pub(crate) fn int_pair<T: TryFrom<i64>>(
     name: &str,
 ) -> PyResult<Option<(T, T)>> {
     let Some(value) = value else { return Ok(None) };
-    if let Some((first, second)) = exact_int_pair(value) {
+    // SAFETY: attached (a Bound exists) with a live object.
+    if let Some((first, second)) = unsafe { exact_int_pair(value.as_ptr()) } {
         if let (Ok(first), Ok(second)) = (T::try_from(first), T::try_from(second)) {
             return Ok(Some((first, second)));
         }
