@@ -383,16 +383,56 @@ unsafe fn take_tensor<T: Managed>(
 }
 
 /// What a tensor made by `to_dlpack` holds besides itself: the array it took over, less its
-/// extents (`head`), and its extents, sized to its rank. A small allocation (what the
+/// extents (`head`), and its extents, sized to its rank. One small allocation (what the
 /// allocator's per-thread cache serves) where the full struct's inline extents would take
-/// 2 KB for every export.
+/// 2 KB for every export; a rank above `INLINE_RANK` spills its extents into a second one.
 #[repr(C)]
 struct Exported<T> {
     tensor: T,
     head: ArrayHead,
-    /// `ndim` each: the DLTensor's shape and its strides (in elements), where the DLTensor
-    /// points, then the array's own strides (bytes, as given), to hand it back whole.
-    extents: Box<[i64]>,
+    extents: Extents,
+}
+
+/// Ranks whose extents an export keeps in its own allocation (most arrays are matrices,
+/// images or batches of them).
+const INLINE_RANK: usize = 4;
+
+/// An export's extents, `ndim` each: the DLTensor's shape and its strides (in elements), where
+/// the DLTensor points, then the array's own strides (bytes, as given), to hand it back whole.
+enum Extents {
+    Inline { len: usize, values: [i64; 3 * INLINE_RANK] },
+    Spilled(Box<[i64]>),
+}
+
+impl Extents {
+    /// The extents of `array`'s `ndim` dimensions: its shape twice (the second copy becomes the
+    /// strides in elements), then its strides, each copied slice by slice.
+    fn of(array: &CaiArray, ndim: usize) -> Extents {
+        let mut extents = if ndim <= INLINE_RANK {
+            Extents::Inline { len: 3 * ndim, values: [0; 3 * INLINE_RANK] }
+        } else {
+            Extents::Spilled(vec![0; 3 * ndim].into_boxed_slice())
+        };
+        let values = extents.as_mut_slice();
+        values[..ndim].copy_from_slice(&array.shape[..ndim]);
+        values[ndim..2 * ndim].copy_from_slice(&array.shape[..ndim]);
+        values[2 * ndim..].copy_from_slice(&array.strides[..ndim]);
+        extents
+    }
+
+    fn as_slice(&self) -> &[i64] {
+        match self {
+            Extents::Inline { len, values } => &values[..*len],
+            Extents::Spilled(values) => values,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [i64] {
+        match self {
+            Extents::Inline { len, values } => &mut values[..*len],
+            Extents::Spilled(values) => values,
+        }
+    }
 }
 
 /// Frees an exported tensor of struct `T`: runs the array's release (once), given the array
@@ -400,11 +440,12 @@ struct Exported<T> {
 unsafe extern "C" fn delete_exported<T: Managed>(tensor: *mut T) {
     let exported = Box::from_raw((*tensor).manager_context().cast::<Exported<T>>());
     if exported.head.release.is_some() {
-        let ndim = exported.extents.len() / 3;
+        let extents = exported.extents.as_slice();
+        let ndim = extents.len() / 3;
         let mut array = CaiArray::zeroed();
         exported.head.write_to(&mut array);
-        array.shape[..ndim].copy_from_slice(&exported.extents[..ndim]);
-        array.strides[..ndim].copy_from_slice(&exported.extents[2 * ndim..]);
+        array.shape[..ndim].copy_from_slice(&extents[..ndim]);
+        array.strides[..ndim].copy_from_slice(&extents[2 * ndim..]);
         crate::abi::release(&mut array);
     }
 }
@@ -519,20 +560,16 @@ fn export_as<T: Managed>(
         None => validate(array)?,
     };
     let ndim = array.ndim as usize;
-    // Shape, room for the strides in elements, the array's own strides: copied slice by slice
-    // into the exact capacity (one allocation, no iterator per element).
-    let mut extents = Vec::with_capacity(3 * ndim);
-    extents.extend_from_slice(&array.shape[..ndim]);
-    extents.extend_from_slice(&array.shape[..ndim]);
-    extents.extend_from_slice(&array.strides[..ndim]);
-    let mut extents = extents.into_boxed_slice();
-    let dl_tensor = dl_tensor_of_validated(array, &validated, device, &mut extents[ndim..2 * ndim])?;
+    let mut extents = Extents::of(array, ndim);
+    let dl_tensor =
+        dl_tensor_of_validated(array, &validated, device, &mut extents.as_mut_slice()[ndim..2 * ndim])?;
     let tensor = make(dl_tensor, array.readonly == 1);
     let raw = Box::into_raw(Box::new(Exported { tensor, head: ArrayHead::of(array), extents }));
-    // SAFETY: just allocated; the pointers stored are into its extents (a heap slice that does
-    // not move) and to itself, which live until the tensor's deleter frees them.
+    // SAFETY: just allocated; the pointers stored are into its extents (inside this allocation
+    // or a heap slice it owns, neither of which moves) and to itself, which live until the
+    // tensor's deleter frees them.
     unsafe {
-        let extents = (*raw).extents.as_mut_ptr();
+        let extents = (*raw).extents.as_mut_slice().as_mut_ptr();
         let (dl_tensor, manager_ctx) = (*raw).tensor.parts();
         dl_tensor.shape = extents;
         dl_tensor.strides = extents.add(ndim);
@@ -798,7 +835,8 @@ mod tests {
             ));
         }
         let host = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
-        for (ndim, strides_given) in [(0usize, 0u32), (2, 1), (3, 0), (CAI_MAX_NDIM, 1)] {
+        // Ranks on both sides of INLINE_RANK: extents inside the export, and spilled.
+        for (ndim, strides_given) in [(0usize, 0u32), (2, 1), (3, 0), (INLINE_RANK, 1), (INLINE_RANK + 1, 0), (CAI_MAX_NDIM, 1)] {
             let mut array = CaiArray::zeroed();
             array.version = 3;
             array.ndim = ndim as i32;
