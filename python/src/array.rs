@@ -17,6 +17,7 @@ use pyo3::sync::PyOnceLock;
 use crate::described::{Parts, Read};
 use crate::dlpack::{device_of_array, tensor_of};
 use crate::errors::CaiResult;
+use crate::fastcall::with_thread_attached;
 use crate::pool::Pooled;
 
 /// The struct and what its pointers point into. Never changed once made: the raw pointers in
@@ -328,10 +329,9 @@ impl Array {
 /// CPython's own extensions do the same).
 unsafe extern "C" fn release_python_owner(array: *mut CaiArray) {
     let owner = (*array).owner.cast::<pyo3::ffi::PyObject>();
-    if pyo3::ffi::Py_IsInitialized() == 0 {
-        return;
-    }
-    Python::attach(|py| {
+    // Attached from any thread, without PyO3's count: the body's one reference is a `Bound`,
+    // let go of at once.
+    with_thread_attached(|py| {
         let owner = Bound::from_owned_ptr(py, owner);
         if let Ok(exported) = owner.cast::<Array>() {
             exported.get().export_ended();

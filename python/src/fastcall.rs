@@ -28,6 +28,11 @@
 //!   interpreter finalizing), the body runs on `Python::assume_attached`: the thread is attached
 //!   (the interpreter called in), and a drop that waits in PyO3's pool then is the one cost, at
 //!   exit only.
+//! - A callback that may run on any thread, attached or not (a DLPack tensor's deleter, a C
+//!   consumer's release), attaches with the interpreter's own `PyGILState_Ensure` and
+//!   `PyGILState_Release` (`with_thread_attached`): on a thread that is attached already they
+//!   only count it, about 90 instructions less than PyO3's `Python::attach` around them. Its
+//!   body, like `run_assumed`'s, drops no `Py<T>` and no `PyErr`.
 //! - The interned names are made once and kept for the life of the process (a few small
 //!   strings), so a pointer read from a signature is always a live str.
 
@@ -261,6 +266,28 @@ pub fn run_assumed(body: impl FnOnce(Python<'_>) -> PyResult<*mut ffi::PyObject>
     };
     raise_counted(error);
     null_mut()
+}
+
+/// Runs `body` attached to the interpreter from any thread (see the module's audit), without
+/// PyO3's count: for a body that lets go of references by `Py_DecRef` or a `Bound`'s drop and
+/// drops no `Py<T>` and no `PyErr`. Once the interpreter is no longer initialized nothing may
+/// attach: the body does not run, and what it would let go of is leaked on purpose (the process
+/// is ending; CPython's own extensions do the same). A panic in the body is swallowed after the
+/// thread state is given back: a deleter has no caller to raise it to. Returns whether the body
+/// ran to its end.
+pub fn with_thread_attached(body: impl FnOnce(Python<'_>)) -> bool {
+    // SAFETY: a plain query, callable at any time.
+    if unsafe { ffi::Py_IsInitialized() } == 0 {
+        return false;
+    }
+    // SAFETY: the interpreter is initialized; Ensure attaches this thread (or counts it where
+    // it is attached already) and is paired with the Release below, on every path.
+    let state = unsafe { ffi::PyGILState_Ensure() };
+    // SAFETY: attached by the Ensure above until the Release.
+    let ran = catch_unwind(AssertUnwindSafe(|| body(unsafe { Python::assume_attached() }))).is_ok();
+    // SAFETY: the state the Ensure above returned, on the same thread.
+    unsafe { ffi::PyGILState_Release(state) };
+    ran
 }
 
 /// Raises `error` inside `Python::attach` (which counts the thread and empties PyO3's pool of

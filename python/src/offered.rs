@@ -31,6 +31,7 @@ use crate::array::Array;
 use crate::described::Read;
 use crate::dlpack::{device_of_array, tensor_of};
 use crate::errors::{CaiResult, Failure};
+use crate::fastcall::with_thread_attached;
 use crate::pool::Pooled;
 
 /// One offered type: the table first, so that the `api` a consumer passes back is the
@@ -457,8 +458,6 @@ unsafe extern "C" fn release_acquired(array: *mut CaiArray) {
     if owner.is_null() {
         return;
     }
-    // Attached from any thread; None once the interpreter is finalizing, when nothing may
-    // attach and the reference is leaked on purpose.
     // SAFETY: the reference `acquire` took, let go of once (the owner was cleared above).
-    let _ = pyo3::Python::try_attach(|_| unsafe { ffi::Py_DecRef(owner) });
+    with_thread_attached(|_| unsafe { ffi::Py_DecRef(owner) });
 }

@@ -587,7 +587,7 @@ def offered_callables(modules):
 # The extensions' functions that take no array (producers, counters, the offered types and
 # their helpers) or a count to loop over.
 SKIPPED_EXTENSION_FUNCTIONS = {"produce", "produce_invalid", "released_count", "table_layout", "import_many",
-                               "keep_until_exit", "release_on_a_thread", "library_version", "Image", "Constant",
+                               "keep_until_exit", "release_on_a_thread", "delete_on_a_thread", "library_version", "Image", "Constant",
                                "live_images", "offer_again"}
 
 

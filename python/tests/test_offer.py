@@ -152,6 +152,21 @@ def test_an_acquired_struct_and_a_dlpack_tensor_let_go_of_the_object_from_a_thre
     assert alive() is None
 
 
+def test_a_cai_array_export_deleted_on_a_thread_without_the_gil_ends_the_export(ext):
+    """The deleter of a cai.Array's DLPack tensor, run by a C consumer's thread that never
+    attaches to the interpreter, attaches itself: the export ends (release() is allowed again)
+    and the array's reference is let go of."""
+    values = np.arange(6, dtype=np.uint8)
+    array = cai.from_object(values, allow_host=True, sync=False)
+    references = sys.getrefcount(array)
+    capsule = array.__dlpack__(max_version=(1, 0))
+    with pytest.raises(BufferError, match="1 DLPack export"):
+        array.release()
+    ext.delete_on_a_thread(capsule)
+    assert sys.getrefcount(array) == references
+    array.release()
+
+
 def test_subclasses_inherit_and_a_subclass_overriding_the_dict_is_read_by_its_dict(ext):
     """The subclass keeps the inherited tables (C-level and DLPack's exchange table), but a
     class nearer in the MRO defines the dict, so libcai reads the dict."""

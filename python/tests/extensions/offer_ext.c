@@ -304,6 +304,31 @@ static PyObject *release_on_a_thread(PyObject *self, PyObject *obj) {
   Py_RETURN_NONE;
 }
 
+// delete_on_a_thread(capsule): takes a versioned DLPack capsule's tensor as a consumer does
+// (renamed "used_dltensor_versioned") and runs its deleter on a new thread that never attaches
+// to the interpreter, as a C consumer's worker thread would.
+static void *delete_tensor(void *tensor) {
+  ((CaiDLManagedTensorVersioned *)tensor)->deleter(tensor);
+  return NULL;
+}
+
+static PyObject *delete_on_a_thread(PyObject *self, PyObject *capsule) {
+  (void)self;
+  CaiDLManagedTensorVersioned *tensor = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+  if (tensor == NULL || PyCapsule_SetName(capsule, "used_dltensor_versioned") < 0) return NULL;
+  pthread_t thread;
+  int failed;
+  Py_BEGIN_ALLOW_THREADS
+  failed = pthread_create(&thread, NULL, delete_tensor, tensor);
+  if (!failed) pthread_join(thread, NULL);
+  Py_END_ALLOW_THREADS
+  if (failed) {
+    tensor->deleter(tensor);
+    return PyErr_Format(PyExc_OSError, "pthread_create: %d", failed);
+  }
+  Py_RETURN_NONE;
+}
+
 // offer(type): offers any type with this module's fill (the tests offer twice, and a
 // type whose instances are no Image, to see the refusals).
 static PyObject *offer(PyObject *self, PyObject *type) {
@@ -318,6 +343,7 @@ static PyMethodDef methods[] = {
     {"view", (PyCFunction)(void (*)(void))view, METH_VARARGS | METH_KEYWORDS, NULL},
     {"acquire_kept", acquire_kept, METH_O, NULL},
     {"release_on_a_thread", release_on_a_thread, METH_O, NULL},
+    {"delete_on_a_thread", delete_on_a_thread, METH_O, NULL},
     {"offer", offer, METH_O, NULL},
     {NULL}};
 
