@@ -311,7 +311,7 @@ impl Array {
         let this = slf.get();
         // The arguments first: reading them may run Python code (a stream's __index__), which
         // may release this array; from the export on, release() is refused instead.
-        let arguments = DlpackArguments { stream, max_version, dl_device, copy };
+        let arguments = DlpackArguments::new(stream, max_version, dl_device, copy)?;
         let (request, device) = arguments.read(|| {
             this.live()?;
             Ok(this.dl_device()?)

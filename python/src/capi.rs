@@ -108,7 +108,8 @@ unsafe extern "C" fn python_from_buffer_interface(
             out,
             error,
             |obj, options, out| {
-                let (read, imported) = import_read(obj.py(), read_buffer_interface(obj)?, options)?;
+                let read = read_buffer_interface(obj)?;
+                let imported = import_read(obj.py(), &read, options)?;
                 own(read, imported, out);
                 Ok(())
             },

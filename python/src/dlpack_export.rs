@@ -13,11 +13,11 @@ use crate::values::scalar;
 use cai::binding::dict::Repr;
 use cai::binding::rules::Validated;
 
-/// `__dlpack__`'s keyword arguments, as given.
+/// `__dlpack__`'s keyword arguments: `stream` as given, the pairs read (`int_pair`).
 pub struct DlpackArguments<'a, 'py> {
     pub stream: Option<&'a Bound<'py, PyAny>>,
-    pub max_version: Option<&'a Bound<'py, PyAny>>,
-    pub dl_device: Option<&'a Bound<'py, PyAny>>,
+    pub max_version: Option<(u32, u32)>,
+    pub dl_device: Option<(i32, i32)>,
     pub copy: Option<bool>,
 }
 
@@ -28,19 +28,32 @@ pub struct DlpackRequest {
     pub versioned: bool,
 }
 
-impl DlpackArguments<'_, '_> {
-    /// The arguments read for the memory on the device `device_of` finds (asked after the
-    /// pairs are read): a copy or another device is a BufferError, a malformed pair a
-    /// TypeError naming it. The consumer's stream: None is the legacy default stream, -1 no
-    /// sync; host memory takes no stream.
+impl<'a, 'py> DlpackArguments<'a, 'py> {
+    /// The arguments as given, the pairs read: one that is no pair of ints is a TypeError
+    /// naming it, an int out of range a ValueError.
+    pub fn new(
+        stream: Option<&'a Bound<'py, PyAny>>,
+        max_version: Option<&Bound<'py, PyAny>>,
+        dl_device: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Self> {
+        Ok(DlpackArguments {
+            stream,
+            max_version: int_pair(max_version, "max_version")?,
+            dl_device: int_pair(dl_device, "dl_device")?,
+            copy,
+        })
+    }
+
+    /// The arguments read for the memory on the device `device_of` finds: a copy or another
+    /// device is a BufferError. The consumer's stream: None is the legacy default stream, -1
+    /// no sync; host memory takes no stream.
     pub fn read(
         &self,
         device_of: impl FnOnce() -> PyResult<CaiDLDevice>,
     ) -> PyResult<(DlpackRequest, CaiDLDevice)> {
-        let max_version = int_pair::<u32>(self.max_version, "max_version")?;
-        let dl_device = int_pair::<i32>(self.dl_device, "dl_device")?;
         let device = device_of()?;
-        export_arguments_allowed(device, dl_device, self.copy)?;
+        export_arguments_allowed(device, self.dl_device, self.copy)?;
         let host = device.device_type == CAI_DL_CPU;
         let consumer = match self.stream {
             Some(s) if s.extract::<i64>().ok() == Some(-1) => None,
@@ -54,7 +67,7 @@ impl DlpackArguments<'_, '_> {
             }
             Some(s) => Some(consumer_stream(Some(s))?),
         };
-        Ok((DlpackRequest { consumer, versioned: max_version.is_some_and(|(major, _)| major >= 1) }, device))
+        Ok((DlpackRequest { consumer, versioned: self.max_version.is_some_and(|(major, _)| major >= 1) }, device))
     }
 }
 

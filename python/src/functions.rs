@@ -157,7 +157,7 @@ pub fn from_buffer_interface(
         writable: u32::from(writable),
         ..CaiImportOptions::default()
     };
-    let (read, imported) = import_read(py, read, options)?;
+    let imported = import_read(py, &read, options)?;
     Py::new(py, Array::new(read, Some(imported)))
 }
 
@@ -259,6 +259,6 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
     };
     let owning = read.array().release.is_some();
     let device = read.device.map(|d| (d.device_type, d.device_id));
-    let (read, imported) = import_read(py, read, options)?;
+    let imported = import_read(py, &read, options)?;
     Ok(Some((Py::new(py, Array::new(read, Some(imported)))?, device, owning)))
 }

@@ -8,7 +8,7 @@ use std::ffi::CStr;
 use pyo3::exceptions::PySystemError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyModule;
+use pyo3::types::{PyBool, PyModule};
 use pyo3::Borrowed;
 
 use crate::fastcall::{run_assumed, run_attached, Definition, Signature};
@@ -106,17 +106,20 @@ unsafe fn call(py: Python<'_>, slots: &[*mut ffi::PyObject; 6]) -> PyResult<*mut
         // SAFETY: NULL or a live argument (the caller's contract).
         unsafe { Borrowed::from_ptr_or_opt(py, slots[index]) }
     };
-    let option =
-        |index: usize| argument(index).filter(|value| !value.is_none()).map(|value| value.to_owned());
+    // Borrowed, as the call holds them: no reference counted per argument.
+    let option = |index: usize| argument(index).filter(|value| !value.is_none());
     let flag = |index: usize| -> PyResult<bool> {
         match argument(index) {
             None => Ok(false),
+            // The two bools by pointer; anything else converted as PyO3 converts a bool.
+            Some(value) if value.is(&PyBool::new(py, true)) => Ok(true),
+            Some(value) if value.is(&PyBool::new(py, false)) => Ok(false),
             Some(value) => {
                 value.extract::<bool>().map_err(|error| SIGNATURE.argument_error(py, index, error))
             }
         }
     };
-    let obj = argument(0).ok_or_else(|| PySystemError::new_err("from_object: obj missing"))?.to_owned();
+    let obj = argument(0).ok_or_else(|| PySystemError::new_err("from_object: obj missing"))?;
     let stream = option(1);
     let sync = option(2);
     let writable = flag(WRITABLE)?;
@@ -124,10 +127,10 @@ unsafe fn call(py: Python<'_>, slots: &[*mut ffi::PyObject; 6]) -> PyResult<*mut
     let allow_host = flag(ALLOW_HOST)?;
     let array = functions::from_object(
         &obj,
-        stream.as_ref(),
-        sync.as_ref(),
+        stream.as_deref(),
+        sync.as_deref(),
         writable,
-        pointer_check.as_ref(),
+        pointer_check.as_deref(),
         allow_host,
     )?;
     Ok(array.into_ptr())

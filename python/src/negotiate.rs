@@ -237,7 +237,8 @@ pub fn import_object(
     caller: Caller,
 ) -> CaiResult<(Read, Imported)> {
     let read = read_object(obj, &options, caller.host(&options))?;
-    import_read(obj.py(), read, options)
+    let imported = import_read(obj.py(), &read, options)?;
+    Ok((read, imported))
 }
 
 /// The protocol the negotiation chose for an object.
@@ -422,10 +423,9 @@ impl<T> Unshared<T> {
 
 /// Imports what a reader read, with the GIL released where the host may wait (a sync the core
 /// plans, or the first load of the driver).
-pub fn import_read(py: Python<'_>, read: Read, options: CaiImportOptions) -> CaiResult<(Read, Imported)> {
+pub fn import_read(py: Python<'_>, read: &Read, options: CaiImportOptions) -> CaiResult<Imported> {
     let host = read.device.is_some_and(|device| device.device_type == CAI_DL_CPU);
-    let imported = import_struct(py, read.array(), read.validated, options, host)?;
-    Ok((read, imported))
+    import_struct(py, read.array(), read.validated, options, host)
 }
 
 /// Imports `array` as `options` say (no pointer check for `host` memory, taken with

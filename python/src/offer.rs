@@ -25,7 +25,7 @@ use crate::dlpack_export::DlpackArguments;
 use crate::exchange_offered::offered_exchange_api_capsule;
 use crate::fastcall::{run_assumed, run_attached, Definition, Signature};
 use crate::offered::Offered;
-use crate::options::{exact_int_pair, is_absent, is_absent_or_small_int};
+use crate::options::{is_absent, is_absent_or_small_int, plain_int_pair};
 
 /// The attributes an offer gives a type, in the order they are set.
 const ATTRIBUTES: [&str; 5] = [
@@ -114,30 +114,33 @@ unsafe fn offered_self<'a, 'py>(
     Ok((offered, instance))
 }
 
-/// Whether a `__dlpack__` call's arguments are the plain values consumers pass (`stream` an
-/// int that fits an i64, the pairs exact pairs of such ints, `copy` a bool, each or None),
-/// which its body reads with no conversion that fails.
+/// The pairs of a `__dlpack__` call whose arguments are the plain values consumers pass
+/// (`stream` an int that fits an i64, `max_version` and `dl_device` exact pairs of exact ints
+/// that fit theirs, `copy` a bool, each or None), read once, here; None for any other call,
+/// whose body reads them in full. A plain call's body reads nothing that fails.
 ///
 /// # Safety
 /// Attached; each slot NULL or a live argument of the call.
-unsafe fn plain_arguments(slots: &[*mut ffi::PyObject; 4]) -> bool {
+unsafe fn plain_arguments(slots: &[*mut ffi::PyObject; 4]) -> Option<PlainPairs> {
     // SAFETY: the caller's contract: NULL or live arguments, type checks and reads.
     unsafe {
-        let pair = |value| is_absent(value) || exact_int_pair(value).is_some();
-        is_absent_or_small_int(slots[0])
-            && pair(slots[1])
-            && pair(slots[2])
-            && (is_absent(slots[3]) || ffi::PyBool_Check(slots[3]) != 0)
+        if !is_absent_or_small_int(slots[0]) || !(is_absent(slots[3]) || ffi::PyBool_Check(slots[3]) != 0) {
+            return None;
+        }
+        Some((plain_int_pair(slots[1])?, plain_int_pair(slots[2])?))
     }
 }
+
+/// `max_version` and `dl_device`, read.
+type PlainPairs = (Option<(u32, u32)>, Option<(i32, i32)>);
 
 /// `obj.__dlpack__(...)` of an offered type, as CPython calls a `METH_FASTCALL |
 /// METH_KEYWORDS` method.
 ///
 /// With plain arguments (`plain_arguments`) the body runs without PyO3's count of the thread
 /// (`run_assumed`). The audit of its success path, which drops no `Py<T>` and no `PyErr`:
-/// the arguments are read without a failing conversion (`copy` a bool, the pairs through
-/// `exact_int_pair`, `stream` an int compared with -1 and read by `consumer_stream`'s integer
+/// the arguments are read without a failing conversion (`copy` a bool, the pairs read once by
+/// `plain_arguments`, `stream` an int compared with -1 and read by `consumer_stream`'s integer
 /// path); `offered_self` borrows; the fill and its validation write a struct (a fill's own
 /// Python errors are failures); the device, the export and the tensor are the core's; the
 /// capsule is handed out as a raw pointer. Any other call runs attached.
@@ -150,7 +153,7 @@ unsafe extern "C" fn dlpack_fastcall(
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
     let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames) };
     // SAFETY: attached (the interpreter called in); the slots are the call's arguments.
-    let plain = matched.as_ref().is_ok_and(|slots| unsafe { plain_arguments(slots) });
+    let plain = matched.as_ref().ok().and_then(|slots| unsafe { plain_arguments(slots) });
     let body = |py: Python<'_>| {
         let slots = matched.map_err(|mismatch| DLPACK_SIGNATURE.refusal(py, mismatch))?;
         // SAFETY: the descriptor's `self`, alive for the call.
@@ -159,18 +162,18 @@ unsafe extern "C" fn dlpack_fastcall(
         let argument = |index: usize| unsafe { pyo3::Borrowed::from_ptr_or_opt(py, slots[index]) };
         let given =
             |index: usize| argument(index).filter(|value| !value.is_none()).map(|value| value.to_owned());
-        let (stream, max_version, dl_device) = (given(0), given(1), given(2));
+        let stream = given(0);
         let copy = match argument(3).filter(|value| !value.is_none()) {
             None => None,
             Some(value) => {
                 Some(value.extract::<bool>().map_err(|error| DLPACK_SIGNATURE.argument_error(py, 3, error))?)
             }
         };
-        let arguments = DlpackArguments {
-            stream: stream.as_ref(),
-            max_version: max_version.as_ref(),
-            dl_device: dl_device.as_ref(),
-            copy,
+        let arguments = match plain {
+            Some((max_version, dl_device)) => {
+                DlpackArguments { stream: stream.as_ref(), max_version, dl_device, copy }
+            }
+            None => DlpackArguments::new(stream.as_ref(), given(1).as_ref(), given(2).as_ref(), copy)?,
         };
         let mut array = CaiArray::zeroed();
         let mut found = None;
@@ -193,7 +196,7 @@ unsafe extern "C" fn dlpack_fastcall(
         )?;
         Ok(capsule_of(py, tensor, request.versioned)?.into_ptr())
     };
-    if plain {
+    if plain.is_some() {
         run_assumed(body)
     } else {
         run_attached(body)

@@ -127,6 +127,21 @@ pub(crate) unsafe fn exact_int_pair(value: *mut ffi::PyObject) -> Option<(i64, i
     }
 }
 
+/// Absent or None (`Some(None)`), or an exact pair of exact ints each fitting `T`; None for
+/// anything else, which the full reading (`int_pair`) takes.
+///
+/// # Safety
+/// As `is_absent`'s.
+pub(crate) unsafe fn plain_int_pair<T: TryFrom<i64>>(value: *mut ffi::PyObject) -> Option<Option<(T, T)>> {
+    // SAFETY: the caller's contract.
+    if unsafe { is_absent(value) } {
+        return Some(None);
+    }
+    // SAFETY: the caller's contract.
+    let (first, second) = unsafe { exact_int_pair(value) }?;
+    Some(Some((T::try_from(first).ok()?, T::try_from(second).ok()?)))
+}
+
 /// A keyword that is a pair of ints (`max_version`, `dl_device`), each fitting `T`: a value
 /// that is no such pair is a TypeError naming the keyword, an int that does not fit a
 /// ValueError (never the OverflowError of a conversion).
