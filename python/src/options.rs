@@ -39,8 +39,9 @@ pub(crate) fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> CaiResult<u6
 pub(crate) fn sync_mode(sync: Option<&Bound<'_, PyAny>>) -> PyResult<i32> {
     match sync {
         None => Ok(CAI_SYNC_DEFAULT),
+        // bool has two instances and no subclass: True is the one that is not False.
         Some(flag) if flag.is_instance_of::<PyBool>() => {
-            Ok(if flag.is_truthy()? { CAI_SYNC_STREAM_ORDERED } else { CAI_SYNC_NONE })
+            Ok(if flag.is(&PyBool::new(flag.py(), true)) { CAI_SYNC_STREAM_ORDERED } else { CAI_SYNC_NONE })
         }
         Some(mode) => mode.extract::<i32>().map_err(|_| {
             PyTypeError::new_err(format!(
@@ -61,6 +62,10 @@ pub(crate) fn pointer_check_mode(mode: Option<&Bound<'_, PyAny>>) -> PyResult<i3
             Repr(&scalar(mode.as_borrowed()))
         ))
     };
+    // SAFETY: attached (a Bound exists) with a live object.
+    if let Some(exact) = unsafe { exact_small_int(mode.as_ptr()) } {
+        return i32::try_from(exact).map_err(|_| refused(PyValueError::new_err));
+    }
     if !mode.is_instance_of::<PyInt>() || mode.is_instance_of::<PyBool>() {
         return Err(refused(PyTypeError::new_err));
     }
