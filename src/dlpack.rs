@@ -836,7 +836,9 @@ mod tests {
         }
         let host = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
         // Ranks on both sides of INLINE_RANK: extents inside the export, and spilled.
-        for (ndim, strides_given) in [(0usize, 0u32), (2, 1), (3, 0), (INLINE_RANK, 1), (INLINE_RANK + 1, 0), (CAI_MAX_NDIM, 1)] {
+        for (ndim, strides_given) in
+            [(0usize, 0u32), (2, 1), (3, 0), (INLINE_RANK, 1), (INLINE_RANK + 1, 0), (CAI_MAX_NDIM, 1)]
+        {
             let mut array = CaiArray::zeroed();
             array.version = 3;
             array.ndim = ndim as i32;

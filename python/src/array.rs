@@ -1,19 +1,21 @@
 //! `cai.Array`, what it holds: a description (python/src/described.rs, from any reader) with
 //! what the import established, the producer kept alive, and the count of its exports. An
 //! Array owns its `CaiArray` (and the descr fields and mask it points to) and never changes
-//! after it is made, so it is shared freely between threads. What Python sees of it is in
-//! python/src/array_methods.rs.
+//! after it is made, so it is shared freely between threads. Its type object is
+//! python/src/array_type.rs's; what Python sees of it is in python/src/array_methods.rs.
 
-use std::sync::Mutex;
+use std::ffi::c_int;
+use std::ptr::NonNull;
+use std::sync::{Mutex, OnceLock};
 
 use cai::binding::import::Imported;
 use cai::binding::rules::{layout_of, layout_of_validated, typestr_is_a_device_type, validate, Validated};
 use cai::binding::Description;
 use cai::{CaiArray, CaiDLDevice, CaiDLTensor, CaiField, CaiLayout, CAI_MAX_NDIM};
-use pyo3::gc::{PyTraverseError, PyVisit};
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 
+use crate::array_type::ArrayObject;
 use crate::described::{Parts, Read};
 use crate::dlpack::{device_of_array, tensor_of};
 use crate::errors::CaiResult;
@@ -37,22 +39,55 @@ unsafe impl Send for Described {}
 // SAFETY: as for Send: nothing writes through the pointers once the Array is made.
 unsafe impl Sync for Described {}
 
-/// A validated device array. Pass it to C functions as `CaiArray*`: ctypes takes it as is
-/// (`_as_parameter_`), cffi by address (`.ptr`). It keeps its producer alive, and exposes
-/// `__cuda_array_interface__` in libcai's export form.
-#[pyclass(module = "cai", name = "Array", frozen, weakref)]
+/// A strong reference an Array keeps, let go of by `Py_DecRef` when dropped: an Array is only
+/// ever dropped by an attached thread (its object's deallocation, the interpreter's call; a C
+/// consumer's release, which attaches first), which is all `Py_DecRef` needs, so the reference
+/// never waits in PyO3's deferred pool as a `Py<T>` dropped outside PyO3's count would.
+pub(crate) struct Kept(NonNull<ffi::PyObject>);
+
+// SAFETY: a reference count, changed only by attached threads (as `Py<T>`'s).
+unsafe impl Send for Kept {}
+// SAFETY: as for Send; shared access only reads the pointer.
+unsafe impl Sync for Kept {}
+
+impl Kept {
+    pub(crate) fn new<T>(object: Py<T>) -> Kept {
+        // SAFETY: `into_ptr` hands over a strong reference to a live object (never NULL).
+        Kept(unsafe { NonNull::new_unchecked(object.into_ptr()) })
+    }
+
+    pub(crate) fn bind<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        // SAFETY: a live object this Kept holds a reference to; the Bound takes one of its own.
+        unsafe { Bound::from_borrowed_ptr(py, self.0.as_ptr()) }
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut ffi::PyObject {
+        self.0.as_ptr()
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        // SAFETY: the reference this Kept holds, let go of once, by an attached thread (the
+        // type's comment says why every drop is).
+        unsafe { ffi::Py_DecRef(self.0.as_ptr()) };
+    }
+}
+
+/// A validated device array, held by a `cai.Array` object (python/src/array_type.rs) or by a
+/// struct `cai_python_from_object` wrote.
 pub struct Array {
     described: Described,
     /// What keeps the memory alive, until `release()` or collection lets go of it.
     held: Mutex<Held>,
     /// The Buffer Interface's `buffer` object (a cl_mem holder), for arrays made from one.
-    pub(crate) buffer: Option<Py<PyAny>>,
+    pub(crate) buffer: Option<Kept>,
     /// The producers of the masks read at import (the mask's first, then its mask's): the
     /// description owns the masks' structs, these keep their memory alive.
-    mask_owners: Vec<Py<PyAny>>,
+    mask_owners: Vec<Kept>,
     /// The Array whose memory this one's pointers refer to, when this one is a view of its mask.
-    keep: Option<Py<Array>>,
-    pub(crate) as_parameter: PyOnceLock<Py<PyAny>>,
+    keep: Option<Kept>,
+    pub(crate) as_parameter: OnceLock<Kept>,
     /// The strides in elements a DLTensor view points to (the exchange table's
     /// `dltensor_from_py_object_no_sync`), made on first use.
     element_strides: std::sync::OnceLock<Box<[i64; CAI_MAX_NDIM]>>,
@@ -61,7 +96,7 @@ pub struct Array {
 /// The producer object kept alive, and the release callback of an array taken over from C or
 /// DLPack; both let go of once, by `release()` or by collection.
 struct Held {
-    owner: Option<Py<PyAny>>,
+    owner: Option<Kept>,
     release: Option<unsafe extern "C" fn(*mut CaiArray)>,
     released: bool,
     /// DLPack tensors made from this array and not yet deleted: `release()` is refused while
@@ -73,7 +108,7 @@ struct Held {
 impl Held {
     /// Empties the hold (marking it released) and returns what was in it, to be let go of
     /// outside the lock: dropping an object or running a callback may run Python code.
-    fn take(&mut self) -> (Option<Py<PyAny>>, Option<unsafe extern "C" fn(*mut CaiArray)>) {
+    fn take(&mut self) -> (Option<Kept>, Option<unsafe extern "C" fn(*mut CaiArray)>) {
         self.released = true;
         (self.owner.take(), self.release.take())
     }
@@ -113,24 +148,24 @@ impl Array {
     pub(crate) fn new(read: Read, imported: Option<Imported>) -> Array {
         // The struct handed to C (`ptr`) is a borrowed view: its release is held here instead.
         let Parts { description, release, device, owner, mask_owners, buffer } = read.into_parts();
-        let held = Mutex::new(Held { owner, release, released: false, exports: 0 });
+        let held = Mutex::new(Held { owner: owner.map(Kept::new), release, released: false, exports: 0 });
         Array {
             described: Described { description, imported, device },
             held,
-            buffer,
-            mask_owners,
+            buffer: buffer.map(Kept::new),
+            mask_owners: mask_owners.into_iter().map(Kept::new).collect(),
             keep: None,
-            as_parameter: PyOnceLock::new(),
+            as_parameter: OnceLock::new(),
             element_strides: std::sync::OnceLock::new(),
         }
     }
 
     /// A view of `slf`'s struct that owns one export of it (see `begin_export`): its release
     /// ends the export and lets go of `slf`.
-    pub(crate) fn exported_view(slf: &Bound<'_, Array>) -> PyResult<CaiArray> {
+    pub(crate) fn exported_view(slf: &ArrayObject<'_>) -> PyResult<CaiArray> {
         slf.get().begin_export()?;
         let mut view = *slf.get().array();
-        view.owner = slf.clone().into_ptr().cast();
+        view.owner = slf.as_any().clone().into_ptr().cast();
         view.release = Some(release_python_owner);
         Ok(view)
     }
@@ -148,9 +183,11 @@ impl Array {
     /// A new cai.Array that takes over a C producer's `source` once it validates: its release
     /// then runs when Python lets go of the Array, and `source` no longer owns (its `release`
     /// cleared). On failure `source` is untouched.
-    pub(crate) fn adopt(py: Python<'_>, source: &mut CaiArray) -> CaiResult<Py<Array>> {
+    pub(crate) fn adopt(py: Python<'_>, source: &mut CaiArray) -> CaiResult<Py<PyAny>> {
         validate(source)?;
-        let adopted = Py::new(py, Array::new(Read::borrowing(Pooled::copy_of(source), None, None), None))?;
+        let adopted =
+            ArrayObject::new(py, Array::new(Read::borrowing(Pooled::copy_of(source), None, None), None))?
+                .unbind();
         source.release = None;
         Ok(adopted)
     }
@@ -158,7 +195,7 @@ impl Array {
     /// A DLPack tensor viewing `slf`'s memory on `device`, counted as an export until its
     /// deleter runs, after the consumer's stream (if any) is ordered after the array's.
     pub(crate) fn export_tensor(
-        slf: &Bound<'_, Array>,
+        slf: &ArrayObject<'_>,
         device: CaiDLDevice,
         consumer: Option<u64>,
         versioned: bool,
@@ -174,7 +211,7 @@ impl Array {
 
     /// The non-owning DLTensor of this array (valid while it lives): its shape is the struct's,
     /// its strides in elements kept beside it.
-    pub(crate) fn dl_tensor_view(slf: &Bound<'_, Array>) -> CaiResult<CaiDLTensor> {
+    pub(crate) fn dl_tensor_view(slf: &ArrayObject<'_>) -> CaiResult<CaiDLTensor> {
         let this = slf.get();
         this.live()?;
         let mut strides = [0i64; CAI_MAX_NDIM];
@@ -192,7 +229,7 @@ impl Array {
     }
 
     pub(crate) fn owner_ref(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.held().owner.as_ref().map(|o| o.clone_ref(py))
+        self.held().owner.as_ref().map(|o| o.bind(py).unbind())
     }
 
     /// Refuses what reaches the memory once `release()` let go of it.
@@ -256,7 +293,7 @@ impl Array {
     /// The mask as an Array: a view of the one read at import (its owner the mask's producer),
     /// or of a C producer's (its owner this Array). Made when asked for: an import does not
     /// pay for a Python object it may never need.
-    pub(crate) fn mask_array(slf: &Bound<'_, Array>) -> PyResult<Option<Py<Array>>> {
+    pub(crate) fn mask_array(slf: &ArrayObject<'_>) -> PyResult<Option<Py<PyAny>>> {
         let py = slf.py();
         let this = slf.get();
         if this.array().mask.is_null() {
@@ -267,12 +304,12 @@ impl Array {
         let mut view = Pooled::copy_of(unsafe { &*this.array().mask });
         view.release = None; // borrowed: never released from here
         let owner = match this.mask_owners.first() {
-            Some(mask_owner) => mask_owner.clone_ref(py),
-            None => slf.clone().into_any().unbind(),
+            Some(mask_owner) => mask_owner.bind(py).unbind(),
+            None => slf.as_any().clone().unbind(),
         };
         let mut array = Array::new(Read::borrowing(view, None, Some(owner)), None);
-        array.keep = Some(slf.clone().unbind());
-        Ok(Some(Py::new(py, array)?))
+        array.keep = Some(Kept::new(slf.as_any().clone().unbind()));
+        Ok(Some(ArrayObject::new(py, array)?.unbind()))
     }
 }
 
@@ -294,22 +331,28 @@ impl Array {
         Ok(())
     }
 
-    /// What this Array keeps alive, for the collector.
-    pub(crate) fn traverse(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+    /// Visits what this Array keeps alive, for the collector: `visit`'s first nonzero answer,
+    /// else 0.
+    pub(crate) fn traverse(&self, mut visit: impl FnMut(*mut ffi::PyObject) -> c_int) -> c_int {
         // try_lock: the collector may run while release() lets go of the owner (which is then
         // out of the hold already).
         if let Ok(held) = self.held.try_lock() {
             if let Some(owner) = &held.owner {
-                visit.call(owner)?;
+                let visited = visit(owner.as_ptr());
+                if visited != 0 {
+                    return visited;
+                }
             }
         }
-        for kept in self.buffer.iter().chain(&self.mask_owners) {
-            visit.call(kept)?;
+        let kept =
+            self.buffer.iter().chain(&self.mask_owners).chain(&self.keep).chain(self.as_parameter.get());
+        for each in kept {
+            let visited = visit(each.as_ptr());
+            if visited != 0 {
+                return visited;
+            }
         }
-        if let Some(keep) = &self.keep {
-            visit.call(keep)?;
-        }
-        Ok(())
+        0
     }
 
     pub(crate) fn itemsize_checked(&self) -> CaiResult<u64> {
@@ -328,12 +371,12 @@ impl Array {
 /// nothing may attach to it, so the reference is then leaked on purpose (the process is ending;
 /// CPython's own extensions do the same).
 unsafe extern "C" fn release_python_owner(array: *mut CaiArray) {
-    let owner = (*array).owner.cast::<pyo3::ffi::PyObject>();
+    let owner = (*array).owner.cast::<ffi::PyObject>();
     // Attached from any thread, without PyO3's count: the body's one reference is a `Bound`,
     // let go of at once.
     with_thread_attached(|py| {
         let owner = Bound::from_owned_ptr(py, owner);
-        if let Ok(exported) = owner.cast::<Array>() {
+        if let Some(exported) = ArrayObject::of(&owner) {
             exported.get().export_ended();
         }
     });

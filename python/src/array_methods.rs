@@ -1,333 +1,471 @@
 //! `cai.Array`, what Python sees of it: its attributes, the CAI it exports, and DLPack
 //! (`__dlpack__`, `__dlpack_device__`, and the exchange table of python/src/exchange_offered.rs).
+//! The type object that serves them is python/src/array_type.rs's: each attribute is a `Getter`
+//! of `GETTERS`, each method a definition of `METHODS`.
+
+use std::ffi::CStr;
 
 use cai::binding::dict::Repr;
 use cai::binding::export::{export_version, normalize_for_export, normalize_validated_for_export};
 use cai::binding::rules::{c_strides, stream_for_version, validate};
 use cai::{CaiArray, Error, Status, CAI_DL_CPU, CAI_MAX_NDIM, CAI_MEMORY_CUDA};
 use pyo3::exceptions::PyAttributeError;
-use pyo3::gc::{PyTraverseError, PyVisit};
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyTuple};
+use pyo3::Borrowed;
 
-use crate::array::Array;
+use crate::array::{Array, Kept};
+use crate::array_type::{method_self, ArrayObject, Getter};
 use crate::described::Read;
-use crate::dlpack_export::{dlpack_capsule, DlpackArguments};
+use crate::dlpack_export::{dlpack_capsule, DlpackArguments, DLPACK_SIGNATURE};
 use crate::errors::Failure;
-use crate::exchange_offered::exchange_api_capsule;
+use crate::fastcall::{run_attached, Definition, Signature};
 use crate::pool::Pooled;
 use crate::values::scalar;
 
-#[pymethods]
-impl Array {
-    /// Takes over a CaiArray made in C: `pointer` is a ctypes `POINTER(cai.CaiArray)`,
-    /// `ctypes.byref(struct)`, a `cai.CaiArray` struct, a `ctypes.c_void_p`, or an int address
-    /// (unsafe: a wrong address is read and written as a CaiArray). Its release callback runs
-    /// exactly once, when this Array is garbage-collected. The C struct's `release` is
-    /// cleared, so the C side cannot release it twice. Anything else is a TypeError.
-    #[classmethod]
-    fn from_c(_class: &Bound<'_, pyo3::types::PyType>, pointer: &Bound<'_, PyAny>) -> PyResult<Py<Array>> {
-        let py = pointer.py();
-        // Only a real int is an address (not a bool, nor whatever has __index__); the ctypes
-        // objects are told apart in Python, which refuses every other type.
-        let address: usize = if pointer.is_instance_of::<PyInt>() && !pointer.is_instance_of::<PyBool>() {
-            pointer.extract::<usize>().map_err(|_| {
-                Failure::Cai(Error::new(
-                    Status::InvalidArgument,
-                    format!(
-                        "pointer is the int {}, which is no address (0..2**64); pass a CaiArray's address",
-                        Repr(&scalar(pointer.as_borrowed()))
-                    ),
-                ))
-            })?
-        } else {
-            helper(py, "address_of")?.call1((pointer,))?.extract()?
-        };
-        if address == 0 {
-            return Err(Failure::Cai(Error::new(Status::NullArgument, "pointer is NULL")).into());
-        }
-        let source = address as *mut CaiArray;
-        // SAFETY: the caller hands over a readable, writable CaiArray at `address`.
-        let array = Pooled::copy_of(unsafe { &*source });
-        // SAFETY: as above; ownership moves here, so the source can no longer release.
-        unsafe { (*source).release = None };
-        // Owned from here on: if validation fails, dropping it releases it.
-        let taken = Array::new(Read::borrowing(array, None, None), None);
-        validate(taken.array()).map_err(Failure::Cai)?;
-        Py::new(py, taken)
-    }
+/// Every attribute: its name, its getter and its docstring.
+pub static GETTERS: [(&CStr, Getter, &CStr); 21] = [
+    (c"ptr", ptr, c"Address of the CaiArray, valid while this Array lives."),
+    (
+        c"buffer",
+        buffer,
+        c"The Buffer Interface's `buffer`: the object holding the `cl_mem` (its `int_ptr`) for
+OpenCL memory, the device pointer as an int for CUDA memory.",
+    ),
+    (
+        c"offset",
+        offset,
+        c"The Buffer Interface's `offset`: bytes from the start of `buffer` to the first element
+(always 0 for CUDA memory).",
+    ),
+    (
+        c"_as_parameter_",
+        as_parameter,
+        c"What ctypes passes for this Array: a `CaiArray*` (made on first use).",
+    ),
+    (c"shape", shape, c"The extent of each dimension, as a tuple of ints (`()` for a 0-d array)."),
+    (c"ndim", ndim, c"The number of dimensions (`len(shape)`), 0 to 64."),
+    (
+        c"typestr",
+        typestr,
+        c"The struct's typestr: numpy's canonical spelling (`dtype.str`, byte order written) for
+what was read from a dict or DLPack, as a C producer wrote it for `from_c` and
+`cai_python_to_object` (`__cuda_array_interface__` always has the canonical one).",
+    ),
+    (c"itemsize", itemsize, c"Bytes per element, from the typestr (`'<f4'`: 4)."),
+    (c"dtype", dtype, c"numpy's dtype for the typestr (needs numpy)."),
+    (c"strides", strides, c"Byte strides; C-contiguous ones when the descriptor gave none."),
+    (c"size", size, c"The number of elements: the product of `shape` (1 for a 0-d array)."),
+    (c"nbytes", nbytes, c"Bytes the elements occupy: `size * itemsize` (not the span of a strided array)."),
+    (
+        c"readonly",
+        readonly,
+        c"True when the producer marked the data read-only (the second item of the interface's
+`data`, DLPack's read-only flag); import with `writable=True` to refuse such an array.",
+    ),
+    (
+        c"is_c_contiguous",
+        is_c_contiguous,
+        c"True when the elements lie in row-major order with no gaps (numpy's `C_CONTIGUOUS`).",
+    ),
+    (
+        c"is_f_contiguous",
+        is_f_contiguous,
+        c"True when the elements lie in column-major order with no gaps (numpy's `F_CONTIGUOUS`).",
+    ),
+    (
+        c"data_ptr",
+        data_ptr,
+        c"The address of the first element as an int (the interface's `data` pointer; 0 for an
+empty array). Readable after `release()`, but the memory is no longer kept alive then.",
+    ),
+    (c"stream", stream, c"The producer's stream (None, 1, 2 or a handle)."),
+    (
+        c"pointer_info",
+        pointer_info,
+        c"What the driver said about the data pointer at import (`device_pointer`,
+`allocation_base`, `allocation_size`, `context`, `device_ordinal`, `memory_type`,
+`is_managed`), or None when it was not asked: the pointer was not checked. That is so for
+an empty array, with `pointer_check=cai.POINTER_CHECK_NEVER`, for an Array that was not
+imported (`Array.from_c`), and with the default check when no CUDA driver could be loaded
+(`cai.from_object` then warns: `cai.PointerNotCheckedWarning`).",
+    ),
+    (c"owner", owner, c"The object this Array keeps alive (the producer), or None."),
+    (c"mask", mask, c"The mask as a cai.Array, or None."),
+    (
+        c"__cuda_array_interface__",
+        cuda_array_interface,
+        c"The interface in libcai's export form, as `cai_export` writes it: canonical typestr,
+version 3 (2 under CAI_ARRAY_INTERFACE_EXPORT_VERSION=2, then without stream),
+strides None when C-contiguous, data 0 when empty.",
+    ),
+];
 
-    /// Address of the CaiArray, valid while this Array lives.
-    #[getter]
-    fn ptr(&self) -> PyResult<usize> {
-        self.live()?;
-        Ok(self.array() as *const CaiArray as usize)
-    }
+/// Every method.
+pub static METHODS: [Definition; 4] = [
+    Definition(ffi::PyMethodDef {
+        ml_name: c"from_c".as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: from_c },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS | ffi::METH_CLASS,
+        ml_doc: c"from_c($type, pointer)
+--
 
-    /// The Buffer Interface's `buffer`: the object holding the `cl_mem` (its `int_ptr`) for
-    /// OpenCL memory, the device pointer as an int for CUDA memory.
-    #[getter]
-    fn buffer(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.live()?;
-        match &self.buffer {
-            Some(buffer) => Ok(buffer.clone_ref(py)),
-            None => Ok(self.array().data.into_pyobject(py)?.into_any().unbind()),
-        }
-    }
+Takes over a CaiArray made in C: `pointer` is a ctypes `POINTER(cai.CaiArray)`,
+`ctypes.byref(struct)`, a `cai.CaiArray` struct, a `ctypes.c_void_p`, or an int address
+(unsafe: a wrong address is read and written as a CaiArray). Its release callback runs
+exactly once, when this Array is garbage-collected. The C struct's `release` is
+cleared, so the C side cannot release it twice. Anything else is a TypeError."
+            .as_ptr(),
+    }),
+    Definition(ffi::PyMethodDef {
+        ml_name: c"release".as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunction: release },
+        ml_flags: ffi::METH_NOARGS,
+        ml_doc: c"release($self, /)
+--
 
-    /// The Buffer Interface's `offset`: bytes from the start of `buffer` to the first element
-    /// (always 0 for CUDA memory).
-    #[getter]
-    fn offset(&self) -> u64 {
-        self.array().byte_offset
-    }
+Lets go of the memory now: the producer object is no longer kept alive, and the release
+callback of an array taken over from C or DLPack runs (once). Safe to call twice; garbage
+collection does the same. Afterwards what reaches the memory (`ptr`, `buffer`, the
+interfaces) raises ValueError; the metadata stays readable. While a DLPack tensor made
+from this array (`__dlpack__`, `numpy.from_dlpack(a)`, ...) is alive, BufferError: the
+consumer still views the memory."
+            .as_ptr(),
+    }),
+    Definition(ffi::PyMethodDef {
+        ml_name: c"__dlpack_device__".as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunction: dlpack_device },
+        ml_flags: ffi::METH_NOARGS,
+        ml_doc: c"__dlpack_device__($self, /)
+--
 
-    /// Lets go of the memory now: the producer object is no longer kept alive, and the release
-    /// callback of an array taken over from C or DLPack runs (once). Safe to call twice; garbage
-    /// collection does the same. Afterwards what reaches the memory (`ptr`, `buffer`, the
-    /// interfaces) raises ValueError; the metadata stays readable. While a DLPack tensor made
-    /// from this array (`__dlpack__`, `numpy.from_dlpack(a)`, ...) is alive, BufferError: the
-    /// consumer still views the memory.
-    fn release(&self) -> PyResult<()> {
-        self.release_now()
-    }
+DLPack's `(device_type, device_id)` of the memory: the DLPack producer's, else asked of
+the driver (device memory kDLCUDA, pinned host memory kDLCUDAHost, managed kDLCUDAManaged)."
+            .as_ptr(),
+    }),
+    Definition(ffi::PyMethodDef {
+        ml_name: c"__dlpack__".as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: dlpack },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
+--
 
-    /// What ctypes passes for this Array: a `CaiArray*` (made on first use).
-    #[getter]
-    fn _as_parameter_(slf: &Bound<'_, Array>) -> PyResult<Py<PyAny>> {
-        let py = slf.py();
-        let this = slf.get();
-        this.live()?;
-        this.as_parameter
-            .get_or_try_init(py, || Ok(helper(py, "as_parameter")?.call1((this.ptr()?,))?.unbind()))
-            .map(|p| p.clone_ref(py))
-    }
+A DLPack capsule viewing this array's memory (the array stays alive while the tensor
+does). The consumer's `stream` (None: the legacy default stream; -1: no sync) is made to
+wait for the array's stream, stream-ordered. `max_version` (1, n) or above gives the
+versioned struct (with the read-only flag), else the legacy one. Never copies:
+`copy=True`, or a `dl_device` other than the array's, raise BufferError."
+            .as_ptr(),
+    }),
+];
 
-    /// The extent of each dimension, as a tuple of ints (`()` for a 0-d array).
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.shape_slice())
-    }
+/// `from_c`'s one parameter.
+pub static FROM_C_SIGNATURE: Signature<1> = Signature::new("from_c", [c"pointer"], 1, 1);
 
-    /// The number of dimensions (`len(shape)`), 0 to 64.
-    #[getter]
-    fn ndim(&self) -> i32 {
-        self.array().ndim
-    }
+/// `Array.from_c(pointer)` (a class method).
+unsafe extern "C" fn from_c(
+    _class: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by the interpreter, attached, with the vectorcall contract.
+    let matched = unsafe { FROM_C_SIGNATURE.match_arguments(args, nargsf, kwnames) };
+    run_attached(|py| {
+        let slots = matched.map_err(|mismatch| FROM_C_SIGNATURE.refusal(py, mismatch))?;
+        // SAFETY: a required argument of the call, alive for its duration.
+        let pointer = unsafe { Borrowed::from_ptr(py, slots[0]) };
+        Ok(take_over_c_array(&pointer)?.into_ptr())
+    })
+}
 
-    /// The struct's typestr: numpy's canonical spelling (`dtype.str`, byte order written) for
-    /// what was read from a dict or DLPack, as a C producer wrote it for `from_c` and
-    /// `cai_python_to_object` (`__cuda_array_interface__` always has the canonical one).
-    #[getter]
-    fn typestr(&self) -> &str {
-        let bytes = self.array().typestr_bytes().unwrap_or_default();
-        std::str::from_utf8(bytes).unwrap_or_default()
+/// A new cai.Array taking over the CaiArray at `pointer` (see `from_c`'s docstring).
+fn take_over_c_array<'py>(pointer: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = pointer.py();
+    // Only a real int is an address (not a bool, nor whatever has __index__); the ctypes
+    // objects are told apart in Python, which refuses every other type.
+    let address: usize = if pointer.is_instance_of::<PyInt>() && !pointer.is_instance_of::<PyBool>() {
+        pointer.extract::<usize>().map_err(|_| {
+            Failure::Cai(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "pointer is the int {}, which is no address (0..2**64); pass a CaiArray's address",
+                    Repr(&scalar(pointer.as_borrowed()))
+                ),
+            ))
+        })?
+    } else {
+        helper(py, "address_of")?.call1((pointer,))?.extract()?
+    };
+    if address == 0 {
+        return Err(Failure::Cai(Error::new(Status::NullArgument, "pointer is NULL")).into());
     }
+    let source = address as *mut CaiArray;
+    // SAFETY: the caller hands over a readable, writable CaiArray at `address`.
+    let array = Pooled::copy_of(unsafe { &*source });
+    // SAFETY: as above; ownership moves here, so the source can no longer release.
+    unsafe { (*source).release = None };
+    // Owned from here on: if validation fails, dropping it releases it.
+    let taken = Array::new(Read::borrowing(array, None, None), None);
+    validate(taken.array()).map_err(Failure::Cai)?;
+    Ok(ArrayObject::new(py, taken)?.into_any())
+}
 
-    /// Bytes per element, from the typestr (`'<f4'`: 4).
-    #[getter]
-    fn itemsize(&self) -> PyResult<u64> {
-        Ok(self.itemsize_checked()?)
-    }
+/// `a.release()`: see its docstring.
+unsafe extern "C" fn release(slf: *mut ffi::PyObject, _unused: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    run_attached(|py| {
+        // SAFETY: the method's `self`, checked by its descriptor.
+        let this = unsafe { method_self(py, slf) };
+        this.get().release_now()?;
+        Ok(py.None().into_ptr())
+    })
+}
 
-    /// numpy's dtype for the typestr (needs numpy).
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        py.import("numpy")?.getattr("dtype")?.call1((self.typestr(),))
-    }
+/// `a.__dlpack_device__()`.
+unsafe extern "C" fn dlpack_device(
+    slf: *mut ffi::PyObject,
+    _unused: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    run_attached(|py| {
+        // SAFETY: the method's `self`, checked by its descriptor.
+        let this = unsafe { method_self(py, slf) };
+        let device = this.get().dl_device()?;
+        Ok((device.device_type, device.device_id).into_pyobject(py)?.into_ptr())
+    })
+}
 
-    /// Byte strides; C-contiguous ones when the descriptor gave none.
-    #[getter]
-    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let array = self.array();
-        let ndim = array.ndim as usize;
-        if array.strides_given == 1 {
-            return PyTuple::new(py, &array.strides[..ndim]);
-        }
-        let mut strides = [0i64; CAI_MAX_NDIM];
-        c_strides(self.shape_slice(), self.itemsize_checked()?, &mut strides[..ndim])
-            .map_err(Failure::Cai)?;
-        PyTuple::new(py, &strides[..ndim])
-    }
-
-    /// The number of elements: the product of `shape` (1 for a 0-d array).
-    #[getter]
-    fn size(&self) -> PyResult<u64> {
-        Ok(self.layout()?.element_count)
-    }
-
-    /// Bytes the elements occupy: `size * itemsize` (not the span of a strided array).
-    #[getter]
-    fn nbytes(&self) -> PyResult<u64> {
-        Ok(self.layout()?.nbytes)
-    }
-
-    /// True when the producer marked the data read-only (the second item of the interface's
-    /// `data`, DLPack's read-only flag); import with `writable=True` to refuse such an array.
-    #[getter]
-    fn readonly(&self) -> bool {
-        self.array().readonly == 1
-    }
-
-    /// True when the elements lie in row-major order with no gaps (numpy's `C_CONTIGUOUS`).
-    #[getter]
-    fn is_c_contiguous(&self) -> PyResult<bool> {
-        Ok(self.layout()?.c_contiguous == 1)
-    }
-
-    /// True when the elements lie in column-major order with no gaps (numpy's `F_CONTIGUOUS`).
-    #[getter]
-    fn is_f_contiguous(&self) -> PyResult<bool> {
-        Ok(self.layout()?.f_contiguous == 1)
-    }
-
-    /// The address of the first element as an int (the interface's `data` pointer; 0 for an
-    /// empty array). Readable after `release()`, but the memory is no longer kept alive then.
-    #[getter]
-    fn data_ptr(&self) -> u64 {
-        self.array().data
-    }
-
-    /// The producer's stream (None, 1, 2 or a handle).
-    #[getter]
-    fn stream(&self) -> Option<u64> {
-        Some(stream_for_version(self.array())).filter(|&s| s != 0)
-    }
-
-    /// What the driver said about the data pointer at import (`device_pointer`,
-    /// `allocation_base`, `allocation_size`, `context`, `device_ordinal`, `memory_type`,
-    /// `is_managed`), or None when it was not asked: the pointer was not checked. That is so for
-    /// an empty array, with `pointer_check=cai.POINTER_CHECK_NEVER`, for an Array that was not
-    /// imported (`Array.from_c`), and with the default check when no CUDA driver could be loaded
-    /// (`cai.from_object` then warns: `cai.PointerNotCheckedWarning`).
-    #[getter]
-    fn pointer_info<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let Some(info) = self.imported().map(|imported| imported.info).filter(|info| info.checked != 0)
-        else {
-            return Ok(None);
-        };
-        let dict = PyDict::new(py);
-        dict.set_item("device_pointer", info.device_pointer)?;
-        dict.set_item("allocation_base", info.allocation_base)?;
-        dict.set_item("allocation_size", info.allocation_size)?;
-        dict.set_item("context", info.context as usize)?;
-        dict.set_item("device_ordinal", info.device_ordinal)?;
-        dict.set_item("memory_type", info.memory_type)?;
-        dict.set_item("is_managed", info.is_managed)?;
-        Ok(Some(dict))
-    }
-
-    /// The object this Array keeps alive (the producer), or None.
-    #[getter]
-    fn owner(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.owner_ref(py)
-    }
-
-    /// The mask as a cai.Array, or None.
-    #[getter]
-    fn mask(slf: &Bound<'_, Array>) -> PyResult<Option<Py<Array>>> {
-        Array::mask_array(slf)
-    }
-
-    /// The interface in libcai's export form, as `cai_export` writes it: canonical typestr,
-    /// version 3 (2 under CAI_ARRAY_INTERFACE_EXPORT_VERSION=2, then without stream),
-    /// strides None when C-contiguous, data 0 when empty.
-    #[getter]
-    fn __cuda_array_interface__<'py>(slf: &Bound<'py, Array>) -> PyResult<Bound<'py, PyDict>> {
-        let py = slf.py();
-        let this = slf.get();
-        this.live()?;
-        // Absent, not failing: hasattr() tells CUDA consumers this is not for them.
-        if this.array().memory != CAI_MEMORY_CUDA {
-            return Err(PyAttributeError::new_err(
-                "the array is OpenCL memory, which __cuda_array_interface__ cannot describe",
-            ));
-        }
-        if this.dlpack_device().is_some_and(|device| device.device_type == CAI_DL_CPU) {
-            return Err(PyAttributeError::new_err(
-                "the array is host memory (kDLCPU, taken with allow_host=True), which __cuda_array_interface__ cannot describe; use DLPack",
-            ));
-        }
-        let mut exported = Pooled::copy_of(this.array());
-        let version = export_version(0).map_err(Failure::Cai)?;
-        // What the import validated holds for the copy: no second validation.
-        match this.imported() {
-            Some(imported) => normalize_validated_for_export(&mut exported, version, &imported.validated),
-            None => normalize_for_export(&mut exported, version).map(drop),
-        }
-        .map_err(Failure::Cai)?;
-        let ndim = exported.ndim as usize;
-        let dict = PyDict::new(py);
-        dict.set_item(intern!(py, "shape"), PyTuple::new(py, &exported.shape[..ndim])?)?;
-        let typestr = std::str::from_utf8(exported.typestr_bytes().unwrap_or_default()).unwrap_or_default();
-        dict.set_item(intern!(py, "typestr"), typestr)?;
-        dict.set_item(intern!(py, "data"), (exported.data, exported.readonly == 1))?;
-        dict.set_item(intern!(py, "version"), exported.version)?;
-        if exported.strides_given == 1 {
-            dict.set_item(intern!(py, "strides"), PyTuple::new(py, &exported.strides[..ndim])?)?;
-        } else {
-            dict.set_item(intern!(py, "strides"), py.None())?;
-        }
-        let fields = this.fields();
-        if !fields.is_empty() {
-            let descr = PyList::empty(py);
-            for field in fields {
-                descr.append((c_text(&field.name), c_text(&field.typestr)))?;
+/// `a.__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`.
+unsafe extern "C" fn dlpack(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by the interpreter, attached, with the vectorcall contract.
+    let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames) };
+    run_attached(|py| {
+        let slots = matched.map_err(|mismatch| DLPACK_SIGNATURE.refusal(py, mismatch))?;
+        // SAFETY: the method's `self`, checked by its descriptor.
+        let slf = unsafe { method_self(py, slf) };
+        // SAFETY: each slot is NULL or an argument of the call, alive for its duration.
+        let given =
+            |index: usize| unsafe { Borrowed::from_ptr_or_opt(py, slots[index]) }.filter(|v| !v.is_none());
+        let copy = match given(3) {
+            None => None,
+            Some(value) => {
+                Some(value.extract::<bool>().map_err(|error| DLPACK_SIGNATURE.argument_error(py, 3, error))?)
             }
-            dict.set_item(intern!(py, "descr"), descr)?;
-        }
-        if let Some(mask) = Array::mask_array(slf)? {
-            dict.set_item(intern!(py, "mask"), mask)?;
-        }
-        if version >= 3 {
-            let stream = Some(exported.stream).filter(|&s| s != 0);
-            dict.set_item(intern!(py, "stream"), stream)?;
-        }
-        Ok(dict)
-    }
-
-    /// DLPack's `(device_type, device_id)` of the memory: the DLPack producer's, else asked of
-    /// the driver (device memory kDLCUDA, pinned host memory kDLCUDAHost, managed kDLCUDAManaged).
-    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
-        let device = self.dl_device()?;
-        Ok((device.device_type, device.device_id))
-    }
-
-    /// A DLPack capsule viewing this array's memory (the array stays alive while the tensor
-    /// does). The consumer's `stream` (None: the legacy default stream; -1: no sync) is made to
-    /// wait for the array's stream, stream-ordered. `max_version` (1, n) or above gives the
-    /// versioned struct (with the read-only flag), else the legacy one. Never copies:
-    /// `copy=True`, or a `dl_device` other than the array's, raise BufferError.
-    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __dlpack__(
-        slf: &Bound<'_, Array>,
-        stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<&Bound<'_, PyAny>>,
-        dl_device: Option<&Bound<'_, PyAny>>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
+        };
         let this = slf.get();
         // The arguments first: reading them may run Python code (a stream's __index__), which
         // may release this array; from the export on, release() is refused instead.
-        let arguments = DlpackArguments::new(stream, max_version, dl_device, copy)?;
+        let stream = given(0);
+        let arguments =
+            DlpackArguments::new(stream.as_deref(), given(1).as_deref(), given(2).as_deref(), copy)?;
         let (request, device) = arguments.read(|| {
             this.live()?;
             Ok(this.dl_device()?)
         })?;
-        let mut view = Array::exported_view(slf)?;
-        Ok(dlpack_capsule(slf.py(), &mut view, this.validated().as_ref(), device, &request)?)
+        let mut view = Array::exported_view(&slf)?;
+        Ok(dlpack_capsule(py, &mut view, this.validated().as_ref(), device, &request)?.into_ptr())
+    })
+}
+
+fn ptr(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    let py = this.py();
+    Ok(this.get().ptr()?.into_pyobject(py)?.into_any().unbind())
+}
+
+fn buffer(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    let py = this.py();
+    let this = this.get();
+    this.live()?;
+    match &this.buffer {
+        Some(buffer) => Ok(buffer.bind(py).unbind()),
+        None => Ok(this.array().data.into_pyobject(py)?.into_any().unbind()),
+    }
+}
+
+fn offset(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(this.get().array().byte_offset.into_pyobject(this.py())?.into_any().unbind())
+}
+
+fn as_parameter(slf: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    let py = slf.py();
+    let this = slf.get();
+    this.live()?;
+    if let Some(made) = this.as_parameter.get() {
+        return Ok(made.bind(py).unbind());
+    }
+    let made = helper(py, "as_parameter")?.call1((this.ptr()?,))?;
+    // Two threads may both make one: the first kept is the one every later read gets.
+    let _ = this.as_parameter.set(Kept::new(made.unbind()));
+    Ok(this.as_parameter.get().expect("set above").bind(py).unbind())
+}
+
+fn shape(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(PyTuple::new(this.py(), this.get().shape_slice())?.into_any().unbind())
+}
+
+fn ndim(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(this.get().array().ndim.into_pyobject(this.py())?.into_any().unbind())
+}
+
+fn typestr(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(this.get().typestr().into_pyobject(this.py())?.into_any().unbind())
+}
+
+fn itemsize(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(this.get().itemsize_checked()?.into_pyobject(this.py())?.into_any().unbind())
+}
+
+fn dtype(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    let py = this.py();
+    Ok(py.import("numpy")?.getattr("dtype")?.call1((this.get().typestr(),))?.unbind())
+}
+
+fn strides(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    let py = this.py();
+    let this = this.get();
+    let array = this.array();
+    let ndim = array.ndim as usize;
+    if array.strides_given == 1 {
+        return Ok(PyTuple::new(py, &array.strides[..ndim])?.into_any().unbind());
+    }
+    let mut strides = [0i64; CAI_MAX_NDIM];
+    c_strides(this.shape_slice(), this.itemsize_checked()?, &mut strides[..ndim]).map_err(Failure::Cai)?;
+    Ok(PyTuple::new(py, &strides[..ndim])?.into_any().unbind())
+}
+
+fn size(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(this.get().layout()?.element_count.into_pyobject(this.py())?.into_any().unbind())
+}
+
+fn nbytes(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(this.get().layout()?.nbytes.into_pyobject(this.py())?.into_any().unbind())
+}
+
+fn flag(py: Python<'_>, value: bool) -> Py<PyAny> {
+    PyBool::new(py, value).to_owned().into_any().unbind()
+}
+
+fn readonly(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(flag(this.py(), this.get().array().readonly == 1))
+}
+
+fn is_c_contiguous(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(flag(this.py(), this.get().layout()?.c_contiguous == 1))
+}
+
+fn is_f_contiguous(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(flag(this.py(), this.get().layout()?.f_contiguous == 1))
+}
+
+fn data_ptr(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(this.get().array().data.into_pyobject(this.py())?.into_any().unbind())
+}
+
+fn stream(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    let stream = Some(stream_for_version(this.get().array())).filter(|&s| s != 0);
+    Ok(stream.into_pyobject(this.py())?.unbind())
+}
+
+fn pointer_info(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    let py = this.py();
+    let Some(info) = this.get().imported().map(|imported| imported.info).filter(|info| info.checked != 0)
+    else {
+        return Ok(py.None());
+    };
+    let dict = PyDict::new(py);
+    dict.set_item("device_pointer", info.device_pointer)?;
+    dict.set_item("allocation_base", info.allocation_base)?;
+    dict.set_item("allocation_size", info.allocation_size)?;
+    dict.set_item("context", info.context as usize)?;
+    dict.set_item("device_ordinal", info.device_ordinal)?;
+    dict.set_item("memory_type", info.memory_type)?;
+    dict.set_item("is_managed", info.is_managed)?;
+    Ok(dict.into_any().unbind())
+}
+
+fn owner(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    let py = this.py();
+    Ok(this.get().owner_ref(py).unwrap_or_else(|| py.None()))
+}
+
+fn mask(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    Ok(Array::mask_array(this)?.unwrap_or_else(|| this.py().None()))
+}
+
+fn cuda_array_interface(slf: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    let py = slf.py();
+    let this = slf.get();
+    this.live()?;
+    // Absent, not failing: hasattr() tells CUDA consumers this is not for them.
+    if this.array().memory != CAI_MEMORY_CUDA {
+        return Err(PyAttributeError::new_err(
+            "the array is OpenCL memory, which __cuda_array_interface__ cannot describe",
+        ));
+    }
+    if this.dlpack_device().is_some_and(|device| device.device_type == CAI_DL_CPU) {
+        return Err(PyAttributeError::new_err(
+            "the array is host memory (kDLCPU, taken with allow_host=True), which __cuda_array_interface__ cannot describe; use DLPack",
+        ));
+    }
+    let mut exported = Pooled::copy_of(this.array());
+    let version = export_version(0).map_err(Failure::Cai)?;
+    // What the import validated holds for the copy: no second validation.
+    match this.imported() {
+        Some(imported) => normalize_validated_for_export(&mut exported, version, &imported.validated),
+        None => normalize_for_export(&mut exported, version).map(drop),
+    }
+    .map_err(Failure::Cai)?;
+    let ndim = exported.ndim as usize;
+    let dict = PyDict::new(py);
+    dict.set_item(intern!(py, "shape"), PyTuple::new(py, &exported.shape[..ndim])?)?;
+    let typestr = std::str::from_utf8(exported.typestr_bytes().unwrap_or_default()).unwrap_or_default();
+    dict.set_item(intern!(py, "typestr"), typestr)?;
+    dict.set_item(intern!(py, "data"), (exported.data, exported.readonly == 1))?;
+    dict.set_item(intern!(py, "version"), exported.version)?;
+    if exported.strides_given == 1 {
+        dict.set_item(intern!(py, "strides"), PyTuple::new(py, &exported.strides[..ndim])?)?;
+    } else {
+        dict.set_item(intern!(py, "strides"), py.None())?;
+    }
+    let fields = this.fields();
+    if !fields.is_empty() {
+        let descr = PyList::empty(py);
+        for field in fields {
+            descr.append((c_text(&field.name), c_text(&field.typestr)))?;
+        }
+        dict.set_item(intern!(py, "descr"), descr)?;
+    }
+    if let Some(mask) = Array::mask_array(slf)? {
+        dict.set_item(intern!(py, "mask"), mask)?;
+    }
+    if version >= 3 {
+        let stream = Some(exported.stream).filter(|&s| s != 0);
+        dict.set_item(intern!(py, "stream"), stream)?;
+    }
+    Ok(dict.into_any().unbind())
+}
+
+impl Array {
+    /// Address of the CaiArray, valid while this Array lives.
+    pub(crate) fn ptr(&self) -> PyResult<usize> {
+        self.live()?;
+        Ok(self.array() as *const CaiArray as usize)
     }
 
-    /// DLPack 1.3's C exchange table (a capsule named "dlpack_exchange_api"): consumers that
-    /// read it take a cai.Array's tensor without calling `__dlpack__`.
-    #[classattr]
-    fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Py<PyAny>> {
-        exchange_api_capsule(py)
+    pub(crate) fn typestr(&self) -> &str {
+        let bytes = self.array().typestr_bytes().unwrap_or_default();
+        std::str::from_utf8(bytes).unwrap_or_default()
     }
 
-    fn __repr__(&self) -> String {
+    /// `repr(a)`.
+    pub(crate) fn repr(&self) -> String {
         let array = self.array();
         let extents: Vec<String> = self.shape_slice().iter().map(i64::to_string).collect();
         let shape = match extents.as_slice() {
@@ -340,10 +478,6 @@ impl Array {
             array.data,
             if array.readonly == 1 { "True" } else { "False" }
         )
-    }
-
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        self.traverse(visit)
     }
 }
 

@@ -23,6 +23,7 @@ use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
 use crate::errors::{cai_error_type, to_python, Failure};
+use crate::fastcall::with_thread_attached;
 use crate::negotiate::{import_object, import_read, read_cleanly, view_object, Caller};
 
 /// The table every extension reads: static, immutable, its members functions of this module.
@@ -263,13 +264,12 @@ fn error_of_exception(py: Python<'_>, raised: &PyErr) -> Error {
 /// is then leaked on purpose.
 unsafe extern "C" fn release_imported(array: *mut CaiArray) {
     // SAFETY: `owner` is the Box this module leaked into the struct; cai_release runs this once.
-    let imported = unsafe { Box::from_raw((*array).owner.cast::<Array>()) };
-    // SAFETY: a plain query, callable at any time.
-    if unsafe { pyo3::ffi::Py_IsInitialized() } == 0 {
-        std::mem::forget(imported);
-        return;
+    let mut imported = Some(unsafe { Box::from_raw((*array).owner.cast::<Array>()) });
+    // The Array keeps its objects as `Kept`, which an attached thread lets go of: no count of
+    // PyO3's is needed.
+    if !with_thread_attached(|_| drop(imported.take())) {
+        std::mem::forget(imported.take());
     }
-    Python::attach(|_| drop(imported));
 }
 
 /// `cai_python_to_object`: a new cai.Array that takes over `array` (validated first): its

@@ -8,10 +8,16 @@ use pyo3::prelude::*;
 
 use crate::dlpack::{capsule_of, export_arguments_allowed, tensor_of};
 use crate::errors::CaiResult;
+use crate::fastcall::Signature;
 use crate::options::{consumer_stream, int_pair};
 use crate::values::scalar;
 use cai::binding::dict::Repr;
 use cai::binding::rules::Validated;
+
+/// `__dlpack__`'s keyword-only parameters, by the array API standard (cai.Array's and every
+/// offered type's).
+pub static DLPACK_SIGNATURE: Signature<4> =
+    Signature::new("__dlpack__", [c"stream", c"max_version", c"dl_device", c"copy"], 0, 0);
 
 /// `__dlpack__`'s keyword arguments: `stream` as given, the pairs read (`int_pair`).
 pub struct DlpackArguments<'a, 'py> {
@@ -67,7 +73,10 @@ impl<'a, 'py> DlpackArguments<'a, 'py> {
             }
             Some(s) => Some(consumer_stream(Some(s))?),
         };
-        Ok((DlpackRequest { consumer, versioned: self.max_version.is_some_and(|(major, _)| major >= 1) }, device))
+        Ok((
+            DlpackRequest { consumer, versioned: self.max_version.is_some_and(|(major, _)| major >= 1) },
+            device,
+        ))
     }
 }
 

@@ -15,6 +15,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use crate::array::Array;
+use crate::array_type::ArrayObject;
 use crate::described::Read;
 use crate::dlpack::{device_of_taken, Taken};
 use crate::errors::CaiResult;
@@ -74,9 +75,14 @@ fn table_call(body: impl FnOnce(Python<'_>) -> CaiResult<()>) -> c_int {
 ///
 /// # Safety
 /// `object` is a live PyObject the caller holds.
-unsafe fn array_of<'py>(py: Python<'py>, object: *mut c_void) -> PyResult<Bound<'py, Array>> {
-    let object = pyo3::Borrowed::from_ptr(py, object.cast::<pyo3::ffi::PyObject>());
-    Ok(object.cast::<Array>()?.to_owned())
+unsafe fn array_of<'py>(py: Python<'py>, object: *mut c_void) -> PyResult<ArrayObject<'py>> {
+    let object = pyo3::Borrowed::from_ptr(py, object.cast::<pyo3::ffi::PyObject>()).to_owned();
+    ArrayObject::of(&object).ok_or_else(|| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "libcai's DLPack exchange table of cai.Array was given a '{}', not a cai.Array",
+            object.get_type().name().map(|name| name.to_string()).unwrap_or_default()
+        ))
+    })
 }
 
 unsafe extern "C" fn managed_tensor_from_py_object(
@@ -137,9 +143,10 @@ unsafe extern "C" fn managed_tensor_to_py_object(
         unsafe { cai::binding::dlpack::from_dlpack(tensor, &options, "", taken.array()) }?;
         // SAFETY: taken as a versioned tensor.
         let device = unsafe { device_of_taken(taken.array(), true) };
-        let array = Py::new(py, Array::new(Read::borrowing(taken.into_inner(), Some(device), None), None))?;
+        let array =
+            ArrayObject::new(py, Array::new(Read::borrowing(taken.into_inner(), Some(device), None), None))?;
         // SAFETY: the consumer's out-pointer; the new reference is the consumer's.
-        unsafe { *out_py_object = array.into_ptr().cast() };
+        unsafe { *out_py_object = array.into_any().into_ptr().cast() };
         Ok(())
     })
 }

@@ -19,6 +19,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
 use crate::array::Array;
+use crate::array_type::ArrayObject;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
 use crate::dlpack::{device_of_taken, take_capsule, Taken, TakenTensor};
@@ -57,7 +58,7 @@ pub fn from_object(
     writable: bool,
     pointer_check: Option<&Bound<'_, PyAny>>,
     allow_host: bool,
-) -> PyResult<Py<Array>> {
+) -> PyResult<Py<PyAny>> {
     let options = CaiImportOptions {
         consumer_stream: consumer_stream(stream)?,
         sync_mode: sync_mode(sync)?,
@@ -71,7 +72,7 @@ pub fn from_object(
     if imported.info.checked == 0 && options.pointer_check == CAI_POINTER_CHECK_DEFAULT {
         warn_if_unchecked(obj.py(), &read, &imported)?;
     }
-    Py::new(obj.py(), Array::new(read, Some(imported)))
+    Ok(ArrayObject::new(obj.py(), Array::new(read, Some(imported)))?.unbind())
 }
 
 /// cai.PointerNotCheckedWarning, for a default pointer check skipped because no CUDA driver
@@ -140,7 +141,7 @@ pub fn from_buffer_interface(
     queue: Option<&Bound<'_, PyAny>>,
     sync: Option<&Bound<'_, PyAny>>,
     writable: bool,
-) -> PyResult<Py<Array>> {
+) -> PyResult<Py<PyAny>> {
     let py = obj.py();
     let read = read_buffer_interface(obj)?;
     let consumer = match queue {
@@ -158,7 +159,7 @@ pub fn from_buffer_interface(
         ..CaiImportOptions::default()
     };
     let imported = import_read(py, &read, options)?;
-    Py::new(py, Array::new(read, Some(imported)))
+    Ok(ArrayObject::new(py, Array::new(read, Some(imported)))?.unbind())
 }
 
 /// What `_read_protocol` reads an object by: one protocol alone, not the negotiation's choice.
@@ -176,7 +177,7 @@ enum Protocol {
 
 /// What `_read_protocol` gives: the array, the DLPack device the protocol reported, and whether
 /// what was read owned a release of its own.
-type ProtocolRead = (Py<Array>, Option<(i32, i32)>, bool);
+type ProtocolRead = (Py<PyAny>, Option<(i32, i32)>, bool);
 
 /// `cai._native._read_protocol(obj, protocol)`, for cai.testing.check_producer: `obj` read by
 /// the one protocol named ("c_api_view", "c_api_acquire", "exchange", "exchange_view",
@@ -260,5 +261,5 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
     let owning = read.array().release.is_some();
     let device = read.device.map(|d| (d.device_type, d.device_id));
     let imported = import_read(py, &read, options)?;
-    Ok(Some((Py::new(py, Array::new(read, Some(imported)))?, device, owning)))
+    Ok(Some((ArrayObject::new(py, Array::new(read, Some(imported)))?.unbind(), device, owning)))
 }

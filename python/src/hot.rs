@@ -112,8 +112,8 @@ unsafe fn call(py: Python<'_>, slots: &[*mut ffi::PyObject; 6]) -> PyResult<*mut
         match argument(index) {
             None => Ok(false),
             // The two bools by pointer; anything else converted as PyO3 converts a bool.
-            Some(value) if value.is(&PyBool::new(py, true)) => Ok(true),
-            Some(value) if value.is(&PyBool::new(py, false)) => Ok(false),
+            Some(value) if value.is(PyBool::new(py, true)) => Ok(true),
+            Some(value) if value.is(PyBool::new(py, false)) => Ok(false),
             Some(value) => {
                 value.extract::<bool>().map_err(|error| SIGNATURE.argument_error(py, index, error))
             }

@@ -18,7 +18,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
-use crate::array::Array;
+use crate::array_type::ArrayObject;
 use crate::described::Read;
 use crate::dlpack::TakenTensor;
 use crate::errors::{CaiResult, Failure};
@@ -248,7 +248,7 @@ enum Chosen<'py> {
     /// A CAI dict: the object itself, or what its `__cuda_array_interface__` gave.
     Dict(Bound<'py, PyDict>),
     /// A cai.Array, read from its own struct.
-    Array(Bound<'py, Array>),
+    Array(ArrayObject<'py>),
     /// Its type's DLPack exchange table.
     Exchange(Exchange),
     /// `__dlpack__`, the tensor taken already (what the take showed is learned of the type).
@@ -278,8 +278,8 @@ fn choose<'py>(
     if let Ok(dict) = obj.cast::<PyDict>() {
         return Ok(Chosen::Dict(dict.clone()));
     }
-    if let Ok(array) = obj.cast::<Array>() {
-        return Ok(Chosen::Array(array.clone()));
+    if let Some(array) = ArrayObject::of(obj) {
+        return Ok(Chosen::Array(array));
     }
     let facts = type_facts(obj)?;
     if let Some(api) = facts.c_api.filter(|_| c_api) {

@@ -21,9 +21,9 @@ use cai::binding::dlpack::AllowHost;
 use cai::CaiArray;
 
 use crate::dlpack::capsule_of;
-use crate::dlpack_export::DlpackArguments;
+use crate::dlpack_export::{DlpackArguments, DLPACK_SIGNATURE};
 use crate::exchange_offered::offered_exchange_api_capsule;
-use crate::fastcall::{run_assumed, run_attached, Definition, Signature};
+use crate::fastcall::{run_assumed, run_attached, Definition};
 use crate::offered::Offered;
 use crate::options::{is_absent, is_absent_or_small_int, plain_int_pair};
 
@@ -56,17 +56,13 @@ impl OfferedInterface {
             return Ok(slf.clone().into_any().unbind());
         };
         let array = slf.get().offered.array_of(instance)?;
-        Ok(array.getattr(pyo3::intern!(py, "__cuda_array_interface__"))?.unbind())
+        Ok(array.as_any().getattr(pyo3::intern!(py, "__cuda_array_interface__"))?.unbind())
     }
 
     fn __repr__(&self) -> String {
         format!("<libcai's __cuda_array_interface__ of '{}'>", self.offered.name)
     }
 }
-
-/// `__dlpack__`'s keyword-only parameters, by the array API standard.
-static DLPACK_SIGNATURE: Signature<4> =
-    Signature::new("__dlpack__", [c"stream", c"max_version", c"dl_device", c"copy"], 0, 0);
 
 /// `__dlpack__` and `__dlpack_device__` of every offered type: plain methods (a method
 /// descriptor per type, made by `PyDescr_NewMethod`), so that `obj.__dlpack__(...)` makes no

@@ -28,6 +28,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::array::Array;
+use crate::array_type::ArrayObject;
 use crate::described::Read;
 use crate::dlpack::{device_of_array, tensor_of};
 use crate::errors::{CaiResult, Failure};
@@ -253,13 +254,13 @@ impl Offered {
 
     /// A new cai.Array of `obj`'s description, keeping `obj` alive: what the type's Python
     /// protocols (`__cuda_array_interface__`, `__dlpack__`, the exchange table) export.
-    pub fn array_of<'py>(&self, obj: &Bound<'py, PyAny>) -> CaiResult<Bound<'py, Array>> {
+    pub fn array_of<'py>(&self, obj: &Bound<'py, PyAny>) -> CaiResult<ArrayObject<'py>> {
         let mut array = Pooled::zeroed();
         let host = AllowHost { allowed: true, how: "" };
         let described = self.describe_object(obj, host, &mut array)?;
         let mut read = Read::borrowing(array, described.known_device(), Some(obj.clone().unbind()));
         read.validated = Some(described.validated);
-        Ok(Bound::new(obj.py(), Array::new(read, None))?)
+        Ok(ArrayObject::new(obj.py(), Array::new(read, None))?)
     }
 
     /// A DLPack tensor of `obj`'s description (`array`, as `describe_object` wrote it, and

@@ -41,7 +41,7 @@ pub(crate) fn sync_mode(sync: Option<&Bound<'_, PyAny>>) -> PyResult<i32> {
         None => Ok(CAI_SYNC_DEFAULT),
         // bool has two instances and no subclass: True is the one that is not False.
         Some(flag) if flag.is_instance_of::<PyBool>() => {
-            Ok(if flag.is(&PyBool::new(flag.py(), true)) { CAI_SYNC_STREAM_ORDERED } else { CAI_SYNC_NONE })
+            Ok(if flag.is(PyBool::new(flag.py(), true)) { CAI_SYNC_STREAM_ORDERED } else { CAI_SYNC_NONE })
         }
         Some(mode) => mode.extract::<i32>().map_err(|_| {
             PyTypeError::new_err(format!(

@@ -4,15 +4,16 @@
 use pyo3::prelude::*;
 
 use crate::array::Array;
+use crate::array_type::ArrayObject;
 use crate::described::Read;
 use crate::pool::Pooled;
 
 /// `source`'s struct as a description whose release ends the export and lets go of `source`,
 /// which is also its owner (what `cai.Array.owner` names), with what `source`'s import
 /// validated of that struct, for the import to reuse (as the view of a cai.Array does).
-pub fn read_array(source: &Bound<'_, Array>) -> PyResult<Read> {
+pub fn read_array(source: &ArrayObject<'_>) -> PyResult<Read> {
     let view = Array::exported_view(source)?;
-    let owner = Some(source.clone().into_any().unbind());
+    let owner = Some(source.as_any().clone().unbind());
     let mut read = Read::borrowing(Pooled::copy_of(&view), source.get().dlpack_device(), owner);
     read.validated = source.get().imported().map(|imported| imported.validated);
     Ok(read)

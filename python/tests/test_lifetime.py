@@ -134,3 +134,28 @@ def test_row_66_a_view_of_a_cai_array_names_it_its_owner_and_keeps_it_alive_fake
     del view
     gc.collect()
     assert alive() is None, "and lets go of it afterwards"
+
+
+def test_an_array_and_its_producer_in_a_reference_cycle_are_collected_fake_driver(fake):
+    """cai.Array's type visits what it keeps (the producer, a mask's producers, a mask view's
+    array) for the collector: a producer that holds the array it was read into is collected
+    with it, not leaked."""
+    producer = Producer(fake.alloc(64))
+    producer.array = cai.from_object(producer)
+    producer.mask_view_source = cai.from_object(
+        {"shape": (4,), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3,
+         "mask": Producer(DEVICE_BUFFER).__cuda_array_interface__ | {"typestr": "|b1"}})
+    producer.mask_view = producer.mask_view_source.mask
+    alive = [weakref.ref(producer), weakref.ref(producer.array), weakref.ref(producer.mask_view)]
+    del producer
+    gc.collect()
+    assert [each() for each in alive] == [None, None, None]
+
+
+def test_a_cai_array_is_made_only_by_the_functions_that_read_one():
+    """No constructor and no subclass: every cai.Array holds what a reader read."""
+    with pytest.raises(TypeError, match="cannot be made directly"):
+        cai.Array()
+    with pytest.raises(TypeError):
+        type("Sub", (cai.Array,), {})
+    assert cai.Array.__module__ == "cai" and cai.Array.__qualname__ == "Array"
