@@ -45,8 +45,9 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 }
 
 /// The Python binding's layers (python/src), lowest first: the leaves, the cai.Array's state,
-/// the protocol readers, the one negotiation, the class as Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 24] = [
+/// its objects, the protocol readers, the one negotiation, the class as Python sees it, the
+/// entry points.
+const PYTHON_LAYERS: [(&str, u32); 25] = [
     ("errors", 0),
     ("exchange_api", 0),
     ("fastcall", 0),
@@ -57,20 +58,21 @@ const PYTHON_LAYERS: [(&str, u32); 24] = [
     ("options", 1),
     ("array", 2),
     ("dlpack_export", 2),
-    ("buffer_interface", 3),
-    ("offered", 3),
-    ("read_array", 3),
-    ("read_c_api", 3),
-    ("read_dict", 3),
-    ("read_dlpack", 3),
-    ("read_exchange", 3),
-    ("negotiate", 4),
-    ("exchange_offered", 5),
-    ("array_methods", 6),
-    ("offer", 6),
-    ("capi", 7),
-    ("functions", 7),
-    ("hot", 8),
+    ("array_object", 3),
+    ("buffer_interface", 4),
+    ("offered", 4),
+    ("read_array", 4),
+    ("read_c_api", 4),
+    ("read_dict", 4),
+    ("read_dlpack", 4),
+    ("read_exchange", 4),
+    ("negotiate", 5),
+    ("exchange_offered", 6),
+    ("array_methods", 7),
+    ("offer", 7),
+    ("capi", 8),
+    ("functions", 8),
+    ("hot", 9),
 ];
 
 #[test]

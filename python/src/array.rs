@@ -9,17 +9,15 @@ use std::ptr::NonNull;
 use std::sync::{Mutex, OnceLock};
 
 use cai::binding::import::Imported;
-use cai::binding::rules::{layout_of, layout_of_validated, typestr_is_a_device_type, validate, Validated};
+use cai::binding::rules::{layout_of, layout_of_validated, typestr_is_a_device_type, Validated};
 use cai::binding::Description;
-use cai::{CaiArray, CaiDLDevice, CaiDLTensor, CaiField, CaiLayout, CAI_MAX_NDIM};
+use cai::{CaiArray, CaiDLDevice, CaiField, CaiLayout, CAI_MAX_NDIM};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::array_type::ArrayObject;
 use crate::described::{Parts, Read};
-use crate::dlpack::{device_of_array, tensor_of};
+use crate::dlpack::device_of_array;
 use crate::errors::CaiResult;
-use crate::fastcall::with_thread_attached;
 use crate::pool::Pooled;
 
 /// The struct and what its pointers point into. Never changed once made: the raw pointers in
@@ -84,13 +82,13 @@ pub struct Array {
     pub(crate) buffer: Option<Kept>,
     /// The producers of the masks read at import (the mask's first, then its mask's): the
     /// description owns the masks' structs, these keep their memory alive.
-    mask_owners: Vec<Kept>,
+    pub(crate) mask_owners: Vec<Kept>,
     /// The Array whose memory this one's pointers refer to, when this one is a view of its mask.
-    keep: Option<Kept>,
+    pub(crate) keep: Option<Kept>,
     pub(crate) as_parameter: OnceLock<Kept>,
     /// The strides in elements a DLTensor view points to (the exchange table's
     /// `dltensor_from_py_object_no_sync`), made on first use.
-    element_strides: std::sync::OnceLock<Box<[i64; CAI_MAX_NDIM]>>,
+    pub(crate) element_strides: std::sync::OnceLock<Box<[i64; CAI_MAX_NDIM]>>,
 }
 
 /// The producer object kept alive, and the release callback of an array taken over from C or
@@ -160,16 +158,6 @@ impl Array {
         }
     }
 
-    /// A view of `slf`'s struct that owns one export of it (see `begin_export`): its release
-    /// ends the export and lets go of `slf`.
-    pub(crate) fn exported_view(slf: &ArrayObject<'_>) -> PyResult<CaiArray> {
-        slf.get().begin_export()?;
-        let mut view = *slf.get().array();
-        view.owner = slf.as_any().clone().into_ptr().cast();
-        view.release = Some(release_python_owner);
-        Ok(view)
-    }
-
     /// What the import's validation found of this array's struct (None: not imported).
     pub(crate) fn validated(&self) -> Option<Validated> {
         self.described.imported.as_ref().map(|imported| imported.validated)
@@ -180,48 +168,9 @@ impl Array {
         self.described.device
     }
 
-    /// A new cai.Array that takes over a C producer's `source` once it validates: its release
-    /// then runs when Python lets go of the Array, and `source` no longer owns (its `release`
-    /// cleared). On failure `source` is untouched.
-    pub(crate) fn adopt(py: Python<'_>, source: &mut CaiArray) -> CaiResult<Py<PyAny>> {
-        validate(source)?;
-        let adopted =
-            ArrayObject::new(py, Array::new(Read::borrowing(Pooled::copy_of(source), None, None), None))?
-                .unbind();
-        source.release = None;
-        Ok(adopted)
-    }
-
-    /// A DLPack tensor viewing `slf`'s memory on `device`, counted as an export until its
-    /// deleter runs, after the consumer's stream (if any) is ordered after the array's.
-    pub(crate) fn export_tensor(
-        slf: &ArrayObject<'_>,
-        device: CaiDLDevice,
-        consumer: Option<u64>,
-        versioned: bool,
-    ) -> CaiResult<*mut std::ffi::c_void> {
-        let mut view = Array::exported_view(slf)?;
-        Ok(tensor_of(&mut view, slf.get().validated().as_ref(), device, consumer, versioned)?)
-    }
-
     /// The DLPack device of this array's memory.
     pub(crate) fn dl_device(&self) -> CaiResult<CaiDLDevice> {
         device_of_array(self.array(), self.described.device)
-    }
-
-    /// The non-owning DLTensor of this array (valid while it lives): its shape is the struct's,
-    /// its strides in elements kept beside it.
-    pub(crate) fn dl_tensor_view(slf: &ArrayObject<'_>) -> CaiResult<CaiDLTensor> {
-        let this = slf.get();
-        this.live()?;
-        let mut strides = [0i64; CAI_MAX_NDIM];
-        let mut tensor =
-            cai::binding::dlpack::dl_tensor_of(this.array(), Some(this.dl_device()?), &mut strides)?;
-        // The array never changes, so neither do its strides: boxed once, on first use.
-        let strides = this.element_strides.get_or_init(|| Box::new(strides));
-        tensor.shape = this.array().shape.as_ptr().cast_mut();
-        tensor.strides = strides.as_ptr().cast_mut();
-        Ok(tensor)
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
@@ -289,28 +238,6 @@ impl Array {
         // SAFETY: validated: `descr` points to `descr_count` fields that outlive this Array.
         unsafe { std::slice::from_raw_parts(array.descr, array.descr_count as usize) }
     }
-
-    /// The mask as an Array: a view of the one read at import (its owner the mask's producer),
-    /// or of a C producer's (its owner this Array). Made when asked for: an import does not
-    /// pay for a Python object it may never need.
-    pub(crate) fn mask_array(slf: &ArrayObject<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let py = slf.py();
-        let this = slf.get();
-        if this.array().mask.is_null() {
-            return Ok(None);
-        }
-        // SAFETY: validated: the mask read at import (owned by this Array) or a C producer's,
-        // valid while this Array lives, which the view keeps alive.
-        let mut view = Pooled::copy_of(unsafe { &*this.array().mask });
-        view.release = None; // borrowed: never released from here
-        let owner = match this.mask_owners.first() {
-            Some(mask_owner) => mask_owner.bind(py).unbind(),
-            None => slf.as_any().clone().unbind(),
-        };
-        let mut array = Array::new(Read::borrowing(view, None, Some(owner)), None);
-        array.keep = Some(Kept::new(slf.as_any().clone().unbind()));
-        Ok(Some(ArrayObject::new(py, array)?.unbind()))
-    }
 }
 
 impl Array {
@@ -365,19 +292,31 @@ impl Array {
     }
 }
 
-/// The release of a view handed to a DLPack consumer: ends the export it counted on its
-/// cai.Array and drops the reference that kept the array alive. A tensor's deleter may run on
-/// any thread, and at any moment of the interpreter's life: once the interpreter is finalizing
-/// nothing may attach to it, so the reference is then leaked on purpose (the process is ending;
-/// CPython's own extensions do the same).
-unsafe extern "C" fn release_python_owner(array: *mut CaiArray) {
-    let owner = (*array).owner.cast::<ffi::PyObject>();
-    // Attached from any thread, without PyO3's count: the body's one reference is a `Bound`,
-    // let go of at once.
-    with_thread_attached(|py| {
-        let owner = Bound::from_owned_ptr(py, owner);
-        if let Some(exported) = ArrayObject::of(&owner) {
-            exported.get().export_ended();
-        }
-    });
+impl Array {
+    /// Address of the CaiArray, valid while this Array lives.
+    pub(crate) fn ptr(&self) -> PyResult<usize> {
+        self.live()?;
+        Ok(self.array() as *const CaiArray as usize)
+    }
+
+    pub(crate) fn typestr(&self) -> &str {
+        let bytes = self.array().typestr_bytes().unwrap_or_default();
+        std::str::from_utf8(bytes).unwrap_or_default()
+    }
+
+    /// `repr(a)`.
+    pub(crate) fn repr(&self) -> String {
+        let array = self.array();
+        let extents: Vec<String> = self.shape_slice().iter().map(i64::to_string).collect();
+        let shape = match extents.as_slice() {
+            [one] => format!("({one},)"),
+            all => format!("({})", all.join(", ")),
+        };
+        format!(
+            "cai.Array(shape={shape}, typestr={:?}, data={:#x}, readonly={})",
+            self.typestr(),
+            array.data,
+            if array.readonly == 1 { "True" } else { "False" }
+        )
+    }
 }

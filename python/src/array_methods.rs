@@ -14,17 +14,28 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyModule, PyTuple};
 use pyo3::Borrowed;
 
 use crate::array::{Array, Kept};
-use crate::array_type::{method_self, ArrayObject, Getter};
+use crate::array_object::{array_type, method_self, ArrayObject, Getter};
 use crate::described::Read;
 use crate::dlpack_export::{dlpack_capsule, DlpackArguments, DLPACK_SIGNATURE};
 use crate::errors::Failure;
+use crate::exchange_offered::exchange_api_capsule;
 use crate::fastcall::{run_attached, Definition, Signature};
 use crate::pool::Pooled;
 use crate::values::scalar;
+
+/// Makes the type (once per process) and adds it to the module as `Array`.
+pub fn add_array_type(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    DLPACK_SIGNATURE.intern(py)?;
+    FROM_C_SIGNATURE.intern(py)?;
+    let ty = array_type(py, &GETTERS, &METHODS)?;
+    ty.setattr("__dlpack_c_exchange_api__", exchange_api_capsule(py)?)?;
+    m.add("Array", ty)
+}
 
 /// Every attribute: its name, its getter and its docstring.
 pub static GETTERS: [(&CStr, Getter, &CStr); 21] = [
@@ -163,7 +174,7 @@ versioned struct (with the read-only flag), else the legacy one. Never copies:
 ];
 
 /// `from_c`'s one parameter.
-pub static FROM_C_SIGNATURE: Signature<1> = Signature::new("from_c", [c"pointer"], 1, 1);
+static FROM_C_SIGNATURE: Signature<1> = Signature::new("from_c", [c"pointer"], 1, 1);
 
 /// `Array.from_c(pointer)` (a class method).
 unsafe extern "C" fn from_c(
@@ -450,35 +461,6 @@ fn cuda_array_interface(slf: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
         dict.set_item(intern!(py, "stream"), stream)?;
     }
     Ok(dict.into_any().unbind())
-}
-
-impl Array {
-    /// Address of the CaiArray, valid while this Array lives.
-    pub(crate) fn ptr(&self) -> PyResult<usize> {
-        self.live()?;
-        Ok(self.array() as *const CaiArray as usize)
-    }
-
-    pub(crate) fn typestr(&self) -> &str {
-        let bytes = self.array().typestr_bytes().unwrap_or_default();
-        std::str::from_utf8(bytes).unwrap_or_default()
-    }
-
-    /// `repr(a)`.
-    pub(crate) fn repr(&self) -> String {
-        let array = self.array();
-        let extents: Vec<String> = self.shape_slice().iter().map(i64::to_string).collect();
-        let shape = match extents.as_slice() {
-            [one] => format!("({one},)"),
-            all => format!("({})", all.join(", ")),
-        };
-        format!(
-            "cai.Array(shape={shape}, typestr={:?}, data={:#x}, readonly={})",
-            self.typestr(),
-            array.data,
-            if array.readonly == 1 { "True" } else { "False" }
-        )
-    }
 }
 
 fn c_text(buffer: &[std::os::raw::c_char]) -> String {

@@ -15,7 +15,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use crate::array::Array;
-use crate::array_type::ArrayObject;
+use crate::array_object::ArrayObject;
 use crate::described::Read;
 use crate::dlpack::{device_of_taken, Taken};
 use crate::errors::CaiResult;

@@ -19,7 +19,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
 use crate::array::Array;
-use crate::array_type::ArrayObject;
+use crate::array_object::ArrayObject;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
 use crate::dlpack::{device_of_taken, take_capsule, Taken, TakenTensor};

@@ -31,7 +31,7 @@ mod read_dlpack;
 mod read_exchange;
 
 mod array;
-mod array_type;
+mod array_object;
 mod dlpack_export;
 
 mod described;
@@ -56,7 +56,7 @@ pub use cai::*;
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    array_type::add_array_type(m)?;
+    array_methods::add_array_type(m)?;
     hot::add_from_object(m)?;
     m.add_function(wrap_pyfunction!(functions::from_object, m)?)?;
     m.add_function(wrap_pyfunction!(functions::from_buffer_interface, m)?)?;

@@ -18,7 +18,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
-use crate::array_type::ArrayObject;
+use crate::array_object::ArrayObject;
 use crate::described::Read;
 use crate::dlpack::TakenTensor;
 use crate::errors::{CaiResult, Failure};

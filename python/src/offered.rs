@@ -28,7 +28,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::array::Array;
-use crate::array_type::ArrayObject;
+use crate::array_object::ArrayObject;
 use crate::described::Read;
 use crate::dlpack::{device_of_array, tensor_of};
 use crate::errors::{CaiResult, Failure};

@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 
 use crate::array::Array;
-use crate::array_type::ArrayObject;
+use crate::array_object::ArrayObject;
 use crate::described::Read;
 use crate::pool::Pooled;
 

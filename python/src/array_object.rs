@@ -1,12 +1,13 @@
-//! `cai.Array`'s type object, on `pyo3-ffi`: the object's layout, its allocation and
-//! deallocation, the collector's traversal, and the tables of its attributes and methods, whose
-//! bodies are python/src/array_methods.rs's. `cai.from_object` makes and frees one per call:
-//! here that is CPython's allocation, one write of the Rust struct and its drop, without the
-//! layers of a PyO3 class (about 300 instructions a call).
+//! `cai.Array`'s objects, on `pyo3-ffi`: the layout, allocation and deallocation, the
+//! collector's traversal, the type made from the tables of attributes and methods that
+//! python/src/array_methods.rs writes, and what an Array does as an object (its exports, its
+//! mask as an Array, its adoption of a C producer's struct). `cai.from_object` makes and frees
+//! one per call: here that is CPython's allocation, one write of the Rust struct and its drop,
+//! without the layers of a PyO3 class.
 //!
 //! The audit (every `unsafe` below, and why it is sound):
 //! - An object of this type is `ArrayLayout`: CPython's header, the weak reference list, the
-//!   Rust `Array`. `new_array` writes the Array into a fresh allocation before anything else
+//!   Rust `Array`. `ArrayObject::new` writes the Array into a fresh allocation before anything else
 //!   sees the object; `dealloc` drops it once, after the collector let go of the object. The
 //!   type allows no instantiation from Python (`tp_new` refuses), no subclass (no
 //!   `Py_TPFLAGS_BASETYPE`) and no attribute of its own (no dict), so an object whose type is
@@ -27,13 +28,17 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use pyo3::exceptions::{PySystemError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyModule;
+use pyo3::types::PyType;
 
-use crate::array::Array;
-use crate::array_methods::{FROM_C_SIGNATURE, GETTERS, METHODS};
-use crate::dlpack_export::DLPACK_SIGNATURE;
-use crate::exchange_offered::exchange_api_capsule;
-use crate::fastcall::run_attached;
+use cai::binding::rules::validate;
+use cai::{CaiArray, CaiDLDevice, CaiDLTensor, CAI_MAX_NDIM};
+
+use crate::array::{Array, Kept};
+use crate::described::Read;
+use crate::dlpack::tensor_of;
+use crate::errors::CaiResult;
+use crate::fastcall::{run_attached, with_thread_attached, Definition};
+use crate::pool::Pooled;
 
 /// A cai.Array object as CPython lays it out.
 #[repr(C)]
@@ -180,7 +185,7 @@ pub type Getter = for<'py> fn(&ArrayObject<'py>) -> PyResult<Py<PyAny>>;
 unsafe extern "C" fn get_attribute(slf: *mut ffi::PyObject, closure: *mut c_void) -> *mut ffi::PyObject {
     run_attached(|py| {
         // SAFETY: the closure is the `Getter` written into this attribute's definition
-        // (`add_array_type`), a function pointer of that type.
+        // (`make_type`), a function pointer of that type.
         let getter = unsafe { std::mem::transmute::<*mut c_void, Getter>(closure) };
         // SAFETY: CPython checked that `slf` is of this type before calling the descriptor.
         let this = unsafe { ArrayObject::borrowed(py, slf) };
@@ -201,26 +206,29 @@ const DOC: &CStr = c"A validated device array. Pass it to C functions as `CaiArr
 (`_as_parameter_`), cffi by address (`.ptr`). It keeps its producer alive, and exposes
 `__cuda_array_interface__` in libcai's export form.";
 
-/// Makes the type (once per process) and adds it to the module as `Array`.
-pub fn add_array_type(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    DLPACK_SIGNATURE.intern(py)?;
-    FROM_C_SIGNATURE.intern(py)?;
+/// The type, made once per process from its attributes (name, getter, docstring) and methods:
+/// the tables are leaked, as CPython keeps pointers into them.
+pub fn array_type<'py>(
+    py: Python<'py>,
+    getters: &[(&'static CStr, Getter, &'static CStr)],
+    methods: &'static [Definition],
+) -> PyResult<Bound<'py, PyType>> {
     let mut ty = ARRAY_TYPE.load(Ordering::Acquire);
     if ty.is_null() {
-        ty = make_type(py)?;
+        ty = make_type(py, getters, methods)?;
         ARRAY_TYPE.store(ty, Ordering::Release);
     }
     // SAFETY: the type made above, alive for the process (one reference is never dropped).
-    let type_object = unsafe { Bound::from_borrowed_ptr(py, ty.cast()) };
-    type_object.setattr("__dlpack_c_exchange_api__", exchange_api_capsule(py)?)?;
-    m.add("Array", type_object)
+    Ok(unsafe { Bound::from_borrowed_ptr(py, ty.cast()) }.cast_into::<PyType>()?)
 }
 
-/// The type, from a spec whose tables are leaked (CPython keeps pointers into them).
-fn make_type(py: Python<'_>) -> PyResult<*mut ffi::PyTypeObject> {
+fn make_type(
+    py: Python<'_>,
+    getters: &[(&'static CStr, Getter, &'static CStr)],
+    methods: &'static [Definition],
+) -> PyResult<*mut ffi::PyTypeObject> {
     let getset: &'static mut [ffi::PyGetSetDef] = Vec::leak(
-        GETTERS
+        getters
             .iter()
             .map(|(name, getter, doc)| ffi::PyGetSetDef {
                 name: name.as_ptr(),
@@ -233,7 +241,7 @@ fn make_type(py: Python<'_>) -> PyResult<*mut ffi::PyTypeObject> {
             .collect(),
     );
     let methods: &'static mut [ffi::PyMethodDef] = Vec::leak(
-        METHODS.iter().map(|definition| definition.0).chain([ffi::PyMethodDef::zeroed()]).collect(),
+        methods.iter().map(|definition| definition.0).chain([ffi::PyMethodDef::zeroed()]).collect(),
     );
     let members: &'static mut [ffi::PyMemberDef] = Vec::leak(vec![
         ffi::PyMemberDef {
@@ -270,4 +278,94 @@ fn make_type(py: Python<'_>) -> PyResult<*mut ffi::PyTypeObject> {
         return Err(PyErr::fetch(py));
     }
     Ok(ty.cast())
+}
+
+impl Array {
+    /// A view of `slf`'s struct that owns one export of it (see `begin_export`): its release
+    /// ends the export and lets go of `slf`.
+    pub(crate) fn exported_view(slf: &ArrayObject<'_>) -> PyResult<CaiArray> {
+        slf.get().begin_export()?;
+        let mut view = *slf.get().array();
+        view.owner = slf.as_any().clone().into_ptr().cast();
+        view.release = Some(release_python_owner);
+        Ok(view)
+    }
+
+    /// A new cai.Array that takes over a C producer's `source` once it validates: its release
+    /// then runs when Python lets go of the Array, and `source` no longer owns (its `release`
+    /// cleared). On failure `source` is untouched.
+    pub(crate) fn adopt(py: Python<'_>, source: &mut CaiArray) -> CaiResult<Py<PyAny>> {
+        validate(source)?;
+        let adopted =
+            ArrayObject::new(py, Array::new(Read::borrowing(Pooled::copy_of(source), None, None), None))?
+                .unbind();
+        source.release = None;
+        Ok(adopted)
+    }
+
+    /// A DLPack tensor viewing `slf`'s memory on `device`, counted as an export until its
+    /// deleter runs, after the consumer's stream (if any) is ordered after the array's.
+    pub(crate) fn export_tensor(
+        slf: &ArrayObject<'_>,
+        device: CaiDLDevice,
+        consumer: Option<u64>,
+        versioned: bool,
+    ) -> CaiResult<*mut std::ffi::c_void> {
+        let mut view = Array::exported_view(slf)?;
+        Ok(tensor_of(&mut view, slf.get().validated().as_ref(), device, consumer, versioned)?)
+    }
+
+    /// The non-owning DLTensor of this array (valid while it lives): its shape is the struct's,
+    /// its strides in elements kept beside it.
+    pub(crate) fn dl_tensor_view(slf: &ArrayObject<'_>) -> CaiResult<CaiDLTensor> {
+        let this = slf.get();
+        this.live()?;
+        let mut strides = [0i64; CAI_MAX_NDIM];
+        let mut tensor =
+            cai::binding::dlpack::dl_tensor_of(this.array(), Some(this.dl_device()?), &mut strides)?;
+        // The array never changes, so neither do its strides: boxed once, on first use.
+        let strides = this.element_strides.get_or_init(|| Box::new(strides));
+        tensor.shape = this.array().shape.as_ptr().cast_mut();
+        tensor.strides = strides.as_ptr().cast_mut();
+        Ok(tensor)
+    }
+
+    /// The mask as an Array: a view of the one read at import (its owner the mask's producer),
+    /// or of a C producer's (its owner this Array). Made when asked for: an import does not
+    /// pay for a Python object it may never need.
+    pub(crate) fn mask_array(slf: &ArrayObject<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let py = slf.py();
+        let this = slf.get();
+        if this.array().mask.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: validated: the mask read at import (owned by this Array) or a C producer's,
+        // valid while this Array lives, which the view keeps alive.
+        let mut view = Pooled::copy_of(unsafe { &*this.array().mask });
+        view.release = None; // borrowed: never released from here
+        let owner = match this.mask_owners.first() {
+            Some(mask_owner) => mask_owner.bind(py).unbind(),
+            None => slf.as_any().clone().unbind(),
+        };
+        let mut array = Array::new(Read::borrowing(view, None, Some(owner)), None);
+        array.keep = Some(Kept::new(slf.as_any().clone().unbind()));
+        Ok(Some(ArrayObject::new(py, array)?.unbind()))
+    }
+}
+
+/// The release of a view handed to a DLPack consumer: ends the export it counted on its
+/// cai.Array and drops the reference that kept the array alive. A tensor's deleter may run on
+/// any thread, and at any moment of the interpreter's life: once the interpreter is finalizing
+/// nothing may attach to it, so the reference is then leaked on purpose (the process is ending;
+/// CPython's own extensions do the same).
+unsafe extern "C" fn release_python_owner(array: *mut CaiArray) {
+    let owner = (*array).owner.cast::<ffi::PyObject>();
+    // Attached from any thread, without PyO3's count: the body's one reference is a `Bound`,
+    // let go of at once.
+    with_thread_attached(|py| {
+        let owner = Bound::from_owned_ptr(py, owner);
+        if let Some(exported) = ArrayObject::of(&owner) {
+            exported.get().export_ended();
+        }
+    });
 }
