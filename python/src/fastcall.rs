@@ -31,7 +31,7 @@
 //! - A callback that may run on any thread, attached or not (a DLPack tensor's deleter, a C
 //!   consumer's release), attaches with the interpreter's own `PyGILState_Ensure` and
 //!   `PyGILState_Release` (`with_thread_attached`): on a thread that is attached already they
-//!   only count it, about 90 instructions less than PyO3's `Python::attach` around them. Its
+//!   only count it, about 60 instructions less than PyO3's `Python::attach` around them. Its
 //!   body, like `run_assumed`'s, drops no `Py<T>` and no `PyErr`.
 //! - The interned names are made once and kept for the life of the process (a few small
 //!   strings), so a pointer read from a signature is always a live str.
