@@ -261,21 +261,11 @@ unsafe extern "C" fn dlpack(
         let slots = matched.map_err(|mismatch| DLPACK_SIGNATURE.refusal(py, mismatch))?;
         // SAFETY: the method's `self`, checked by its descriptor.
         let slf = unsafe { method_self(py, slf) };
-        // SAFETY: each slot is NULL or an argument of the call, alive for its duration.
-        let given =
-            |index: usize| unsafe { Borrowed::from_ptr_or_opt(py, slots[index]) }.filter(|v| !v.is_none());
-        let copy = match given(3) {
-            None => None,
-            Some(value) => {
-                Some(value.extract::<bool>().map_err(|error| DLPACK_SIGNATURE.argument_error(py, 3, error))?)
-            }
-        };
         let this = slf.get();
         // The arguments first: reading them may run Python code (a stream's __index__), which
         // may release this array; from the export on, release() is refused instead.
-        let stream = given(0);
-        let arguments =
-            DlpackArguments::new(stream.as_deref(), given(1).as_deref(), given(2).as_deref(), copy)?;
+        // SAFETY: attached; the slots are the call's arguments, alive for its duration.
+        let arguments = unsafe { DlpackArguments::of_call(py, &slots, None) }?;
         let (request, device) = arguments.read(|| {
             this.live()?;
             Ok(this.dl_device()?)

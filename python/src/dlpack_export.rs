@@ -4,7 +4,9 @@
 
 use cai::{CaiArray, CaiDLDevice, CAI_DL_CPU, CAI_STREAM_LEGACY};
 use pyo3::exceptions::PyBufferError;
+use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::Borrowed;
 
 use crate::dlpack::{capsule_of, export_arguments_allowed, tensor_of};
 use crate::errors::CaiResult;
@@ -19,13 +21,17 @@ use cai::binding::rules::Validated;
 pub static DLPACK_SIGNATURE: Signature<4> =
     Signature::new("__dlpack__", [c"stream", c"max_version", c"dl_device", c"copy"], 0, 0);
 
-/// `__dlpack__`'s keyword arguments: `stream` as given, the pairs read (`int_pair`).
+/// `__dlpack__`'s keyword arguments: `stream` as given (borrowed from the call), the pairs
+/// read (`int_pair`).
 pub struct DlpackArguments<'a, 'py> {
-    pub stream: Option<&'a Bound<'py, PyAny>>,
+    pub stream: Option<Borrowed<'a, 'py, PyAny>>,
     pub max_version: Option<(u32, u32)>,
     pub dl_device: Option<(i32, i32)>,
     pub copy: Option<bool>,
 }
+
+/// `max_version` and `dl_device` as read already (`plain_int_pair`).
+pub type ReadPairs = (Option<(u32, u32)>, Option<(i32, i32)>);
 
 /// What the arguments ask once read: the consumer stream to order (None: no sync) and which
 /// struct.
@@ -35,20 +41,33 @@ pub struct DlpackRequest {
 }
 
 impl<'a, 'py> DlpackArguments<'a, 'py> {
-    /// The arguments as given, the pairs read: one that is no pair of ints is a TypeError
-    /// naming it, an int out of range a ValueError.
-    pub fn new(
-        stream: Option<&'a Bound<'py, PyAny>>,
-        max_version: Option<&Bound<'py, PyAny>>,
-        dl_device: Option<&Bound<'py, PyAny>>,
-        copy: Option<bool>,
+    /// The arguments of a call whose slots `DLPACK_SIGNATURE` matched: None and absent alike;
+    /// `copy` a bool (else a TypeError naming it); the pairs as `read` has them, else read here
+    /// (one that is no pair of ints a TypeError naming it, an int out of range a ValueError).
+    ///
+    /// # Safety
+    /// Attached; each slot is NULL or an argument of the call, alive while the result is used.
+    pub unsafe fn of_call(
+        py: Python<'py>,
+        slots: &'a [*mut ffi::PyObject; 4],
+        read: Option<ReadPairs>,
     ) -> PyResult<Self> {
-        Ok(DlpackArguments {
-            stream,
-            max_version: int_pair(max_version, "max_version")?,
-            dl_device: int_pair(dl_device, "dl_device")?,
-            copy,
-        })
+        // SAFETY: the caller's contract.
+        let given =
+            |index: usize| unsafe { Borrowed::from_ptr_or_opt(py, slots[index]) }.filter(|v| !v.is_none());
+        let copy = match given(3) {
+            None => None,
+            Some(value) => {
+                Some(value.extract::<bool>().map_err(|error| DLPACK_SIGNATURE.argument_error(py, 3, error))?)
+            }
+        };
+        let (max_version, dl_device) = match read {
+            Some(pairs) => pairs,
+            None => {
+                (int_pair(given(1).as_deref(), "max_version")?, int_pair(given(2).as_deref(), "dl_device")?)
+            }
+        };
+        Ok(DlpackArguments { stream: given(0), max_version, dl_device, copy })
     }
 
     /// The arguments read for the memory on the device `device_of` finds: a copy or another
@@ -61,7 +80,7 @@ impl<'a, 'py> DlpackArguments<'a, 'py> {
         let device = device_of()?;
         export_arguments_allowed(device, self.dl_device, self.copy)?;
         let host = device.device_type == CAI_DL_CPU;
-        let consumer = match self.stream {
+        let consumer = match self.stream.as_deref() {
             Some(s) if s.extract::<i64>().ok() == Some(-1) => None,
             None if host => None,
             None => Some(CAI_STREAM_LEGACY),

@@ -21,7 +21,7 @@ use cai::binding::dlpack::AllowHost;
 use cai::CaiArray;
 
 use crate::dlpack::capsule_of;
-use crate::dlpack_export::{DlpackArguments, DLPACK_SIGNATURE};
+use crate::dlpack_export::{DlpackArguments, ReadPairs, DLPACK_SIGNATURE};
 use crate::exchange_offered::offered_exchange_api_capsule;
 use crate::fastcall::{run_assumed, run_attached, Definition};
 use crate::offered::Offered;
@@ -117,7 +117,7 @@ unsafe fn offered_self<'a, 'py>(
 ///
 /// # Safety
 /// Attached; each slot NULL or a live argument of the call.
-unsafe fn plain_arguments(slots: &[*mut ffi::PyObject; 4]) -> Option<PlainPairs> {
+unsafe fn plain_arguments(slots: &[*mut ffi::PyObject; 4]) -> Option<ReadPairs> {
     // SAFETY: the caller's contract: NULL or live arguments, type checks and reads.
     unsafe {
         if !is_absent_or_small_int(slots[0]) || !(is_absent(slots[3]) || ffi::PyBool_Check(slots[3]) != 0) {
@@ -126,9 +126,6 @@ unsafe fn plain_arguments(slots: &[*mut ffi::PyObject; 4]) -> Option<PlainPairs>
         Some((plain_int_pair(slots[1])?, plain_int_pair(slots[2])?))
     }
 }
-
-/// `max_version` and `dl_device`, read.
-type PlainPairs = (Option<(u32, u32)>, Option<(i32, i32)>);
 
 /// `obj.__dlpack__(...)` of an offered type, as CPython calls a `METH_FASTCALL |
 /// METH_KEYWORDS` method.
@@ -154,23 +151,8 @@ unsafe extern "C" fn dlpack_fastcall(
         let slots = matched.map_err(|mismatch| DLPACK_SIGNATURE.refusal(py, mismatch))?;
         // SAFETY: the descriptor's `self`, alive for the call.
         let (offered, instance) = unsafe { offered_self(py, slf) }?;
-        // SAFETY: each slot is NULL or an argument of the call, alive for its duration.
-        let argument = |index: usize| unsafe { pyo3::Borrowed::from_ptr_or_opt(py, slots[index]) };
-        let given =
-            |index: usize| argument(index).filter(|value| !value.is_none()).map(|value| value.to_owned());
-        let stream = given(0);
-        let copy = match argument(3).filter(|value| !value.is_none()) {
-            None => None,
-            Some(value) => {
-                Some(value.extract::<bool>().map_err(|error| DLPACK_SIGNATURE.argument_error(py, 3, error))?)
-            }
-        };
-        let arguments = match plain {
-            Some((max_version, dl_device)) => {
-                DlpackArguments { stream: stream.as_ref(), max_version, dl_device, copy }
-            }
-            None => DlpackArguments::new(stream.as_ref(), given(1).as_ref(), given(2).as_ref(), copy)?,
-        };
+        // SAFETY: attached; the slots are the call's arguments, alive for its duration.
+        let arguments = unsafe { DlpackArguments::of_call(py, &slots, plain) }?;
         let mut array = CaiArray::zeroed();
         let mut found = None;
         let (request, device) = arguments.read(|| {

@@ -252,6 +252,23 @@ static PyObject *acquire_kept(PyObject *self, PyObject *obj) {
   return capsule;
 }
 
+// Runs work(arg) on a new thread that never attaches to the interpreter, as a C consumer's
+// worker thread would, and waits for it: 0, or -1 with OSError set (work then ran here).
+static int run_on_a_thread(void *(*work)(void *), void *arg) {
+  pthread_t thread;
+  int failed;
+  Py_BEGIN_ALLOW_THREADS
+  failed = pthread_create(&thread, NULL, work, arg);
+  if (!failed) pthread_join(thread, NULL);
+  Py_END_ALLOW_THREADS
+  if (failed) {
+    work(arg);
+    PyErr_Format(PyExc_OSError, "pthread_create: %d", failed);
+    return -1;
+  }
+  return 0;
+}
+
 // release_on_a_thread(obj): obj's table acquires it (host memory allowed), and a versioned
 // DLPack capsule of obj is taken as a consumer takes one (renamed "used_dltensor_versioned");
 // the acquired struct's release and the tensor's deleter then run on a new thread that never
@@ -291,16 +308,7 @@ static PyObject *release_on_a_thread(PyObject *self, PyObject *obj) {
   }
   Py_DECREF(capsule);  /* renamed: its destructor leaves the tensor to this consumer */
   void *held[2] = {&acquired, tensor};
-  pthread_t thread;
-  int failed;
-  Py_BEGIN_ALLOW_THREADS
-  failed = pthread_create(&thread, NULL, release_both, held);
-  if (!failed) pthread_join(thread, NULL);
-  Py_END_ALLOW_THREADS
-  if (failed) {
-    release_both(held);
-    return PyErr_Format(PyExc_OSError, "pthread_create: %d", failed);
-  }
+  if (run_on_a_thread(release_both, held) < 0) return NULL;
   Py_RETURN_NONE;
 }
 
@@ -316,16 +324,7 @@ static PyObject *delete_on_a_thread(PyObject *self, PyObject *capsule) {
   (void)self;
   CaiDLManagedTensorVersioned *tensor = PyCapsule_GetPointer(capsule, "dltensor_versioned");
   if (tensor == NULL || PyCapsule_SetName(capsule, "used_dltensor_versioned") < 0) return NULL;
-  pthread_t thread;
-  int failed;
-  Py_BEGIN_ALLOW_THREADS
-  failed = pthread_create(&thread, NULL, delete_tensor, tensor);
-  if (!failed) pthread_join(thread, NULL);
-  Py_END_ALLOW_THREADS
-  if (failed) {
-    tensor->deleter(tensor);
-    return PyErr_Format(PyExc_OSError, "pthread_create: %d", failed);
-  }
+  if (run_on_a_thread(delete_tensor, tensor) < 0) return NULL;
   Py_RETURN_NONE;
 }
 
