@@ -290,6 +290,14 @@ pub fn with_thread_attached(body: impl FnOnce(Python<'_>)) -> bool {
     ran
 }
 
+/// Lets go of what PyO3 deferred on this thread: attaching a thread PyO3 did not count empties
+/// its pool. For an entry that ran uncounted on a path that may have dropped a `PyErr` or a
+/// `Py<T>` (see negotiate.rs's `last_negotiation_audited`); where PyO3 refuses to attach (the
+/// interpreter finalizing) the pool waits, harmless at exit.
+pub fn let_go_of_deferred() {
+    let _ = catch_unwind(|| Python::attach(|_| ()));
+}
+
 /// Raises `error` inside `Python::attach` (which counts the thread and empties PyO3's pool of
 /// deferred drops); where PyO3 refuses to attach (the interpreter finalizing), uncounted.
 #[cold]

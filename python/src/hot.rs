@@ -11,9 +11,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyModule};
 use pyo3::Borrowed;
 
-use crate::fastcall::{run_assumed, run_attached, Definition, Signature};
+use crate::fastcall::{let_go_of_deferred, run_assumed, run_attached, Definition, Signature};
 use crate::functions;
-use crate::negotiate::read_cleanly;
+use crate::negotiate::{last_negotiation_audited, read_cleanly};
 use crate::options::is_absent_or_small_int;
 
 /// `from_object(obj, stream=None, sync=None, writable=False, pointer_check=None,
@@ -90,7 +90,13 @@ unsafe extern "C" fn from_object_fastcall(
         !slots[0].is_null() && is_absent_or_small_int(slots[1]) && read_cleanly(slots[0])
     });
     if clean {
-        run_assumed(body)
+        let result = run_assumed(body);
+        // An instance the type's mark did not foresee took an unaudited path: what it dropped
+        // is let go of now (a failure was raised counted, which did that already).
+        if !result.is_null() && !last_negotiation_audited() {
+            let_go_of_deferred();
+        }
+        result
     } else {
         run_attached(body)
     }

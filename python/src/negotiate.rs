@@ -71,6 +71,9 @@ thread_local! {
     /// The type (its address) this thread last read by an audited path, and the generation of
     /// the facts then (see `read_cleanly`).
     static LAST_CLEAN: Cell<(usize, u64)> = const { Cell::new((0, u64::MAX)) };
+    /// Whether this thread's last negotiation chose an audited path (see
+    /// `last_negotiation_audited`).
+    static LAST_AUDITED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// What libcai knows of `obj`'s type. The exchange table is `__dlpack_c_exchange_api__` (a
@@ -95,16 +98,20 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 /// PyO3 defers while it does not count the thread), so that an entry may run its negotiation
 /// and import uncounted (fastcall.rs's `run_assumed`, capi.rs's entries): its type is the one
 /// this thread last read by such a path (`choose` marks it), the remembered facts unchanged
-/// since. Such a path is its type's DLPack exchange table or a C-level table libcai's glue
-/// offered, both chosen before any other reader but a dict's and a cai.Array's, whose types
-/// are never marked.
+/// since. Such a path is its type's DLPack exchange table, a C-level table libcai's glue
+/// offered, or a CAI dict (the object itself, or what its `__cuda_array_interface__` gave).
 ///
-/// The audit of those two paths' success: the facts come from this thread's copy; the table's
-/// call, the core's reading and validation, the import and the cai.Array's creation make
-/// `Bound`s (let go of at once) and move the one `Py<PyAny>` (the owner) into the Array. Should
-/// another thread change the remembered facts in between, the negotiation looks the type up
-/// again, and what that drops waits until PyO3 next counts a thread (a cai.Array's deallocation
-/// does): late, never lost.
+/// The audit of those paths' success: the facts come from this thread's copy; the table's
+/// call, the dict's reading (values.rs and read_dict.rs clear the errors they recover from by
+/// `PyErr_Clear`, making no `PyErr`), the core's reading and validation, the import and the
+/// cai.Array's creation make `Bound`s (let go of at once) and move the one `Py<PyAny>` (the
+/// owner) into the Array. An instance its type's mark did not foresee (one that lacks the
+/// interface the type's others have, taken by `__dlpack__`) takes another path, which may drop
+/// errors it recovers from: the negotiation then says so (`last_negotiation_audited`), and the
+/// entry attaches once afterwards, which lets go of them. Should another thread change the
+/// remembered facts in between, the negotiation looks the type up again, and what that drops
+/// waits until PyO3 next attaches a thread it did not count (an attached entry does): late,
+/// never lost.
 ///
 /// # Safety
 /// `obj` is a live object.
@@ -115,10 +122,18 @@ pub unsafe fn read_cleanly(obj: *mut pyo3::ffi::PyObject) -> bool {
     LAST_CLEAN.try_with(Cell::get).is_ok_and(|marked| marked == (ty, generation))
 }
 
-/// Marks `obj`'s type as read by an audited path (see `read_cleanly`).
+/// Marks `obj`'s type as read by an audited path (see `read_cleanly`), and this negotiation as
+/// audited.
 fn mark_clean(obj: &Bound<'_, PyAny>) {
     let marked = (obj.get_type_ptr() as usize, FACTS_GENERATION.load(Ordering::Acquire));
     let _ = LAST_CLEAN.try_with(|last| last.set(marked));
+    let _ = LAST_AUDITED.try_with(|audited| audited.set(true));
+}
+
+/// Whether this thread's last negotiation chose an audited path (see `read_cleanly`): an entry
+/// that ran uncounted attaches afterwards when it did not (fastcall.rs's `let_go_of_deferred`).
+pub fn last_negotiation_audited() -> bool {
+    LAST_AUDITED.try_with(Cell::get).unwrap_or(false)
 }
 
 /// The facts of `obj`'s type from the remembered types, found and remembered if new.
@@ -273,9 +288,11 @@ fn choose<'py>(
     c_api: bool,
 ) -> CaiResult<Chosen<'py>> {
     let py = obj.py();
+    let _ = LAST_AUDITED.try_with(|audited| audited.set(false));
     // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
     // a CAI property that may raise (a CPU tensor's does) and cost an exception per call.
     if let Ok(dict) = obj.cast::<PyDict>() {
+        mark_clean(obj);
         return Ok(Chosen::Dict(dict.clone()));
     }
     if let Some(array) = ArrayObject::of(obj) {
@@ -321,6 +338,7 @@ fn choose<'py>(
     }
     if facts.may_have_interface {
         if let Some(dict) = interface_of(obj)? {
+            mark_clean(obj);
             return Ok(Chosen::Dict(dict));
         }
     }

@@ -12,7 +12,7 @@ use cai::binding::dict::{array_from_dict, DictValues, Limits, Repr, Value, KEYS}
 use cai::binding::rules::{in_mask, mask_depth_is_within_limit};
 use cai::binding::Description;
 use cai::{CaiArray, CaiField, Error, Status};
-use pyo3::exceptions::{PyAttributeError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -30,11 +30,22 @@ pub fn interface_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'p
         return Ok(Some(dict.clone()));
     }
     let py = object.py();
-    let desc = match object.getattr(intern!(py, "__cuda_array_interface__")) {
-        Ok(desc) => desc,
-        Err(e) if e.is_instance_of::<PyAttributeError>(py) => return Ok(None),
-        Err(e) => return Err(e),
-    };
+    // SAFETY: a live object and an interned str; a new reference or NULL with an error set. An
+    // AttributeError is cleared by the interpreter: no `PyErr` is made when the attribute is
+    // absent (see values.rs).
+    let desc =
+        unsafe { ffi::PyObject_GetAttr(object.as_ptr(), intern!(py, "__cuda_array_interface__").as_ptr()) };
+    if desc.is_null() {
+        // SAFETY: attached, an error set.
+        if unsafe { ffi::PyErr_ExceptionMatches(ffi::PyExc_AttributeError) } != 0 {
+            // SAFETY: as above.
+            unsafe { ffi::PyErr_Clear() };
+            return Ok(None);
+        }
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: the new reference PyObject_GetAttr returned.
+    let desc = unsafe { Bound::from_owned_ptr(py, desc) };
     desc.cast_into::<PyDict>().map(Some).map_err(|e| {
         PyTypeError::new_err(format!(
             "{}.__cuda_array_interface__ is a {}, not a dict",
@@ -205,7 +216,7 @@ pub fn read_dict<'py>(
         descr_held = Held::new(descr);
         match descr_held.tuple() {
             Some(entries) if entries.len() <= Limits::DESCR => {
-                descr_copy = frozen(entries.clone().into_any(), 2);
+                descr_copy = frozen(entries.clone().into_any(), 2)?;
                 let storage = descr_storage.insert(DescrStorage::new());
                 storage.value(
                     descr_copy.cast::<PyTuple>().expect("frozen keeps a tuple a tuple"),
@@ -282,14 +293,14 @@ fn interned_keys(py: Python<'_>) -> &[Py<PyString>; 8] {
 
 /// `object` with every list down to `depth` levels below it replaced by a tuple copy, so that
 /// what is read cannot change. A tuple with no list inside is kept as it is.
-fn frozen(object: Bound<'_, PyAny>, depth: usize) -> Bound<'_, PyAny> {
+fn frozen(object: Bound<'_, PyAny>, depth: usize) -> PyResult<Bound<'_, PyAny>> {
     let (object, _) = tuple_copy(object);
-    let Ok(tuple) = object.cast::<PyTuple>() else { return object };
+    let Ok(tuple) = object.cast::<PyTuple>() else { return Ok(object) };
     if depth == 0 || !tuple.iter().any(|item| holds_a_list(&item, depth - 1)) {
-        return object;
+        return Ok(object);
     }
-    let items: Vec<Bound<'_, PyAny>> = tuple.iter().map(|item| frozen(item, depth - 1)).collect();
-    PyTuple::new(object.py(), items).map_or(object, Bound::into_any)
+    let items = tuple.iter().map(|item| frozen(item, depth - 1)).collect::<PyResult<Vec<_>>>()?;
+    Ok(PyTuple::new(object.py(), items)?.into_any())
 }
 
 fn holds_a_list(object: &Bound<'_, PyAny>, depth: usize) -> bool {
@@ -364,10 +375,11 @@ fn first_items<'a, 'py, const N: usize>(tuple: Option<Borrowed<'a, 'py, PyTuple>
 #[inline(always)]
 fn item<'a, 'py>(tuple: Borrowed<'a, 'py, PyTuple>, i: usize) -> Option<Borrowed<'a, 'py, PyAny>> {
     // SAFETY: a live tuple; PyTuple_GetItem returns a borrowed reference, or NULL with an
-    // IndexError past the end (taken and dropped here).
+    // IndexError past the end.
     let ptr = unsafe { ffi::PyTuple_GetItem(tuple.as_ptr(), i as ffi::Py_ssize_t) };
     if ptr.is_null() {
-        drop(PyErr::take(tuple.py()));
+        // SAFETY: attached, the IndexError set (cleared by the interpreter: see values.rs).
+        unsafe { ffi::PyErr_Clear() };
         return None;
     }
     // SAFETY: non-NULL, borrowed from the tuple, which outlives 'a.

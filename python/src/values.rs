@@ -1,6 +1,8 @@
 //! A Python object as the core's rules see a value (`cai::binding::dict::Value`): ints told
 //! from bools, `__index__` honoured, strs borrowed as UTF-8, anything else shown by its type's
-//! name. Every reader of Python objects uses it.
+//! name. Every reader of Python objects uses it. An error it recovers from is cleared by the
+//! interpreter (`PyErr_Clear`), never taken into a `PyErr`: a reading that succeeds drops
+//! nothing PyO3 would defer (negotiate.rs's `read_cleanly`).
 
 use std::fmt;
 
@@ -76,8 +78,16 @@ fn integer<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> Option<PyValue<'a, 'py>
         object
     } else if has_index() {
         // __index__ may run any code: the dict and its values are held by strong references.
-        // SAFETY: a live object; PyNumber_Index returns a new reference or NULL with an error.
-        index = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Index(object.as_ptr())) }.ok()?;
+        // SAFETY: a live object; PyNumber_Index returns a new reference or NULL with an error,
+        // which is cleared here (by the interpreter: no PyO3 value is made and dropped).
+        let raw = unsafe { ffi::PyNumber_Index(object.as_ptr()) };
+        if raw.is_null() {
+            // SAFETY: attached, an error set.
+            unsafe { ffi::PyErr_Clear() };
+            return None;
+        }
+        // SAFETY: the new reference PyNumber_Index returned.
+        index = unsafe { Bound::from_owned_ptr(py, raw) };
         index.as_borrowed()
     } else {
         return None;
@@ -91,9 +101,12 @@ fn integer<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> Option<PyValue<'a, 'py>
     if overflow < 0 {
         return Some(Value::HugeInt(true));
     }
-    // SAFETY: an int above i64::MAX; past u64::MAX an OverflowError is set, taken here.
+    // SAFETY: an int above i64::MAX; past u64::MAX an OverflowError is set, cleared here.
     let large = unsafe { ffi::PyLong_AsUnsignedLongLong(int.as_ptr()) };
-    if large == u64::MAX && PyErr::take(py).is_some() {
+    // SAFETY: attached; reads and clears the thread's error indicator.
+    if large == u64::MAX && unsafe { !ffi::PyErr_Occurred().is_null() } {
+        // SAFETY: as above.
+        unsafe { ffi::PyErr_Clear() };
         return Some(Value::HugeInt(false));
     }
     Some(Value::UInt(large))
@@ -106,7 +119,8 @@ fn utf8<'a>(text: Borrowed<'a, '_, PyString>) -> Option<&'a str> {
     // SAFETY: a live str; the UTF-8 buffer is cached in it for its lifetime.
     let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
     if data.is_null() {
-        drop(PyErr::take(text.py()));
+        // SAFETY: attached, an error set (cleared by the interpreter, no PyO3 value made).
+        unsafe { ffi::PyErr_Clear() };
         return None;
     }
     // SAFETY: `size` bytes of valid UTF-8 at `data`, owned by the str.

@@ -6,6 +6,7 @@ with the same words, keyword names that are not the interned ones. Fake driver: 
 asks it (sync=False, pointer_check NEVER, host memory)."""
 
 import gc
+import sys
 import inspect
 import weakref
 
@@ -243,3 +244,60 @@ def test_a_call_while_the_interpreter_exits_takes_the_array_without_a_crash_fake
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "took (3,)" in done.stdout
+
+
+def test_dicts_read_without_pyo3s_count_keep_reference_counts_fake_driver(fake):
+    """A CAI dict, given itself or by an object's `__cuda_array_interface__`, is read by an
+    audited path: from the second call on the entry runs without PyO3's count of the thread.
+    2,000 such calls leave the dict's, its values' and the object's reference counts where they
+    were (nothing waits in PyO3's pool)."""
+    shape, data = (4,), (fake.alloc(16), False)
+    interface = {"shape": shape, "typestr": "<f4", "data": data, "version": 3}
+
+    class Producer:
+        __cuda_array_interface__ = interface
+
+    producer = Producer()
+    for obj in (interface, producer):
+        cai.from_object(obj, sync=False, pointer_check=NEVER)
+        before = [sys.getrefcount(x) for x in (interface, shape, data, producer)]
+        for _ in range(2000):
+            cai.from_object(obj, sync=False, pointer_check=NEVER)
+        assert [sys.getrefcount(x) for x in (interface, shape, data, producer)] == before
+
+
+def test_an_instance_its_types_mark_did_not_foresee_lets_go_of_what_its_path_dropped_fake_driver(fake):
+    """The entry runs uncounted on a type whose last read here was its CAI dict. An instance of
+    it without the interface (the property raises AttributeError) is taken by `__dlpack__`,
+    whose retry for a producer refusing `max_version` drops the TypeError: both errors, and what
+    they hold, are let go of before the call returns, not kept in PyO3's pool for a later
+    entry (the entry attaches once after an unaudited path)."""
+    held = [Sentinel(), Sentinel()]
+    watches = [weakref.ref(each) for each in held]
+    values = numpy.arange(4, dtype=numpy.float32)
+    device = fake.alloc(16)
+
+    class Producer:
+        def __init__(self, with_interface):
+            self.with_interface = with_interface
+
+        @property
+        def __cuda_array_interface__(self):
+            if self.with_interface:
+                return {"shape": (4,), "typestr": "<f4", "data": (device, False), "version": 3}
+            raise AttributeError("host memory", held.pop())
+
+        def __dlpack__(self, stream=None, **newer):
+            if newer:
+                raise TypeError("a producer from before DLPack 1.0", held.pop())
+            return values.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    for _ in range(2):  # the type learned, then read by its dict (marked)
+        cai.from_object(Producer(True), sync=False, pointer_check=NEVER)
+    taken = cai.from_object(Producer(False), sync=False, allow_host=True)
+    assert not held, "the property and __dlpack__ were each asked once"
+    assert [watch() for watch in watches] == [None, None]
+    assert taken.shape == (4,)
