@@ -66,12 +66,13 @@ pub fn add_from_object(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// `cai.from_object` as CPython calls it (`METH_FASTCALL | METH_KEYWORDS`). A call on an
-/// object read by an audited path (`read_cleanly`: its type's exchange table or an offered
-/// type's fill, the facts known to this thread), its `stream` None or an int, runs without
-/// PyO3's count of the thread (`run_assumed`). `call`'s conversions make a `PyErr` only when
-/// they refuse (then a failure, raised counted), but for `stream`: a stream object is read by
-/// looking for its attributes, each miss an AttributeError dropped, so such a call runs
-/// attached, as does every other.
+/// object read by an audited path (`read_cleanly`: its type's exchange table, an offered
+/// type's fill or a CAI dict, the facts known to this thread), its `stream` None or an int,
+/// runs without PyO3's count of the thread (`run_assumed`), and attaches once afterwards if
+/// the object took another path after all (`last_negotiation_audited`). `call`'s conversions
+/// make a `PyErr` only when they refuse (then a failure, raised counted), but for `stream`: a
+/// stream object is read by looking for its attributes, each miss an AttributeError dropped,
+/// so such a call runs attached, as does every other.
 unsafe extern "C" fn from_object_fastcall(
     _module: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
