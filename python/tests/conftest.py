@@ -170,3 +170,42 @@ def route_modules(tmp_path_factory):
         return {route: importlib.import_module(f"cai_{route}_ext") for route in routes}
     finally:
         sys.path.remove(str(out))
+
+
+class _Held:
+    """What a dropped error holds, watched by a weak reference."""
+
+
+def diverging_producer(device):
+    """(Producer, held, watches): a producer type whose instances either expose a CAI dict of
+    4 float32 at `device` (`Producer(True)`) or lack it, the property raising AttributeError,
+    and are taken by a `__dlpack__` from before DLPack 1.0 that refuses `max_version` with a
+    TypeError (`Producer(False)`, host memory). Each of the two errors holds an object popped
+    from `held`; `watches` are weak references to them, to see that both are let go of."""
+    import weakref
+
+    import numpy
+
+    held = [_Held(), _Held()]
+    watches = [weakref.ref(each) for each in held]
+    values = numpy.arange(4, dtype=numpy.float32)
+
+    class Producer:
+        def __init__(self, with_interface):
+            self.with_interface = with_interface
+
+        @property
+        def __cuda_array_interface__(self):
+            if self.with_interface:
+                return {"shape": (4,), "typestr": "<f4", "data": (device, False), "version": 3}
+            raise AttributeError("host memory", held.pop())
+
+        def __dlpack__(self, stream=None, **newer):
+            if newer:
+                raise TypeError("a producer from before DLPack 1.0", held.pop())
+            return values.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    return Producer, held, watches

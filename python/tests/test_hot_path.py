@@ -15,6 +15,7 @@ import pytest
 
 import cai
 from cai import _native
+from conftest import diverging_producer
 
 REFERENCE = _native._from_object_reference
 NEVER = cai.POINTER_CHECK_NEVER
@@ -272,29 +273,7 @@ def test_an_instance_its_types_mark_did_not_foresee_lets_go_of_what_its_path_dro
     whose retry for a producer refusing `max_version` drops the TypeError: both errors, and what
     they hold, are let go of before the call returns, not kept in PyO3's pool for a later
     entry (the entry attaches once after an unaudited path)."""
-    held = [Sentinel(), Sentinel()]
-    watches = [weakref.ref(each) for each in held]
-    values = numpy.arange(4, dtype=numpy.float32)
-    device = fake.alloc(16)
-
-    class Producer:
-        def __init__(self, with_interface):
-            self.with_interface = with_interface
-
-        @property
-        def __cuda_array_interface__(self):
-            if self.with_interface:
-                return {"shape": (4,), "typestr": "<f4", "data": (device, False), "version": 3}
-            raise AttributeError("host memory", held.pop())
-
-        def __dlpack__(self, stream=None, **newer):
-            if newer:
-                raise TypeError("a producer from before DLPack 1.0", held.pop())
-            return values.__dlpack__(stream=stream)
-
-        def __dlpack_device__(self):
-            return (1, 0)
-
+    Producer, held, watches = diverging_producer(fake.alloc(16))
     for _ in range(2):  # the type learned, then read by its dict (marked)
         cai.from_object(Producer(True), sync=False, pointer_check=NEVER)
     taken = cai.from_object(Producer(False), sync=False, allow_host=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import cai
-from conftest import DEVICE_BUFFER
+from conftest import DEVICE_BUFFER, diverging_producer
 
 
 
@@ -329,39 +329,13 @@ def test_from_object_lets_go_of_what_reading_a_stream_object_drops_fake_driver(k
     assert all(array.owner is image for array in taken)
 
 
-class _Sentinel:
-    pass
-
-
 def test_a_c_view_of_an_instance_its_types_mark_did_not_foresee_lets_go_of_what_its_path_dropped_fake_driver(
         ext, fake):
     """cai_python_view runs uncounted on a type whose last read here was its CAI dict. An
     instance of it without the interface is taken by `__dlpack__`, whose retry for a producer
     refusing `max_version` drops the TypeError: both errors, and what they hold, are let go of
     before the view returns (the entry attaches once after an unaudited path)."""
-    held = [_Sentinel(), _Sentinel()]
-    watches = [weakref.ref(each) for each in held]
-    values = np.arange(4, dtype=np.float32)
-    device = fake.alloc(16)
-
-    class Producer:
-        def __init__(self, with_interface):
-            self.with_interface = with_interface
-
-        @property
-        def __cuda_array_interface__(self):
-            if self.with_interface:
-                return {"shape": (4,), "typestr": "<f4", "data": (device, False), "version": 3}
-            raise AttributeError("host memory", held.pop())
-
-        def __dlpack__(self, stream=None, **newer):
-            if newer:
-                raise TypeError("a producer from before DLPack 1.0", held.pop())
-            return values.__dlpack__(stream=stream)
-
-        def __dlpack_device__(self):
-            return (1, 0)
-
+    Producer, held, watches = diverging_producer(fake.alloc(16))
     for _ in range(2):  # the type learned, then read by its dict (marked)
         assert ext.view(Producer(True))["shape"] == (4,)
     assert ext.view(Producer(False), allow_host=True)["shape"] == (4,)
