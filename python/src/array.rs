@@ -1,8 +1,8 @@
 //! `cai.Array`, what it holds: a description (python/src/described.rs, from any reader) with
 //! what the import established, the producer kept alive, and the count of its exports. An
 //! Array owns its `CaiArray` (and the descr fields and mask it points to) and never changes
-//! after it is made, so it is shared freely between threads. Its type object is
-//! python/src/array_type.rs's; what Python sees of it is in python/src/array_methods.rs.
+//! after it is made, so it is shared freely between threads. Its objects are
+//! python/src/array_object.rs's; what Python sees of it is in python/src/array_methods.rs.
 
 use std::ffi::c_int;
 use std::ptr::NonNull;
@@ -72,7 +72,7 @@ impl Drop for Kept {
     }
 }
 
-/// A validated device array, held by a `cai.Array` object (python/src/array_type.rs) or by a
+/// A validated device array, held by a `cai.Array` object (python/src/array_object.rs) or by a
 /// struct `cai_python_from_object` wrote.
 pub struct Array {
     described: Described,
@@ -88,7 +88,7 @@ pub struct Array {
     pub(crate) as_parameter: OnceLock<Kept>,
     /// The strides in elements a DLTensor view points to (the exchange table's
     /// `dltensor_from_py_object_no_sync`), made on first use.
-    pub(crate) element_strides: std::sync::OnceLock<Box<[i64; CAI_MAX_NDIM]>>,
+    pub(crate) element_strides: OnceLock<Box<[i64; CAI_MAX_NDIM]>>,
 }
 
 /// The producer object kept alive, and the release callback of an array taken over from C or
@@ -154,7 +154,7 @@ impl Array {
             mask_owners: mask_owners.into_iter().map(Kept::new).collect(),
             keep: None,
             as_parameter: OnceLock::new(),
-            element_strides: std::sync::OnceLock::new(),
+            element_strides: OnceLock::new(),
         }
     }
 
@@ -263,16 +263,14 @@ impl Array {
     pub(crate) fn traverse(&self, mut visit: impl FnMut(*mut ffi::PyObject) -> c_int) -> c_int {
         // try_lock: the collector may run while release() lets go of the owner (which is then
         // out of the hold already).
-        if let Ok(held) = self.held.try_lock() {
-            if let Some(owner) = &held.owner {
-                let visited = visit(owner.as_ptr());
-                if visited != 0 {
-                    return visited;
-                }
-            }
-        }
-        let kept =
-            self.buffer.iter().chain(&self.mask_owners).chain(&self.keep).chain(self.as_parameter.get());
+        let held = self.held.try_lock().ok();
+        let owner = held.as_ref().and_then(|held| held.owner.as_ref());
+        let kept = owner
+            .into_iter()
+            .chain(&self.buffer)
+            .chain(&self.mask_owners)
+            .chain(&self.keep)
+            .chain(self.as_parameter.get());
         for each in kept {
             let visited = visit(each.as_ptr());
             if visited != 0 {
@@ -290,9 +288,7 @@ impl Array {
     pub(crate) fn imported(&self) -> Option<&Imported> {
         self.described.imported.as_ref()
     }
-}
 
-impl Array {
     /// Address of the CaiArray, valid while this Array lives.
     pub(crate) fn ptr(&self) -> PyResult<usize> {
         self.live()?;

@@ -1,6 +1,6 @@
 //! `cai.Array`, what Python sees of it: its attributes, the CAI it exports, and DLPack
 //! (`__dlpack__`, `__dlpack_device__`, and the exchange table of python/src/exchange_offered.rs).
-//! The type object that serves them is python/src/array_type.rs's: each attribute is a `Getter`
+//! The type object that serves them is python/src/array_object.rs's: each attribute is a `Getter`
 //! of `GETTERS`, each method a definition of `METHODS`.
 
 use std::ffi::CStr;
@@ -15,10 +15,10 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyModule, PyTuple};
-use pyo3::Borrowed;
+use pyo3::{Borrowed, IntoPyObjectExt};
 
 use crate::array::{Array, Kept};
-use crate::array_object::{array_type, method_self, ArrayObject, Getter};
+use crate::array_object::{array_type, ArrayObject, Getter};
 use crate::described::Read;
 use crate::dlpack_export::{dlpack_capsule, DlpackArguments, DLPACK_SIGNATURE};
 use crate::errors::Failure;
@@ -229,7 +229,7 @@ fn take_over_c_array<'py>(pointer: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
 unsafe extern "C" fn release(slf: *mut ffi::PyObject, _unused: *mut ffi::PyObject) -> *mut ffi::PyObject {
     run_attached(|py| {
         // SAFETY: the method's `self`, checked by its descriptor.
-        let this = unsafe { method_self(py, slf) };
+        let this = unsafe { ArrayObject::borrowed(py, slf) };
         this.get().release_now()?;
         Ok(py.None().into_ptr())
     })
@@ -242,7 +242,7 @@ unsafe extern "C" fn dlpack_device(
 ) -> *mut ffi::PyObject {
     run_attached(|py| {
         // SAFETY: the method's `self`, checked by its descriptor.
-        let this = unsafe { method_self(py, slf) };
+        let this = unsafe { ArrayObject::borrowed(py, slf) };
         let device = this.get().dl_device()?;
         Ok((device.device_type, device.device_id).into_pyobject(py)?.into_ptr())
     })
@@ -260,7 +260,7 @@ unsafe extern "C" fn dlpack(
     run_attached(|py| {
         let slots = matched.map_err(|mismatch| DLPACK_SIGNATURE.refusal(py, mismatch))?;
         // SAFETY: the method's `self`, checked by its descriptor.
-        let slf = unsafe { method_self(py, slf) };
+        let slf = unsafe { ArrayObject::borrowed(py, slf) };
         let this = slf.get();
         // The arguments first: reading them may run Python code (a stream's __index__), which
         // may release this array; from the export on, release() is refused instead.
@@ -276,8 +276,7 @@ unsafe extern "C" fn dlpack(
 }
 
 fn ptr(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    let py = this.py();
-    Ok(this.get().ptr()?.into_pyobject(py)?.into_any().unbind())
+    this.get().ptr()?.into_py_any(this.py())
 }
 
 fn buffer(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
@@ -286,12 +285,12 @@ fn buffer(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
     this.live()?;
     match &this.buffer {
         Some(buffer) => Ok(buffer.bind(py).unbind()),
-        None => Ok(this.array().data.into_pyobject(py)?.into_any().unbind()),
+        None => this.array().data.into_py_any(py),
     }
 }
 
 fn offset(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(this.get().array().byte_offset.into_pyobject(this.py())?.into_any().unbind())
+    this.get().array().byte_offset.into_py_any(this.py())
 }
 
 fn as_parameter(slf: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
@@ -308,19 +307,19 @@ fn as_parameter(slf: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
 }
 
 fn shape(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(PyTuple::new(this.py(), this.get().shape_slice())?.into_any().unbind())
+    PyTuple::new(this.py(), this.get().shape_slice())?.into_py_any(this.py())
 }
 
 fn ndim(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(this.get().array().ndim.into_pyobject(this.py())?.into_any().unbind())
+    this.get().array().ndim.into_py_any(this.py())
 }
 
 fn typestr(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(this.get().typestr().into_pyobject(this.py())?.into_any().unbind())
+    this.get().typestr().into_py_any(this.py())
 }
 
 fn itemsize(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(this.get().itemsize_checked()?.into_pyobject(this.py())?.into_any().unbind())
+    this.get().itemsize_checked()?.into_py_any(this.py())
 }
 
 fn dtype(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
@@ -334,44 +333,40 @@ fn strides(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
     let array = this.array();
     let ndim = array.ndim as usize;
     if array.strides_given == 1 {
-        return Ok(PyTuple::new(py, &array.strides[..ndim])?.into_any().unbind());
+        return PyTuple::new(py, &array.strides[..ndim])?.into_py_any(py);
     }
     let mut strides = [0i64; CAI_MAX_NDIM];
     c_strides(this.shape_slice(), this.itemsize_checked()?, &mut strides[..ndim]).map_err(Failure::Cai)?;
-    Ok(PyTuple::new(py, &strides[..ndim])?.into_any().unbind())
+    PyTuple::new(py, &strides[..ndim])?.into_py_any(py)
 }
 
 fn size(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(this.get().layout()?.element_count.into_pyobject(this.py())?.into_any().unbind())
+    this.get().layout()?.element_count.into_py_any(this.py())
 }
 
 fn nbytes(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(this.get().layout()?.nbytes.into_pyobject(this.py())?.into_any().unbind())
-}
-
-fn flag(py: Python<'_>, value: bool) -> Py<PyAny> {
-    PyBool::new(py, value).to_owned().into_any().unbind()
+    this.get().layout()?.nbytes.into_py_any(this.py())
 }
 
 fn readonly(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(flag(this.py(), this.get().array().readonly == 1))
+    (this.get().array().readonly == 1).into_py_any(this.py())
 }
 
 fn is_c_contiguous(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(flag(this.py(), this.get().layout()?.c_contiguous == 1))
+    (this.get().layout()?.c_contiguous == 1).into_py_any(this.py())
 }
 
 fn is_f_contiguous(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(flag(this.py(), this.get().layout()?.f_contiguous == 1))
+    (this.get().layout()?.f_contiguous == 1).into_py_any(this.py())
 }
 
 fn data_ptr(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(this.get().array().data.into_pyobject(this.py())?.into_any().unbind())
+    this.get().array().data.into_py_any(this.py())
 }
 
 fn stream(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
     let stream = Some(stream_for_version(this.get().array())).filter(|&s| s != 0);
-    Ok(stream.into_pyobject(this.py())?.unbind())
+    stream.into_py_any(this.py())
 }
 
 fn pointer_info(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
@@ -388,16 +383,16 @@ fn pointer_info(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
     dict.set_item("device_ordinal", info.device_ordinal)?;
     dict.set_item("memory_type", info.memory_type)?;
     dict.set_item("is_managed", info.is_managed)?;
-    Ok(dict.into_any().unbind())
+    dict.into_py_any(py)
 }
 
 fn owner(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
     let py = this.py();
-    Ok(this.get().owner_ref(py).unwrap_or_else(|| py.None()))
+    this.get().owner_ref(py).into_py_any(py)
 }
 
 fn mask(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    Ok(Array::mask_array(this)?.unwrap_or_else(|| this.py().None()))
+    Array::mask_array(this)?.into_py_any(this.py())
 }
 
 fn cuda_array_interface(slf: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {

@@ -81,12 +81,12 @@ impl<'py> ArrayObject<'py> {
         Ok(ArrayObject(unsafe { Bound::from_owned_ptr(py, obj) }))
     }
 
-    /// The object borrowed for a slot's call: `slf` is the object CPython passes to a method or
-    /// attribute of this type.
+    /// The object borrowed for a slot's call: `slf` is the object CPython passes to a slot, a
+    /// method or an attribute of this type.
     ///
     /// # Safety
     /// `slf` is a live cai.Array (CPython checks a descriptor's object's type before calling).
-    unsafe fn borrowed(py: Python<'py>, slf: *mut ffi::PyObject) -> ArrayObject<'py> {
+    pub unsafe fn borrowed(py: Python<'py>, slf: *mut ffi::PyObject) -> ArrayObject<'py> {
         // SAFETY: as the function's contract says.
         ArrayObject(unsafe { Bound::from_borrowed_ptr(py, slf) })
     }
@@ -191,15 +191,6 @@ unsafe extern "C" fn get_attribute(slf: *mut ffi::PyObject, closure: *mut c_void
         let this = unsafe { ArrayObject::borrowed(py, slf) };
         Ok(getter(&this)?.into_ptr())
     })
-}
-
-/// The object a method of this type is called on.
-///
-/// # Safety
-/// `slf` is the `self` CPython passes to a method of this type (checked by its descriptor).
-pub unsafe fn method_self<'py>(py: Python<'py>, slf: *mut ffi::PyObject) -> ArrayObject<'py> {
-    // SAFETY: as the contract says.
-    unsafe { ArrayObject::borrowed(py, slf) }
 }
 
 const DOC: &CStr = c"A validated device array. Pass it to C functions as `CaiArray*`: ctypes takes it as is

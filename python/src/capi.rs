@@ -23,10 +23,8 @@ use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
 use crate::errors::{cai_error_type, to_python, Failure};
-use crate::fastcall::{let_go_of_deferred, with_thread_attached};
-use crate::negotiate::{
-    import_object, import_read, last_negotiation_audited, read_cleanly, view_object, Caller,
-};
+use crate::fastcall::with_thread_attached;
+use crate::negotiate::{import_object, import_read, read_cleanly, settle_uncounted_run, view_object, Caller};
 
 /// The table every extension reads: static, immutable, its members functions of this module.
 pub static PYTHON_API: PythonApi = PythonApi {
@@ -183,10 +181,7 @@ unsafe fn object_entry(
         // SAFETY: attached (the contract).
         match run(unsafe { Python::assume_attached() }) {
             Ok(()) => {
-                // An instance its type's mark did not foresee took an unaudited path.
-                if !last_negotiation_audited() {
-                    let_go_of_deferred();
-                }
+                settle_uncounted_run();
                 CAI_OK
             }
             Err(failure) => Python::attach(|py| report(py, failure, error)),

@@ -292,7 +292,7 @@ pub fn with_thread_attached(body: impl FnOnce(Python<'_>)) -> bool {
 
 /// Lets go of what PyO3 deferred on this thread: attaching a thread PyO3 did not count empties
 /// its pool. For an entry that ran uncounted on a path that may have dropped a `PyErr` or a
-/// `Py<T>` (see negotiate.rs's `last_negotiation_audited`); where PyO3 refuses to attach (the
+/// `Py<T>` (see negotiate.rs's `settle_uncounted_run`); where PyO3 refuses to attach (the
 /// interpreter finalizing) the pool waits, harmless at exit.
 pub fn let_go_of_deferred() {
     let _ = catch_unwind(|| Python::attach(|_| ()));

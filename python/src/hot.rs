@@ -11,9 +11,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyModule};
 use pyo3::Borrowed;
 
-use crate::fastcall::{let_go_of_deferred, run_assumed, run_attached, Definition, Signature};
+use crate::fastcall::{run_assumed, run_attached, Definition, Signature};
 use crate::functions;
-use crate::negotiate::{last_negotiation_audited, read_cleanly};
+use crate::negotiate::{read_cleanly, settle_uncounted_run};
 use crate::options::is_absent_or_small_int;
 
 /// `from_object(obj, stream=None, sync=None, writable=False, pointer_check=None,
@@ -69,7 +69,7 @@ pub fn add_from_object(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// object read by an audited path (`read_cleanly`: its type's exchange table, an offered
 /// type's fill or a CAI dict, the facts known to this thread), its `stream` None or an int,
 /// runs without PyO3's count of the thread (`run_assumed`), and attaches once afterwards if
-/// the object took another path after all (`last_negotiation_audited`). `call`'s conversions
+/// the object took another path after all (`settle_uncounted_run`). `call`'s conversions
 /// make a `PyErr` only when they refuse (then a failure, raised counted), but for `stream`: a
 /// stream object is read by looking for its attributes, each miss an AttributeError dropped,
 /// so such a call runs attached, as does every other.
@@ -92,10 +92,8 @@ unsafe extern "C" fn from_object_fastcall(
     });
     if clean {
         let result = run_assumed(body);
-        // An instance the type's mark did not foresee took an unaudited path: what it dropped
-        // is let go of now (a failure was raised counted, which did that already).
-        if !result.is_null() && !last_negotiation_audited() {
-            let_go_of_deferred();
+        if !result.is_null() {
+            settle_uncounted_run();
         }
         result
     } else {

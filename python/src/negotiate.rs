@@ -22,6 +22,7 @@ use crate::array_object::ArrayObject;
 use crate::described::Read;
 use crate::dlpack::TakenTensor;
 use crate::errors::{CaiResult, Failure};
+use crate::fastcall::let_go_of_deferred;
 use crate::offered::Offered;
 use crate::pool::Pooled;
 use crate::read_array::read_array;
@@ -72,7 +73,7 @@ thread_local! {
     /// the facts then (see `read_cleanly`).
     static LAST_CLEAN: Cell<(usize, u64)> = const { Cell::new((0, u64::MAX)) };
     /// Whether this thread's last negotiation chose an audited path (see
-    /// `last_negotiation_audited`).
+    /// `settle_uncounted_run`).
     static LAST_AUDITED: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -107,8 +108,8 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 /// cai.Array's creation make `Bound`s (let go of at once) and move the one `Py<PyAny>` (the
 /// owner) into the Array. An instance its type's mark did not foresee (one that lacks the
 /// interface the type's others have, taken by `__dlpack__`) takes another path, which may drop
-/// errors it recovers from: the negotiation then says so (`last_negotiation_audited`), and the
-/// entry attaches once afterwards, which lets go of them. Should another thread change the
+/// errors it recovers from: the entry then attaches once afterwards (`settle_uncounted_run`),
+/// which lets go of them. Should another thread change the
 /// remembered facts in between, the negotiation looks the type up again, and what that drops
 /// waits until PyO3 next attaches a thread it did not count (an attached entry does): late,
 /// never lost.
@@ -130,10 +131,14 @@ fn mark_clean(obj: &Bound<'_, PyAny>) {
     let _ = LAST_AUDITED.try_with(|audited| audited.set(true));
 }
 
-/// Whether this thread's last negotiation chose an audited path (see `read_cleanly`): an entry
-/// that ran uncounted attaches afterwards when it did not (fastcall.rs's `let_go_of_deferred`).
-pub fn last_negotiation_audited() -> bool {
-    LAST_AUDITED.try_with(Cell::get).unwrap_or(false)
+/// After an entry ran uncounted on `read_cleanly`'s word and succeeded: if this thread's last
+/// negotiation did not choose an audited path after all (an instance its type's mark did not
+/// foresee), attaches once, which lets go of what that path dropped (fastcall.rs's
+/// `let_go_of_deferred`). A failure needs none of this: it is raised counted.
+pub fn settle_uncounted_run() {
+    if !LAST_AUDITED.try_with(Cell::get).unwrap_or(false) {
+        let_go_of_deferred();
+    }
 }
 
 /// The facts of `obj`'s type from the remembered types, found and remembered if new.

@@ -156,10 +156,8 @@ pub(crate) fn int_pair<T: TryFrom<i64>>(
 ) -> PyResult<Option<(T, T)>> {
     let Some(value) = value else { return Ok(None) };
     // SAFETY: attached (a Bound exists) with a live object.
-    if let Some((first, second)) = unsafe { exact_int_pair(value.as_ptr()) } {
-        if let (Ok(first), Ok(second)) = (T::try_from(first), T::try_from(second)) {
-            return Ok(Some((first, second)));
-        }
+    if let Some(Some(pair)) = unsafe { plain_int_pair(value.as_ptr()) } {
+        return Ok(Some(pair));
     }
     let shown = || Repr(&scalar(value.as_borrowed())).to_string();
     let not_a_pair =
