@@ -7,8 +7,9 @@
 //!
 //! The audit (every `unsafe` below, and why it is sound):
 //! - An object of this type is `ArrayLayout`: CPython's header, the weak reference list, the
-//!   Rust `Array`. `ArrayObject::new` writes the Array into a fresh allocation before anything else
-//!   sees the object; `dealloc` drops it once, after the collector let go of the object. The
+//!   Rust `Array`. `ArrayObject::new` writes the Array into a fresh allocation (or a spare
+//!   object made new, see `spare`) before anything else sees the object; `dealloc` drops it
+//!   once, after the collector let go of the object. The
 //!   type allows no instantiation from Python (`tp_new` refuses), no subclass (no
 //!   `Py_TPFLAGS_BASETYPE`) and no attribute of its own (no dict), so an object whose type is
 //!   this one always holds a live Array.
@@ -62,11 +63,22 @@ impl<'py> ArrayObject<'py> {
         is_array(obj.as_ptr()).then(|| ArrayObject(obj.clone()))
     }
 
-    /// A new cai.Array holding `array`.
+    /// A new cai.Array holding `array`: a spare object of the type if one is kept (`spare`),
+    /// else CPython's allocation.
     pub fn new(py: Python<'py>, array: Array) -> PyResult<ArrayObject<'py>> {
         let ty = ARRAY_TYPE.load(Ordering::Acquire);
         if ty.is_null() {
             return Err(PySystemError::new_err("libcai: cai.Array is used before its module made it"));
+        }
+        if let Some(obj) = spare::take(py, ty) {
+            // SAFETY: a spare object is memory of this type's size that nothing else reaches,
+            // its header made new by `take` and its other fields dead: the Array is written
+            // once, then the collector is told of the object, before it is handed out.
+            unsafe {
+                std::ptr::write(&raw mut (*obj.cast::<ArrayLayout>()).array, array);
+                ffi::PyObject_GC_Track(obj.cast());
+                return Ok(ArrayObject(Bound::from_owned_ptr(py, obj)));
+            }
         }
         // SAFETY: a ready heap type; GenericAlloc returns a zeroed object of its basic size
         // (referencing the type), or NULL with an exception set.
@@ -123,8 +135,8 @@ fn is_array(obj: *mut ffi::PyObject) -> bool {
 }
 
 /// Frees a cai.Array: the collector first lets go of it, then its weak references are cleared,
-/// its Array dropped (its producer let go of, its release callback run), its memory freed and
-/// the reference to its type dropped.
+/// its Array dropped (its producer let go of, its release callback run), its memory kept as a
+/// spare (`spare`) or freed, and the reference to its type dropped.
 unsafe extern "C" fn dealloc(obj: *mut ffi::PyObject) {
     // SAFETY: CPython calls this once, attached, on an object of this type whose count fell
     // to zero; the object is never used after its memory is freed.
@@ -137,8 +149,97 @@ unsafe extern "C" fn dealloc(obj: *mut ffi::PyObject) {
         }
         // A panic must not unwind into CPython: what is left of the Array is then leaked.
         let _ = catch_unwind(AssertUnwindSafe(|| std::ptr::drop_in_place(&raw mut (*layout).array)));
-        ffi::PyObject_GC_Del(obj.cast());
+        if !spare::keep(obj) {
+            ffi::PyObject_GC_Del(obj.cast());
+        }
         ffi::Py_DecRef(ty.cast());
+    }
+}
+
+/// Objects of the type that were let go of, kept for the next `ArrayObject::new`: an import
+/// makes and frees one per call, and a spare one skips CPython's allocation, zeroing and the
+/// collector's count (as CPython's own tuple and float objects are reused). At most `KEPT`,
+/// linked through their weak reference slot (cleared before an object is kept). Only where a
+/// GIL serializes every allocation and deallocation of the type, which is the list's lock; a
+/// free-threaded interpreter allocates each object.
+#[cfg(not(Py_GIL_DISABLED))]
+mod spare {
+    use std::cell::UnsafeCell;
+    use std::ptr::null_mut;
+
+    use pyo3::ffi;
+    use pyo3::Python;
+
+    use super::ArrayLayout;
+
+    const KEPT: usize = 16;
+
+    struct Spares {
+        first: *mut ffi::PyObject,
+        count: usize,
+    }
+
+    /// The list, touched only by a thread that holds the GIL (`take` takes its token; `keep`
+    /// runs in the type's deallocation, which CPython calls attached, so holding the GIL).
+    struct GilGuarded(UnsafeCell<Spares>);
+    // SAFETY: every access holds the GIL (see above), so no two threads touch it at once.
+    unsafe impl Sync for GilGuarded {}
+
+    static SPARES: GilGuarded = GilGuarded(UnsafeCell::new(Spares { first: null_mut(), count: 0 }));
+
+    /// A spare object made an object of `ty` again (its header new: a count of one, the type
+    /// referenced), not yet tracked by the collector, its Array to be written; None if none.
+    pub(super) fn take(_attached: Python<'_>, ty: *mut ffi::PyTypeObject) -> Option<*mut ffi::PyObject> {
+        // SAFETY: the GIL is held (the token); the list holds only objects `keep` took, whose
+        // memory is CPython's allocation of this type's size, untracked, with nothing live in
+        // it; PyObject_Init writes the header as CPython's own allocation does.
+        unsafe {
+            let spares = &mut *SPARES.0.get();
+            let obj = spares.first;
+            if obj.is_null() {
+                return None;
+            }
+            let layout = obj.cast::<ArrayLayout>();
+            spares.first = (*layout).weak_references;
+            spares.count -= 1;
+            (*layout).weak_references = null_mut();
+            Some(ffi::PyObject_Init(obj, ty))
+        }
+    }
+
+    /// Keeps `obj`'s memory for `take`, if fewer than `KEPT` are kept.
+    ///
+    /// # Safety
+    /// Called by the type's deallocation, attached, once the object is untracked, has no weak
+    /// reference and its Array was dropped; the caller frees it if this returns false.
+    pub(super) unsafe fn keep(obj: *mut ffi::PyObject) -> bool {
+        // SAFETY: the GIL is held (the caller's contract); the object is dead memory nothing
+        // else reaches.
+        unsafe {
+            let spares = &mut *SPARES.0.get();
+            if spares.count == KEPT {
+                return false;
+            }
+            (*obj.cast::<ArrayLayout>()).weak_references = spares.first;
+            spares.first = obj;
+            spares.count += 1;
+            true
+        }
+    }
+}
+
+/// A free-threaded interpreter keeps no spare object: each is allocated and freed.
+#[cfg(Py_GIL_DISABLED)]
+mod spare {
+    use pyo3::ffi;
+    use pyo3::Python;
+
+    pub(super) fn take(_attached: Python<'_>, _ty: *mut ffi::PyTypeObject) -> Option<*mut ffi::PyObject> {
+        None
+    }
+
+    pub(super) unsafe fn keep(_obj: *mut ffi::PyObject) -> bool {
+        false
     }
 }
 

@@ -2,6 +2,7 @@
 
 import ctypes
 import gc
+import sys
 import weakref
 
 import pytest
@@ -159,3 +160,37 @@ def test_a_cai_array_is_made_only_by_the_functions_that_read_one():
     with pytest.raises(TypeError):
         type("Sub", (cai.Array,), {})
     assert cai.Array.__module__ == "cai" and cai.Array.__qualname__ == "Array"
+
+
+def test_cai_array_objects_made_again_from_freed_ones_are_whole_fake_driver(fake):
+    """A freed cai.Array's memory may make the next one (array_object.rs, `spare`): each made
+    that way is tracked by the collector, weakly referenceable anew, holds its own producer,
+    and the type's reference count comes back to where it was (each object references its
+    type once)."""
+    producer = Producer(fake.alloc(64))
+    type_references = None
+    for _ in range(3):
+        arrays = [cai.from_object(producer, pointer_check=cai.POINTER_CHECK_NEVER) for _ in range(40)]
+        old = [weakref.ref(each) for each in arrays]
+        del arrays
+        assert [each() for each in old] == [None] * 40
+        # Counted once the first round made whatever the first import keeps for good.
+        type_references = type_references or sys.getrefcount(cai.Array)
+    producers = [Producer(DEVICE_BUFFER) for _ in range(20)]
+    for n, each in enumerate(producers):
+        each.__cuda_array_interface__["shape"] = (n + 1,)
+    made_again = [cai.from_object(each, pointer_check=cai.POINTER_CHECK_NEVER) for each in producers]
+    assert all(gc.is_tracked(each) for each in made_again)
+    assert [each.shape for each in made_again] == [(n + 1,) for n in range(20)]
+    assert [each.owner for each in made_again] == producers
+    references = [weakref.ref(each) for each in made_again]
+    cycle = made_again[0]
+    holder = Producer(DEVICE_BUFFER)
+    holder.array = cai.from_object(holder, pointer_check=cai.POINTER_CHECK_NEVER)
+    in_cycle = weakref.ref(holder.array)
+    del made_again, cycle, holder
+    gc.collect()
+    assert [each() for each in references] == [None] * 20
+    assert in_cycle() is None, "a made-again object in a reference cycle is collected"
+    now = sys.getrefcount(cai.Array)  # outside the assert, whose rewriting holds its operands
+    assert now == type_references
