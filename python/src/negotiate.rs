@@ -329,7 +329,10 @@ fn choose<'py>(
         match reported_device(obj) {
             Ok(device) if device.device_type == CAI_DL_CPU => {
                 return match take(KnownDevice::Reported(device)) {
-                    Ok(tensor) => Ok(Chosen::Taken(tensor)),
+                    Ok(tensor) => {
+                        mark_clean(obj);
+                        Ok(Chosen::Taken(tensor))
+                    }
                     Err(refused) => match interface_of(obj)? {
                         Some(dict) => Ok(Chosen::Dict(dict)),
                         None => Err(refused),
@@ -359,6 +362,10 @@ fn choose<'py>(
             learned.host_instances_lack_interface |= lacks_interface;
             learned.dlpack_host_only = Some(learned.dlpack_host_only.unwrap_or(true) && host);
         });
+    } else if facts.type_has_dlpack && !facts.host_instances_lack_interface {
+        // Audited once the type's facts are settled: the way here called no `hasattr` and
+        // dropped no error (`interface_of` and the take clear what they recover from).
+        mark_clean(obj);
     }
     Ok(Chosen::Taken(tensor))
 }

@@ -165,22 +165,24 @@ fn call_dlpack<'py>(
         // SAFETY: live objects borrowed for the call: `obj` first (the method's self, the one
         // positional argument), then one value per name of `kwnames`; a new reference or NULL
         // with an exception set comes back.
-        unsafe {
-            Bound::from_owned_ptr_or_err(
-                py,
-                PyObject_VectorcallMethod(name.as_ptr(), args.as_ptr(), 1, kwnames.as_ptr()),
-            )
-        }
+        unsafe { PyObject_VectorcallMethod(name.as_ptr(), args.as_ptr(), 1, kwnames.as_ptr()) }
     };
-    let newer = match no_copy {
+    let mut result = match no_copy {
         true => call(
             &[obj.as_ptr(), stream.as_ptr(), max_version.as_ptr(), PyBool::new(py, false).as_ptr()],
             no_copy_names,
         ),
         false => call(&[obj.as_ptr(), stream.as_ptr(), max_version.as_ptr()], both),
     };
-    match newer {
-        Err(e) if e.is_instance_of::<PyTypeError>(py) => call(&[obj.as_ptr(), stream.as_ptr()], stream_only),
-        outcome => outcome,
+    // The TypeError cleared where it is raised, not taken into a `PyErr`: this path makes no
+    // value whose drop PyO3 may defer (negotiate.rs's `read_cleanly`).
+    // SAFETY: attached; the exception queried is the one the call just raised.
+    let refused = result.is_null() && unsafe { ffi::PyErr_ExceptionMatches(ffi::PyExc_TypeError) } == 1;
+    if refused {
+        // SAFETY: attached; clears the TypeError just matched.
+        unsafe { ffi::PyErr_Clear() };
+        result = call(&[obj.as_ptr(), stream.as_ptr()], stream_only);
     }
+    // SAFETY: a new reference or NULL with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, result) }
 }

@@ -280,3 +280,37 @@ def test_an_instance_its_types_mark_did_not_foresee_lets_go_of_what_its_path_dro
     assert not held, "the property and __dlpack__ were each asked once"
     assert [watch() for watch in watches] == [None, None]
     assert taken.shape == (4,)
+
+
+def test_dlpack_producers_read_without_pyo3s_count_let_go_at_once_fake_driver():
+    """A type read by `__dlpack__` is audited once its facts are settled: from then on the
+    entry runs without PyO3's count of the thread. 2,000 reads of a numpy array leave its count
+    where it was; a producer from before DLPack 1.0, which refuses `max_version` with a
+    TypeError holding an object, has that object let go of before each call returns (the retry
+    clears the error where it is raised, not in PyO3's deferred pool)."""
+    values = numpy.arange(4, dtype=numpy.float32)
+    for _ in range(3):
+        cai.from_object(values, sync=False, allow_host=True, pointer_check=NEVER)
+    before = sys.getrefcount(values)
+    for _ in range(2000):
+        cai.from_object(values, sync=False, allow_host=True, pointer_check=NEVER)
+    assert sys.getrefcount(values) == before
+
+    watches = []
+
+    class BeforeDLPack1:
+        def __dlpack__(self, stream=None, **newer):
+            if newer:
+                held = Sentinel()
+                watches.append(weakref.ref(held))
+                raise TypeError("a producer from before DLPack 1.0", held)
+            return values.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    producer = BeforeDLPack1()
+    for call in range(5):
+        taken = cai.from_object(producer, sync=False, allow_host=True, pointer_check=NEVER)
+        assert watches[call]() is None, f"call {call}: the TypeError's object outlived the call"
+        assert taken.shape == (4,)
