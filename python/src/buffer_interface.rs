@@ -83,7 +83,7 @@ fn convert_buffer_interface<'py>(obj: &Bound<'py, PyAny>) -> CaiResult<(Pooled, 
         Ok(buffer) if !buffer.is_none() => buffer,
         _ => required(obj, "buffer")?,
     };
-    let mut array = Pooled::zeroed();
+    let mut array = Pooled::cleared();
     array.version = 3;
     if let Ok(int_ptr) = buffer.getattr(intern!(py, "int_ptr")) {
         array.memory = CAI_MEMORY_OPENCL;

@@ -33,7 +33,7 @@ pub struct Taken(Option<Pooled>);
 
 impl Taken {
     pub fn new() -> Taken {
-        Taken(Some(Pooled::zeroed()))
+        Taken(Some(Pooled::cleared()))
     }
 
     pub fn into_inner(mut self) -> Pooled {

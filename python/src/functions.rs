@@ -215,7 +215,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
     let read = match protocol {
         Protocol::CApi { owning } => {
             let Some(api) = lookup_c_api(&obj.get_type())? else { return Ok(None) };
-            let mut array = Pooled::zeroed();
+            let mut array = Pooled::cleared();
             match call_c_api(api, owning, obj, &request_of(&options), &mut array)? {
                 Called::Described => Read::borrowing(array, None, keep),
                 Called::NotSupported => {
@@ -238,7 +238,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
         Protocol::Exchange { owning: false } => {
             let Some(exchange) = lookup_exchange_api(&obj.get_type())? else { return Ok(None) };
             let Some(dltensor) = exchange.dltensor_from_py_object else { return Ok(None) };
-            let mut array = Pooled::zeroed();
+            let mut array = Pooled::cleared();
             let (device, validated) =
                 view_by_exchange(obj, exchange, dltensor, ProducerOrdering::NotWanted, host, &mut array)?;
             let mut read = Read::borrowing(array, Some(device), keep);

@@ -21,9 +21,11 @@ thread_local! {
 pub struct Pooled(Option<Box<CaiArray>>);
 
 impl Pooled {
-    /// An all-zero CaiArray (NULL pointers, no release callback: the starting point of a fill).
-    pub fn zeroed() -> Pooled {
-        Pooled::with(|array| *array = CaiArray::zeroed())
+    /// A CaiArray ready for a fill: every field a zeroed struct's (NULL pointers, no release
+    /// callback), the extents too for a new box; a reused box keeps the extents its last fill
+    /// wrote, which a fill overwrites up to its rank and nothing reads past it (cai.h).
+    pub fn cleared() -> Pooled {
+        Pooled::with(CaiArray::clear_head)
     }
 
     pub fn copy_of(source: &CaiArray) -> Pooled {

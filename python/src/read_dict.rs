@@ -72,7 +72,7 @@ pub fn read_interface(owner: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>) -> Cai
 /// wires its descr and mask), and the producers of its masks, the nearest first, whose memory
 /// it describes.
 fn describe_dict(dict: &Bound<'_, PyDict>, depth: usize) -> CaiResult<(Description<Pooled>, Vec<Py<PyAny>>)> {
-    let mut array = Pooled::zeroed();
+    let mut array = Pooled::cleared();
     let mut fields = Vec::new();
     let (mask, mask_owners) = match read_dict(dict, &mut array, &mut fields)? {
         None => (None, Vec::new()),

@@ -314,3 +314,19 @@ def test_dlpack_producers_read_without_pyo3s_count_let_go_at_once_fake_driver():
         taken = cai.from_object(producer, sync=False, allow_host=True, pointer_check=NEVER)
         assert watches[call]() is None, f"call {call}: the TypeError's object outlived the call"
         assert taken.shape == (4,)
+
+
+def test_an_array_read_after_a_higher_rank_one_describes_only_its_own_fake_driver():
+    """Structs are reused without zeroing their extents (cai.h: never read past the rank): a
+    1-D array read after a 4-D strided one has its own shape and the one stride numpy gave,
+    from Python and from its DLPack export."""
+    big = numpy.zeros((2, 6, 4, 5), numpy.float32)[:, ::2]
+    small = numpy.arange(3, dtype=numpy.float32)
+    for _ in range(3):
+        del_me = cai.from_object(big, sync=False, allow_host=True, pointer_check=NEVER)
+        assert del_me.strides is not None
+        del del_me
+        taken = cai.from_object(small, sync=False, allow_host=True, pointer_check=NEVER)
+        assert (taken.shape, taken.strides) == ((3,), (4,))
+        assert numpy.from_dlpack(taken).tolist() == [0.0, 1.0, 2.0]
+        del taken
