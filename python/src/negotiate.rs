@@ -10,9 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use cai::binding::dlpack::{device_is_cuda_or_allowed_host, AllowHost};
-use cai::binding::import::{import, import_may_wait, import_validated, producer_ordering, Imported};
+use cai::binding::import::{
+    import, import_may_wait, import_validated, producer_ordering, Imported, ProducerOrdering,
+};
 use cai::binding::rules::Validated;
-use cai::{CaiArray, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER};
+use cai::{CaiArray, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER, CAI_STREAM_NONE};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -325,6 +327,36 @@ fn choose<'py>(
         Some(true) => KnownDevice::HostType,
         _ => KnownDevice::Unknown,
     };
+    // A type whose host instances lack the interface and whose tensors were all host memory,
+    // asked with a stream argument right for any device (no sync wanted, or no consumer stream:
+    // `take_from_producer` then passes None), is taken by DLPack without `__dlpack_device__`
+    // (a jax CPU array's costs about half its `__dlpack__`). A device tensor after all is let go
+    // of when the instance has the interface, read then as before (its mask kept); after any
+    // outcome but a host tensor (a device one, a refusal) the type is asked the device first.
+    let stream_fits_any_device =
+        matches!(ordering, ProducerOrdering::NotWanted) || options.consumer_stream == CAI_STREAM_NONE;
+    if facts.host_instances_lack_interface && facts.dlpack_host_only == Some(true) && stream_fits_any_device {
+        return match take(KnownDevice::HostType) {
+            Ok(tensor) if tensor.device.device_type == CAI_DL_CPU => {
+                mark_clean(obj);
+                Ok(Chosen::Taken(tensor))
+            }
+            Ok(tensor) => {
+                learn(obj, |learned| learned.dlpack_host_only = Some(false));
+                match interface_of(obj)? {
+                    Some(dict) => Ok(Chosen::Dict(dict)),
+                    None => Ok(Chosen::Taken(tensor)),
+                }
+            }
+            Err(refused) => {
+                learn(obj, |learned| learned.dlpack_host_only = Some(false));
+                match interface_of(obj)? {
+                    Some(dict) => Ok(Chosen::Dict(dict)),
+                    None => Err(refused),
+                }
+            }
+        };
+    }
     if facts.host_instances_lack_interface {
         match reported_device(obj) {
             Ok(device) if device.device_type == CAI_DL_CPU => {

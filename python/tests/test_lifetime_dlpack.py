@@ -164,17 +164,27 @@ class Relabelled:
 
 
 def test_a_device_that_contradicts_the_tensors_is_refused_real_numpy_and_fake_driver(fake):
+    def fresh():  # what libcai learns is per type
+        return type("Relabelled", (Relabelled,), {})
+
     host = numpy.arange(4.0)
+    learned = fresh()
     with pytest.raises(BufferError, match=r"said \(2, 0\) but the tensor is on \(1, 0\)"):
-        cai.from_object(Relabelled(host, (2, 0)), allow_host=True, sync=False)
+        cai.from_object(learned(host, (2, 0)), allow_host=True, sync=False)
     # Without a consumer stream the device is not asked: the tensor's own is what counts.
-    assert cai.from_object(Relabelled(host, (2, 0)), allow_host=True).__dlpack_device__() == (1, 0)
+    assert cai.from_object(learned(host, (2, 0)), allow_host=True).__dlpack_device__() == (1, 0)
     device = cai.from_object({"shape": (4,), "typestr": "<f4", "data": (fake.alloc(64), False), "version": 3},
                              sync=False)
+    asked = fresh()
     with pytest.raises(BufferError, match=r"said \(1, 0\) but the tensor is on \(2, 0\)"):
-        cai.from_object(Relabelled(device, (1, 0)), allow_host=True, sync=False)
+        cai.from_object(asked(device, (1, 0)), allow_host=True, sync=False)
     with pytest.raises(cai.CaiError, match="device id is -7"):
-        cai.from_object(Relabelled(device, (2, -7)), sync=False)
+        cai.from_object(asked(device, (2, -7)), sync=False)
+    # Nor is a type whose tensors were all host memory asked when no sync is (conformance row
+    # 67): the device tensor's own device counts, and the type is asked from then on.
+    assert cai.from_object(learned(device, (1, 0)), sync=False).__dlpack_device__() == (2, 0)
+    with pytest.raises(BufferError, match=r"said \(1, 0\) but the tensor is on \(2, 0\)"):
+        cai.from_object(learned(device, (1, 0)), allow_host=True, sync=False)
 
 
 def test_a_tensor_with_a_negative_device_id_is_refused_test_double(fake, table):

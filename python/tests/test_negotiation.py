@@ -13,6 +13,7 @@ class JaxLike:
     the interface can say), DLPack on every instance. Counts the property's calls."""
 
     interface_calls = 0
+    device_calls = 0
 
     def __init__(self, host=None, interface=None):
         self.host, self.interface = host, interface
@@ -30,12 +31,13 @@ class JaxLike:
         return self.host.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
+        type(self).device_calls += 1
         return (1, 0) if self.host is not None else (2, 0)
 
 
 def fresh_type():
     """A new JaxLike type per test: what libcai learns is per type."""
-    return type("JaxLike", (JaxLike,), {"interface_calls": 0})
+    return type("JaxLike", (JaxLike,), {"interface_calls": 0, "device_calls": 0})
 
 
 def test_row_67_host_instances_skip_the_raising_property_after_the_first_fake_driver(fake):
@@ -77,6 +79,26 @@ def test_row_67_a_host_instance_without_allow_host_is_refused_as_before_fake_dri
         assert refused.status == "CAI_ERROR_HOST_MEMORY", refused
     else:
         raise AssertionError("host memory taken without allow_host")
+
+
+def test_row_67_host_instances_without_sync_skip_the_device_call_too_fake_driver(fake):
+    """Once its tensors were all host memory, a host instance asked with no sync (or no consumer
+    stream) is taken by DLPack without `__dlpack_device__`; a device instance with the
+    interface (a mask only it can say) is still read by it, and the type is then asked the
+    device first."""
+    kind = fresh_type()
+    hosts = [numpy.arange(4.0) + i for i in range(4)]
+    for host in hosts:
+        made = cai.from_object(kind(host=host), sync=False, allow_host=True)
+        assert made.data_ptr == host.ctypes.data
+    assert (kind.interface_calls, kind.device_calls) == (1, 1), "each asked for the first instance only"
+    data = fake.alloc(64)
+    mask = {"shape": (4,), "typestr": "|b1", "data": (data + 32, False), "version": 3}
+    interface = {"shape": (4,), "typestr": "<f4", "data": (data, False), "version": 3, "mask": mask}
+    made = cai.from_object(kind(interface=interface), sync=False)
+    assert made.data_ptr == data and made.mask is not None and made.mask.data_ptr == data + 32
+    cai.from_object(kind(host=hosts[0]), sync=False, allow_host=True)
+    assert kind.device_calls == 2, "asked again once the type has had a device instance"
 
 
 class Wraps:
