@@ -21,7 +21,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use crate::described::Read;
 use crate::errors::{CaiResult, Failure};
 use crate::pool::Pooled;
-use crate::values::{scalar, PyValue, TypeOf};
+use crate::values::{is_exactly, scalar, PyValue, TypeOf};
 
 /// The interface dict of `object` (or `object` itself when it is a dict); None when it has no
 /// `__cuda_array_interface__` attribute.
@@ -304,6 +304,10 @@ fn frozen(object: Bound<'_, PyAny>, depth: usize) -> PyResult<Bound<'_, PyAny>> 
 }
 
 fn holds_a_list(object: &Bound<'_, PyAny>, depth: usize) -> bool {
+    // A str (a descr's name or typestr) by one compare of its type.
+    if is_exactly(object.as_borrowed(), &raw mut ffi::PyUnicode_Type) {
+        return false;
+    }
     if object.is_instance_of::<PyList>() {
         return true;
     }

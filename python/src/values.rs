@@ -38,9 +38,27 @@ impl fmt::Debug for TypeOf<'_, '_> {
 
 pub type PyValue<'a, 'py> = Value<'a, TypeOf<'a, 'py>>;
 
+/// Whether `object`'s type is exactly `ty` (a builtin type): one compare, where a subclass
+/// check under the limited API is a call for the type's flags.
+#[inline(always)]
+pub fn is_exactly(object: Borrowed<'_, '_, PyAny>, ty: *mut ffi::PyTypeObject) -> bool {
+    // SAFETY: a live object's type pointer is read.
+    unsafe { ffi::Py_TYPE(object.as_ptr()) == ty }
+}
+
 /// A scalar as the rules see it. A tuple or list here is shown by its length, unread.
 #[inline(always)]
 pub fn scalar<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> PyValue<'a, 'py> {
+    // Exact ints and strs first (what dicts hold), each by one compare of its type; then
+    // every kind in the rules' order (a bool before an int).
+    if is_exactly(object, &raw mut ffi::PyLong_Type) {
+        return small_or_huge(object);
+    }
+    if is_exactly(object, &raw mut ffi::PyUnicode_Type) {
+        // SAFETY: an exact str, checked above.
+        return utf8(unsafe { object.cast_unchecked::<PyString>() })
+            .map_or(Value::Other(TypeOf(object)), Value::Str);
+    }
     if object.is_none() {
         Value::None
     } else if object.is_instance_of::<PyBool>() {
@@ -92,14 +110,20 @@ fn integer<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> Option<PyValue<'a, 'py>
     } else {
         return None;
     };
+    Some(small_or_huge(int))
+}
+
+/// An int's value: an i64, a u64 above i64::MAX, or too large either way.
+#[inline(always)]
+fn small_or_huge<'a, 'py>(int: Borrowed<'_, 'py, PyAny>) -> PyValue<'a, 'py> {
     let mut overflow = 0;
     // SAFETY: an int; an overflow is reported in `overflow`, without an exception.
     let small = unsafe { ffi::PyLong_AsLongLongAndOverflow(int.as_ptr(), &mut overflow) };
     if overflow == 0 {
-        return Some(Value::Int(small));
+        return Value::Int(small);
     }
     if overflow < 0 {
-        return Some(Value::HugeInt(true));
+        return Value::HugeInt(true);
     }
     // SAFETY: an int above i64::MAX; past u64::MAX an OverflowError is set, cleared here.
     let large = unsafe { ffi::PyLong_AsUnsignedLongLong(int.as_ptr()) };
@@ -107,9 +131,9 @@ fn integer<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> Option<PyValue<'a, 'py>
     if large == u64::MAX && unsafe { !ffi::PyErr_Occurred().is_null() } {
         // SAFETY: as above.
         unsafe { ffi::PyErr_Clear() };
-        return Some(Value::HugeInt(false));
+        return Value::HugeInt(false);
     }
-    Some(Value::UInt(large))
+    Value::UInt(large)
 }
 
 /// A str's UTF-8, borrowed from the str (immutable, and alive for 'a); None for a str that
