@@ -160,8 +160,9 @@ unsafe extern "C" fn dealloc(obj: *mut ffi::PyObject) {
 /// makes and frees one per call, and a spare one skips CPython's allocation, zeroing and the
 /// collector's count (as CPython's own tuple and float objects are reused). At most `KEPT`,
 /// linked through their weak reference slot (cleared before an object is kept). Only where a
-/// GIL serializes every allocation and deallocation of the type, which is the list's lock; a
-/// free-threaded interpreter allocates each object.
+/// GIL serializes every allocation and deallocation of the type, which is the list's lock (one
+/// interpreter: PyO3's modules refuse to load in a subinterpreter, so no second GIL exists for
+/// them); a free-threaded interpreter allocates each object.
 #[cfg(not(Py_GIL_DISABLED))]
 mod spare {
     use std::cell::UnsafeCell;
