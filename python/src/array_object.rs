@@ -377,11 +377,24 @@ impl Array {
     /// A view of `slf`'s struct that owns one export of it (see `begin_export`): its release
     /// ends the export and lets go of `slf`.
     pub(crate) fn exported_view(slf: &ArrayObject<'_>) -> PyResult<CaiArray> {
-        slf.get().begin_export()?;
         let mut view = *slf.get().array();
+        Array::own_export(slf, &mut view)?;
+        Ok(view)
+    }
+
+    /// `exported_view` written into `out` as far as the array is defined (`copy_defined_to`:
+    /// the extents past its rank left as they are), for a reader that has a struct already.
+    pub(crate) fn export_into(slf: &ArrayObject<'_>, out: &mut CaiArray) -> PyResult<()> {
+        slf.get().array().copy_defined_to(out);
+        Array::own_export(slf, out)
+    }
+
+    /// Makes `view`, a copy of `slf`'s struct, own one export of it.
+    fn own_export(slf: &ArrayObject<'_>, view: &mut CaiArray) -> PyResult<()> {
+        slf.get().begin_export()?;
         view.owner = slf.as_any().clone().into_ptr().cast();
         view.release = Some(release_python_owner);
-        Ok(view)
+        Ok(())
     }
 
     /// A new cai.Array that takes over a C producer's `source` once it validates: its release

@@ -12,9 +12,10 @@ use crate::pool::Pooled;
 /// which is also its owner (what `cai.Array.owner` names), with what `source`'s import
 /// validated of that struct, for the import to reuse (as the view of a cai.Array does).
 pub fn read_array(source: &ArrayObject<'_>) -> PyResult<Read> {
-    let view = Array::exported_view(source)?;
+    let mut view = Pooled::cleared();
+    Array::export_into(source, &mut view)?;
     let owner = Some(source.as_any().clone().unbind());
-    let mut read = Read::borrowing(Pooled::copy_of(&view), source.get().dlpack_device(), owner);
+    let mut read = Read::borrowing(view, source.get().dlpack_device(), owner);
     read.validated = source.get().imported().map(|imported| imported.validated);
     Ok(read)
 }

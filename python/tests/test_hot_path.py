@@ -319,7 +319,7 @@ def test_dlpack_producers_read_without_pyo3s_count_let_go_at_once_fake_driver():
 def test_an_array_read_after_a_higher_rank_one_describes_only_its_own_fake_driver():
     """Structs are reused without zeroing their extents (cai.h: never read past the rank): a
     1-D array read after a 4-D strided one has its own shape and the one stride numpy gave,
-    from Python and from its DLPack export."""
+    from Python and from its DLPack export, and so does a cai.Array of it read as input."""
     big = numpy.zeros((2, 6, 4, 5), numpy.float32)[:, ::2]
     small = numpy.arange(3, dtype=numpy.float32)
     for _ in range(3):
@@ -329,4 +329,11 @@ def test_an_array_read_after_a_higher_rank_one_describes_only_its_own_fake_drive
         taken = cai.from_object(small, sync=False, allow_host=True, pointer_check=NEVER)
         assert (taken.shape, taken.strides) == ((3,), (4,))
         assert numpy.from_dlpack(taken).tolist() == [0.0, 1.0, 2.0]
-        del taken
+        # A cai.Array read as input: its struct copied as far as defined into a reused one.
+        big_array = cai.from_object(big, sync=False, allow_host=True, pointer_check=NEVER)
+        del_me = cai.from_object(big_array, sync=False, allow_host=True, pointer_check=NEVER)
+        del del_me, big_array
+        again = cai.from_object(taken, sync=False, allow_host=True, pointer_check=NEVER)
+        assert (again.shape, again.strides, again.owner) == ((3,), (4,), taken)
+        assert numpy.from_dlpack(again).tolist() == [0.0, 1.0, 2.0]
+        del again, taken
