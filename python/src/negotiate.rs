@@ -546,7 +546,7 @@ fn cannot_borrow(what: &str) -> Failure {
 }
 
 /// `cai_python_view`: the negotiation and import of `import_object`, borrowed: `obj`'s
-/// description read into `array` (zeroed, or cleared: `CaiArray::clear_head`) with no reference kept and nothing allocated that
+/// description read into `array` (zeroed) with no reference kept and nothing allocated that
 /// outlives the call, its `release` NULL. A tensor taken by `__dlpack__` (asked for with
 /// `copy=False`: the object's own memory) is deleted before returning; the data stays valid
 /// while the caller holds `obj`. What a struct cannot hold without memory of its own is
