@@ -341,19 +341,9 @@ fn choose<'py>(
                 mark_clean(obj);
                 Ok(Chosen::Taken(tensor))
             }
-            Ok(tensor) => {
+            other => {
                 learn(obj, |learned| learned.dlpack_host_only = Some(false));
-                match interface_of(obj)? {
-                    Some(dict) => Ok(Chosen::Dict(dict)),
-                    None => Ok(Chosen::Taken(tensor)),
-                }
-            }
-            Err(refused) => {
-                learn(obj, |learned| learned.dlpack_host_only = Some(false));
-                match interface_of(obj)? {
-                    Some(dict) => Ok(Chosen::Dict(dict)),
-                    None => Err(refused),
-                }
+                interface_or(obj, other.map(Chosen::Taken))
             }
         };
     }
@@ -365,10 +355,7 @@ fn choose<'py>(
                         mark_clean(obj);
                         Ok(Chosen::Taken(tensor))
                     }
-                    Err(refused) => match interface_of(obj)? {
-                        Some(dict) => Ok(Chosen::Dict(dict)),
-                        None => Err(refused),
-                    },
+                    Err(refused) => interface_or(obj, Err(refused)),
                 };
             }
             Ok(device) => known = KnownDevice::Reported(device),
@@ -400,6 +387,15 @@ fn choose<'py>(
         mark_clean(obj);
     }
     Ok(Chosen::Taken(tensor))
+}
+
+/// `obj` read by its interface where it has one (an instance other than its type's facts
+/// foretold), else `otherwise` (a tensor taken already is let go of when the interface wins).
+fn interface_or<'py>(obj: &Bound<'py, PyAny>, otherwise: CaiResult<Chosen<'py>>) -> CaiResult<Chosen<'py>> {
+    match interface_of(obj)? {
+        Some(dict) => Ok(Chosen::Dict(dict)),
+        None => otherwise,
+    }
 }
 
 /// `obj` read by the protocol chosen for it, to be owned.
