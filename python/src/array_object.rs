@@ -70,27 +70,26 @@ impl<'py> ArrayObject<'py> {
         if ty.is_null() {
             return Err(PySystemError::new_err("libcai: cai.Array is used before its module made it"));
         }
-        if let Some(obj) = spare::take(py, ty) {
-            // SAFETY: a spare object is memory of this type's size that nothing else reaches,
-            // its header made new by `take` and its other fields dead: the Array is written
-            // once, then the collector is told of the object, before it is handed out.
-            unsafe {
-                std::ptr::write(&raw mut (*obj.cast::<ArrayLayout>()).array, array);
-                ffi::PyObject_GC_Track(obj.cast());
-                return Ok(ArrayObject(Bound::from_owned_ptr(py, obj)));
-            }
-        }
-        // SAFETY: a ready heap type; GenericAlloc returns a zeroed object of its basic size
-        // (referencing the type), or NULL with an exception set.
-        let obj = unsafe { ffi::PyType_GenericAlloc(ty, 0) };
+        let (obj, spare) = match spare::take(py, ty) {
+            Some(obj) => (obj, true),
+            // SAFETY: a ready heap type; GenericAlloc returns a zeroed, tracked object of its
+            // basic size (referencing the type), or NULL with an exception set.
+            None => (unsafe { ffi::PyType_GenericAlloc(ty, 0) }, false),
+        };
         if obj.is_null() {
             return Err(PyErr::fetch(py));
         }
-        // SAFETY: `obj` is a fresh ArrayLayout that nothing else has seen: its Array is written
-        // once, before the object is handed out.
-        unsafe { std::ptr::write(&raw mut (*obj.cast::<ArrayLayout>()).array, array) };
-        // SAFETY: the new reference GenericAlloc returned.
-        Ok(ArrayObject(unsafe { Bound::from_owned_ptr(py, obj) }))
+        // SAFETY: `obj` is memory of this type's size that nothing else has seen (a fresh
+        // allocation, or a spare object whose header `take` made new and whose other fields are
+        // dead): the Array is written once, a spare object is then told to the collector, and
+        // the object is handed out as the new reference it is.
+        unsafe {
+            std::ptr::write(&raw mut (*obj.cast::<ArrayLayout>()).array, array);
+            if spare {
+                ffi::PyObject_GC_Track(obj.cast());
+            }
+            Ok(ArrayObject(Bound::from_owned_ptr(py, obj)))
+        }
     }
 
     /// The object borrowed for a slot's call: `slf` is the object CPython passes to a slot, a
