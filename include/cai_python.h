@@ -101,8 +101,10 @@ typedef struct CaiPythonApi {
   // cai.from_object from C: a CAI dict (versions 0-3) or an object exposing one, a cai.Array
   // (no dict round trip), a DLPack producer (its type's exchange table, else __dlpack__),
   // validated, pointer-checked and synchronized as `options` say (NULL: the defaults; set
-  // allow_host to take host memory). On CAI_OK, `out` owns a reference to `obj` (and to any
-  // DLPack tensor taken): release it with cai_release, from any thread. Otherwise `out` is
+  // allow_host to take host memory). On CAI_OK, `out` owns what keeps the data alive: a
+  // reference to `obj` (and to any DLPack tensor taken), or, for an object read through its
+  // type's exchange table, only the managed tensor the table gave (as any DLPack consumer
+  // holds it): release it with cai_release, from any thread. Otherwise `out` is
   // untouched, `error` (may be NULL) says why, and a Python exception is set: cai.CaiError
   // (a ValueError) for libcai's refusals, with their status; CAI_ERROR_PYTHON for any other
   // exception (TypeError for an object that is no array at all). Where no

@@ -146,8 +146,9 @@ fn read(
 
 /// `cai.from_object` from Rust: `obj` negotiated (CAI dict or object, `cai.Array`, DLPack),
 /// validated, pointer-checked and synchronized as `options` say, into an owning
-/// [`cai::Array`]: it holds a reference to `obj` (and any DLPack tensor taken), let go of when
-/// the Array is dropped, on any thread.
+/// [`cai::Array`]: it holds a reference to `obj` (and any DLPack tensor taken), or for a type
+/// read through its DLPack exchange table only the managed tensor the table gave, let go of
+/// when the Array is dropped, on any thread.
 pub fn from_object(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<cai::Array> {
     let raw = read(obj, options.as_raw(), |api| api.cai_python_from_object)?;
     // SAFETY: the table's struct owns what it points at until its release, which runs once,

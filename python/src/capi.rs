@@ -10,7 +10,8 @@
 
 use std::ffi::c_void;
 
-use cai::{CaiArray, CaiError, CaiImportOptions, Error, Status, CAI_OK};
+use cai::binding::dlpack::discard;
+use cai::{CaiArray, CaiDLManagedTensorVersioned, CaiError, CaiImportOptions, Error, Status, CAI_OK};
 // The table's layout is defined once, in cai-python (the crate Rust extensions read it with):
 // this module fills it, and any drift between the two is a compile error.
 use cai_python::ffi::{
@@ -22,9 +23,10 @@ use pyo3::prelude::*;
 use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
+use crate::dlpack::Taken;
 use crate::errors::{cai_error_type, to_python, Failure};
 use crate::fastcall::with_thread_attached;
-use crate::negotiate::{import_object, import_read, read_cleanly, settle_uncounted_run, view_object, Caller};
+use crate::negotiate::{import_for_c, import_read, read_cleanly, settle_uncounted_run, view_object, ForC};
 
 /// The table every extension reads: static, immutable, its members functions of this module.
 pub static PYTHON_API: PythonApi = PythonApi {
@@ -83,8 +85,10 @@ unsafe extern "C" fn python_from_object(
             out,
             error,
             |obj, options, out| {
-                let (read, imported) = import_object(obj, options, Caller::CApi)?;
-                own(read, imported, out);
+                match import_for_c(obj, options)? {
+                    ForC::Tensor(taken) => own_tensor(taken, out),
+                    ForC::Read(read, imported) => own(read, imported, out),
+                }
                 Ok(())
             },
         )
@@ -124,6 +128,26 @@ fn own(read: Read, imported: cai::binding::import::Imported, out: &mut CaiArray)
     imported.array().copy_defined_to(out);
     out.owner = Box::into_raw(imported).cast();
     out.release = Some(release_imported);
+}
+
+/// Writes into `out` the struct that owns a producer's managed tensor (see `ForC::Tensor`),
+/// its release run attached to the interpreter, as an Array's is.
+fn own_tensor(taken: Taken, out: &mut CaiArray) {
+    let array = taken.into_inner();
+    array.copy_defined_to(out);
+    out.owner = array.owner;
+    out.release = Some(release_tensor);
+}
+
+/// The release of a struct `own_tensor` wrote: runs the tensor's deleter attached to the
+/// interpreter, on whatever thread the consumer releases it (a deleter that needs the
+/// interpreter then has it). Once the interpreter is finalizing nothing may attach, so the
+/// tensor is then leaked on purpose.
+unsafe extern "C" fn release_tensor(array: *mut CaiArray) {
+    // SAFETY: `owner` is the managed tensor own_tensor handed over; cai_release runs this once.
+    let tensor = unsafe { (*array).owner.cast::<CaiDLManagedTensorVersioned>() };
+    // SAFETY: the tensor the producer handed over, deleted once, here.
+    with_thread_attached(|_| unsafe { discard(tensor) });
 }
 
 /// `cai_python_view`: the same negotiation and import, borrowed (see `view_object`): no

@@ -22,7 +22,7 @@ use pyo3::types::{PyDict, PyType};
 
 use crate::array_object::ArrayObject;
 use crate::described::Read;
-use crate::dlpack::TakenTensor;
+use crate::dlpack::{Taken, TakenTensor};
 use crate::errors::{CaiResult, Failure};
 use crate::fastcall::let_go_of_deferred;
 use crate::offered::Offered;
@@ -261,6 +261,47 @@ pub fn import_object(
     let read = read_object(obj, &options, caller.host(&options))?;
     let imported = import_read(obj.py(), &read, options)?;
     Ok((read, imported))
+}
+
+/// What `import_for_c` hands a C caller to own.
+// Returned once per import and taken apart at once: boxing the larger variant would allocate
+// per import, the cost this type exists to avoid.
+#[allow(clippy::large_enum_variant)]
+pub enum ForC {
+    /// A struct that owns the managed tensor its type's DLPack exchange table gave (its
+    /// release runs the tensor's deleter): the tensor keeps the data alive, so nothing else is
+    /// kept and nothing allocated.
+    Tensor(Taken),
+    /// What the reader read and its import, for an Array to own (the object kept alive).
+    Read(Read, Imported),
+}
+
+/// `import_object` for `cai_python_from_object`: an object read through its type's DLPack
+/// exchange table is handed over as the table gave it (the managed tensor, imported in
+/// place), as any DLPack consumer holds it; any other as `import_object` reads it.
+pub fn import_for_c(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -> CaiResult<ForC> {
+    let host = Caller::CApi.host(&options);
+    match choose(obj, &options, Holder::Import, host, true)? {
+        Chosen::Exchange(exchange) => {
+            let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
+            let TakenTensor { mut taken, device, validated } =
+                take_by_exchange(obj, exchange, ordering, host)?;
+            // On failure `taken` is dropped, which deletes the tensor.
+            import_struct(
+                obj.py(),
+                taken.array(),
+                Some(validated),
+                options,
+                device.device_type == CAI_DL_CPU,
+            )?;
+            Ok(ForC::Tensor(taken))
+        }
+        chosen => {
+            let read = read_chosen(obj, chosen, &options, host)?;
+            let imported = import_read(obj.py(), &read, options)?;
+            Ok(ForC::Read(read, imported))
+        }
+    }
 }
 
 /// The protocol the negotiation chose for an object.

@@ -109,6 +109,17 @@ def test_a_struct_released_after_the_interpreter_is_gone_does_not_crash_no_drive
     assert "1 compared" in run_check(built, "release_after_the_interpreter_is_gone", "none")
 
 
+def test_a_struct_of_an_exchange_table_producer_owns_its_managed_tensor_not_the_object_fake_driver(built):
+    """cai_python_from_object holds what the table gave, as any DLPack consumer does: no
+    cai.Array boxed per import (the struct held the object before)."""
+    assert "3 compared" in run_check(built, "exchange_struct_owns_the_tensor", "fake")
+
+
+def test_a_struct_of_a_torch_tensor_released_after_the_interpreter_is_gone_does_not_crash_real_torch(built):
+    pytest.importorskip("torch")
+    assert "1 compared" in run_check(built, "release_of_a_torch_tensor_after_the_interpreter_is_gone", "none")
+
+
 def test_row_63_a_module_that_never_imported_the_table_reads_it_on_first_use_fake_driver(built):
     """C, pybind11, nanobind and Cython modules whose init forgot cai_python_import()
     (crashed on their first conversion before: a NULL table)."""

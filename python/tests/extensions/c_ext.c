@@ -111,14 +111,19 @@ static PyObject *release_on_a_thread(PyObject *self, PyObject *obj) {
   Py_RETURN_NONE;
 }
 
-/* Imports obj and keeps the struct until after the interpreter is gone: its release then runs
-   from a Py_AtExit callback, when nothing may touch Python any more. */
+/* Imports obj (host memory too if asked) and keeps the struct until after the interpreter is
+   gone: its release then runs from a Py_AtExit callback, when nothing may touch Python any more. */
 static CaiArray kept;
 
 static void release_kept(void) { cai_release(&kept, NULL); }
 
-static PyObject *keep_until_exit(PyObject *self, PyObject *obj) {
-  if (cai_python_from_object(obj, NULL, &kept, NULL) != CAI_OK) return NULL;
+static PyObject *keep_until_exit(PyObject *self, PyObject *args) {
+  PyObject *obj;
+  int allow_host = 0;
+  if (!PyArg_ParseTuple(args, "O|p", &obj, &allow_host)) return NULL;
+  CaiImportOptions options = {0};
+  options.allow_host = (uint32_t)allow_host;
+  if (cai_python_from_object(obj, &options, &kept, NULL) != CAI_OK) return NULL;
   if (Py_AtExit(release_kept) != 0) return PyErr_Format(PyExc_RuntimeError, "Py_AtExit is full");
   Py_RETURN_NONE;
 }
@@ -195,7 +200,7 @@ static PyMethodDef methods[] = {
     {"import_many", import_many, METH_VARARGS, NULL},
     {"release_on_a_thread", release_on_a_thread, METH_O, NULL},
     {"hand_back", hand_back, METH_VARARGS, NULL},
-    {"keep_until_exit", keep_until_exit, METH_O, NULL},
+    {"keep_until_exit", keep_until_exit, METH_VARARGS, NULL},
     {"produce", produce, METH_VARARGS, NULL},
     {"produce_invalid", produce_invalid, METH_NOARGS, NULL},
     {"released_count", released_count, METH_NOARGS, NULL},

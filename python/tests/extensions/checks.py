@@ -433,6 +433,48 @@ def check_release_after_the_interpreter_is_gone():
     return 1
 
 
+def exchange_producer():
+    """The exchange-table test double (exchange_producer.c) and a type offering its table."""
+    lib = ctypes.CDLL(os.environ["CAI_TEST_EXCHANGE_PRODUCER"])
+    lib.producer_exchange_api.restype = ctypes.c_void_p
+    lib.producer_set.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    lib.producer_set(device_memory(256), 0)
+
+    class Producer:
+        __c_dlpack_exchange_api__ = lib.producer_exchange_api()
+
+    return lib, Producer
+
+
+def check_exchange_struct_owns_the_tensor():
+    """cai_python_from_object on a type read by its DLPack exchange table: the struct owns the
+    managed tensor the table gave, deleted by its release (on a thread without the GIL too),
+    and keeps no reference to the object (the tensor keeps the data alive)."""
+    import cai_c_ext
+
+    lib, Producer = exchange_producer()
+    obj = Producer()
+    references = sys.getrefcount(obj)
+    handed, deleted = lib.producer_handed_out(), lib.producer_deleted()
+    cai_c_ext.release_on_a_thread(obj)
+    assert (lib.producer_handed_out(), lib.producer_deleted()) == (handed + 1, deleted + 1), "tensor not deleted"
+    cai_c_ext.keep_until_exit(obj)  # held until the interpreter is gone
+    assert lib.producer_handed_out() == handed + 2 and lib.producer_deleted() == deleted + 1, "held tensor deleted"
+    now = sys.getrefcount(obj)
+    assert now == references, f"the struct holds a reference to the object ({references} -> {now})"
+    return 3
+
+
+def check_release_of_a_torch_tensor_after_the_interpreter_is_gone():
+    """A struct owning torch's managed tensor (its exchange table), released after
+    finalization: torch's deleter needs the interpreter, so the tensor is left, never a crash."""
+    import cai_c_ext
+    import torch
+
+    cai_c_ext.keep_until_exit(torch.arange(6.0), True)
+    return 1
+
+
 def check_buffer_interface():
     """The table's cai_python_from_buffer_interface, through cai-python's
     `from_buffer_interface` and through Cython's declaration (cai/capi.pxd), sees what
