@@ -2,7 +2,7 @@
 //! and synchronize with the producer's stream.
 
 use crate::abi::{CaiArray, CaiImportOptions, CaiPointerInfo, CaiSyncOptions, CAI_POINTER_CHECK_NEVER};
-use crate::device::memory::kind_of;
+use crate::device::memory::{check_then_sync, kind_of};
 use crate::device::pointer::HostMemory;
 use crate::device::sync::{planned_action, sync_mode_is_known, SyncAction};
 use crate::status::{Error, Result, Status};
@@ -28,6 +28,7 @@ pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<Imported> 
 /// `import` of an array validated already: `validated` is what `validate(array)` returned for
 /// the array as it is now (a reader that validated what it read, such as `from_dlpack`, hands
 /// it on, so that no rule runs twice per import).
+#[inline]
 pub fn import_validated(
     array: &CaiArray,
     validated: Validated,
@@ -43,6 +44,7 @@ struct Wanted {
     host: HostMemory,
 }
 
+#[inline]
 fn wanted(options: &CaiImportOptions) -> Result<Wanted> {
     reserved_are_zero("CaiImportOptions.reserved", &options.reserved)?;
     sync_mode_is_known(options.sync_mode)?;
@@ -67,10 +69,13 @@ fn import_with(
     if wanted.native_only {
         byte_order_is_native(array, &validated)?;
     }
-    let kind = kind_of(array);
-    let info =
-        kind.check(array, validated.touched(), options.consumer_stream, options.pointer_check, wanted.host)?;
-    kind.sync(array, stream_for_version(array), options.consumer_stream, options.sync_mode, &info)?;
+    let info = check_then_sync(
+        array,
+        validated.touched(),
+        (stream_for_version(array), options.consumer_stream),
+        (options.pointer_check, options.sync_mode),
+        wanted.host,
+    )?;
     Ok(Imported { validated, info })
 }
 

@@ -95,6 +95,37 @@ pub(crate) fn extent_is_addressable(array: &CaiArray, extent: (i64, i64)) -> Res
     }
 }
 
+/// The import's pointer check (as `mode` asks) and then its sync of `consumer_stream` after
+/// `producer_stream` (as `sync_mode` says), for `array`'s memory kind (validated): what the
+/// check learnt. Dispatched statically, as validation's rules are, so that an import that asks
+/// neither (no check, nothing to sync) costs a few compares: every import runs it.
+#[inline]
+pub(crate) fn check_then_sync(
+    array: &CaiArray,
+    extent: Extent,
+    streams: (u64, u64),
+    modes: (i32, i32),
+    host: HostMemory,
+) -> Result<CaiPointerInfo> {
+    #[inline]
+    fn on(
+        kind: &impl MemoryKind,
+        array: &CaiArray,
+        extent: Extent,
+        (producer_stream, consumer_stream): (u64, u64),
+        (mode, sync_mode): (i32, i32),
+        host: HostMemory,
+    ) -> Result<CaiPointerInfo> {
+        let info = kind.check(array, extent, consumer_stream, mode, host)?;
+        kind.sync(array, producer_stream, consumer_stream, sync_mode, &info)?;
+        Ok(info)
+    }
+    match array.memory {
+        CAI_MEMORY_OPENCL => on(&OpenCl, array, extent, streams, modes, host),
+        _ => on(&Cuda, array, extent, streams, modes, host),
+    }
+}
+
 /// The kind of `array`'s memory (validated: `memory` is one libcai knows).
 pub(crate) fn kind_of(array: &CaiArray) -> &'static dyn MemoryKind {
     match array.memory {
@@ -125,6 +156,7 @@ impl MemoryKind for Cuda {
         extent_stays_in_address_space(array.data, extent)
     }
 
+    #[inline]
     fn check(
         &self,
         array: &CaiArray,
@@ -136,6 +168,7 @@ impl MemoryKind for Cuda {
         checked_pointer(array.data, extent.bytes, extent.element_count, mode, host)
     }
 
+    #[inline]
     fn sync(
         &self,
         _: &CaiArray,

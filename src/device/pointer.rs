@@ -87,7 +87,24 @@ pub(crate) enum HostMemory {
 
 /// The pointer check `mode` (a CAI_POINTER_CHECK_* value) asks for, of an array whose
 /// elements touch [data + begin, data + end). Empty arrays never query the driver.
+#[inline]
 pub(crate) fn checked_pointer(
+    data: u64,
+    extent: (i64, i64),
+    element_count: u64,
+    mode: i32,
+    host: HostMemory,
+) -> Result<CaiPointerInfo> {
+    // Inlined into the import: one compare where no check is asked (the hot path's usual case).
+    if mode == CAI_POINTER_CHECK_NEVER {
+        return Ok(CaiPointerInfo::default());
+    }
+    driver_checked_pointer(data, extent, element_count, mode, host)
+}
+
+/// `checked_pointer` for a mode that may ask the driver (out of line: it is long and cold).
+#[inline(never)]
+fn driver_checked_pointer(
     data: u64,
     extent: (i64, i64),
     element_count: u64,

@@ -85,6 +85,7 @@ fn effective_mode(mode: i32) -> i32 {
 
 /// Consumer sync as `mode` plans it, loading the driver only when there is something to do
 /// (so that an array with no stream imports on machines without one).
+#[inline]
 pub(crate) fn sync_if_needed(
     producer: u64,
     consumer: u64,
