@@ -93,6 +93,20 @@ def test_c_consumers_read_the_table_view_and_acquire_fake_driver(kind, ext):
     assert ext.view(image) == {**expected, "owning": False}
 
 
+def test_a_fill_that_views_another_object_through_cai_python_view_leaves_the_outer_view_whole_fake_driver(ext):
+    """A fill that re-enters libcai after writing `out` (here a view of a 4-D strided array of
+    another shape and type) leaves the outer view whole: each view reads into a struct of its
+    own (a struct shared by the two, as a per-thread scratch struct would be, fails this)."""
+    inner = cai.from_object({"shape": (2, 3, 4, 5), "typestr": "<f8", "data": (DEVICE_BUFFER, False), "version": 3,
+                             "strides": (960, 320, 80, 8)})
+    outer = ext.Image(DEVICE_BUFFER, 6, 7, typestr="<i2", fault=ext.VIEWS_BASE, base=inner)
+    expected = {"data": DEVICE_BUFFER, "shape": (6, 7), "typestr": "<i2", "readonly": 0, "stream": 0}
+    assert ext.view(outer) == {**expected, "owning": False}
+    assert outer.calls == 1
+    assert ext.view(inner)["shape"] == (2, 3, 4, 5)  # and the struct given back still serves
+    assert ext.view(outer) == {**expected, "owning": False}
+
+
 def test_the_table_refuses_unknown_must_understand_flags_and_objects_of_other_types(kind, ext):
     image = kind(DEVICE_BUFFER, 2, 3)
     with pytest.raises(ValueError, match=r"CAI_ERROR_NOT_SUPPORTED: request flags 0x2"):

@@ -20,6 +20,7 @@ enum Fault {
   FAULT_CHANGES,         // a different shape on every call
   FAULT_BAD_DEVICE,      // a device type other than CUDA or CPU
   FAULT_SILENT_REFUSAL,  // returns CAI_ERROR_INVALID_TYPESTR with no message
+  VIEWS_BASE,            // not a fault: views `base` through cai_python_view first (re-enters libcai)
 };
 
 typedef struct {
@@ -72,6 +73,14 @@ static CaiStatus image_fill(PyObject *self, CaiArray *out, CaiDLDevice *device, 
       break;
     case FAULT_SILENT_REFUSAL:
       return CAI_ERROR_INVALID_TYPESTR;
+    case VIEWS_BASE: {  // after writing `out`, so that a view into the same struct would show
+      CaiImportOptions options = {0};
+      options.allow_host = 1;
+      options.sync_mode = CAI_SYNC_NONE;
+      CaiArray inner;
+      if (cai_python_view(im->base, &options, &inner, NULL) != CAI_OK) return CAI_ERROR_PYTHON;  // raised
+      break;
+    }
   }
   return CAI_OK;
 }
@@ -371,6 +380,7 @@ PyMODINIT_FUNC PyInit_cai_offer_ext(void) {
   PyModule_AddIntConstant(m, "FAULT_CHANGES", FAULT_CHANGES);
   PyModule_AddIntConstant(m, "FAULT_BAD_DEVICE", FAULT_BAD_DEVICE);
   PyModule_AddIntConstant(m, "FAULT_SILENT_REFUSAL", FAULT_SILENT_REFUSAL);
+  PyModule_AddIntConstant(m, "VIEWS_BASE", VIEWS_BASE);
   return m;
 fail:
   Py_DECREF(m);
