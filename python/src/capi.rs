@@ -130,12 +130,11 @@ fn own(read: Read, imported: cai::binding::import::Imported, out: &mut CaiArray)
     out.release = Some(release_imported);
 }
 
-/// Writes into `out` the struct that owns a producer's managed tensor (see `ForC::Tensor`),
-/// its release run attached to the interpreter, as an Array's is.
+/// Writes into `out` the struct that owns a producer's managed tensor (see `ForC::Tensor`):
+/// its `owner` the tensor, as the core's reader set it; its release run attached to the
+/// interpreter, as an Array's is.
 fn own_tensor(taken: Taken, out: &mut CaiArray) {
-    let array = taken.into_inner();
-    array.copy_defined_to(out);
-    out.owner = array.owner;
+    taken.into_inner().copy_defined_to(out);
     out.release = Some(release_tensor);
 }
 

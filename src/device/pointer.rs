@@ -87,24 +87,10 @@ pub(crate) enum HostMemory {
 
 /// The pointer check `mode` (a CAI_POINTER_CHECK_* value) asks for, of an array whose
 /// elements touch [data + begin, data + end). Empty arrays never query the driver.
+// Inlined into the import up to the decision: where no check is asked (the hot path's usual
+// case) it costs a compare; the driver's part is out of line.
 #[inline]
 pub(crate) fn checked_pointer(
-    data: u64,
-    extent: (i64, i64),
-    element_count: u64,
-    mode: i32,
-    host: HostMemory,
-) -> Result<CaiPointerInfo> {
-    // Inlined into the import: one compare where no check is asked (the hot path's usual case).
-    if mode == CAI_POINTER_CHECK_NEVER {
-        return Ok(CaiPointerInfo::default());
-    }
-    driver_checked_pointer(data, extent, element_count, mode, host)
-}
-
-/// `checked_pointer` for a mode that may ask the driver (out of line: it is long and cold).
-#[inline(never)]
-fn driver_checked_pointer(
     data: u64,
     extent: (i64, i64),
     element_count: u64,
@@ -114,6 +100,12 @@ fn driver_checked_pointer(
     if !check_is_wanted(mode, driver_available)? || element_count == 0 {
         return Ok(CaiPointerInfo::default());
     }
+    asked_of_the_driver(data, extent, host)
+}
+
+/// `checked_pointer`'s query: what the driver says of `data`, its extent inside the allocation.
+#[inline(never)]
+fn asked_of_the_driver(data: u64, extent: (i64, i64), host: HostMemory) -> Result<CaiPointerInfo> {
     match device_pointer_info(driver()?, data)? {
         Reach::Device(info) => {
             extent_within_allocation(data, extent, &info)?;

@@ -158,11 +158,7 @@ def check_dlpack():
 
         host += [jax.numpy.arange(12.0).reshape(3, 4), jax.numpy.arange(6, dtype=jax.numpy.int16)]
     compared = same_everywhere(host, allow_host=True)
-    lib = ctypes.CDLL(os.environ["CAI_TEST_EXCHANGE_PRODUCER"])
-    lib.producer_exchange_api.restype = ctypes.c_void_p
-    lib.producer_exchange_api_with_dltensor.restype = ctypes.c_void_p
-    lib.producer_set.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
-    lib.producer_set(device_memory(256), 0)
+    lib, _ = exchange_producer()
 
     class Producer:
         __c_dlpack_exchange_api__ = lib.producer_exchange_api()
@@ -434,9 +430,11 @@ def check_release_after_the_interpreter_is_gone():
 
 
 def exchange_producer():
-    """The exchange-table test double (exchange_producer.c) and a type offering its table."""
+    """The exchange-table test double (exchange_producer.c), handing out tensors over device
+    memory, and a type offering its table."""
     lib = ctypes.CDLL(os.environ["CAI_TEST_EXCHANGE_PRODUCER"])
     lib.producer_exchange_api.restype = ctypes.c_void_p
+    lib.producer_exchange_api_with_dltensor.restype = ctypes.c_void_p
     lib.producer_set.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
     lib.producer_set(device_memory(256), 0)
 
@@ -467,7 +465,8 @@ def check_exchange_struct_owns_the_tensor():
 
 def check_release_of_a_torch_tensor_after_the_interpreter_is_gone():
     """A struct owning torch's managed tensor (its exchange table), released after
-    finalization: torch's deleter needs the interpreter, so the tensor is left, never a crash."""
+    finalization: the release leaves the tensor (a deleter may need the interpreter, which is
+    gone); never a crash."""
     import cai_c_ext
     import torch
 
