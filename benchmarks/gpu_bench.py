@@ -3,8 +3,10 @@ consumers on the same objects, and what a pending 10 ms kernel costs each of the
 
 Per-call host cost (best of 7 runs of N calls): cai.from_object with its pointer query and no
 sync; stream-ordered and blocking sync; cupy.asarray, torch.as_tensor, numba.cuda.as_cuda_array
-and cuda.core's StridedMemoryView on the same CuPy array. Then, with a 10 ms kernel pending on
-the producer's stream: how long each import takes to return.
+and cuda.core's StridedMemoryView on the same CuPy array. The same for a torch CUDA tensor
+(read through torch's DLPack exchange table) next to torch.from_dlpack, cupy.from_dlpack and
+StridedMemoryView. Then, with a 10 ms kernel pending on the producer's stream: how long each
+import takes to return.
 
     python3 benchmarks/gpu_bench.py   (with the cai package installed; see scripts/gpu-check.sh)
 """
@@ -58,6 +60,33 @@ def peers(x):
     return out
 
 
+def torch_rows():
+    try:
+        import torch
+    except ImportError:
+        print("\n(no torch: its rows are left out)")
+        return
+    t = torch.zeros((1024, 1024), dtype=torch.float32, device="cuda")
+    consumer = torch.cuda.Stream()
+    print(f"\nper-call host cost on a torch {torch.__version__} CUDA tensor (us)")
+    base = per_call_us(lambda: cai.from_object(t, sync=False))
+    rows = [("cai.from_object, pointer query, no sync", base),
+            ("cai.from_object, no pointer query, no sync",
+             per_call_us(lambda: cai.from_object(t, sync=False, pointer_check=cai.POINTER_CHECK_NEVER))),
+            ("cai.from_object, stream-ordered sync", per_call_us(lambda: cai.from_object(t, stream=consumer))),
+            ("torch.from_dlpack", per_call_us(lambda: torch.from_dlpack(t))),
+            ("cupy.from_dlpack", per_call_us(lambda: cupy.from_dlpack(t)))]
+    try:
+        from cuda.core.utils import StridedMemoryView
+    except ImportError:
+        StridedMemoryView = None
+    if hasattr(StridedMemoryView, "from_dlpack"):
+        rows.append(("cuda.core StridedMemoryView.from_dlpack",
+                     per_call_us(lambda: StridedMemoryView.from_dlpack(t, stream_ptr=-1))))
+    for name, us in rows:
+        print(f"  {name:44s} {us:8.2f} us   {us / base:6.2f}x libcai")
+
+
 def main():
     device = cupy.cuda.Device()
     props = cupy.cuda.runtime.getDeviceProperties(device.id)
@@ -75,6 +104,8 @@ def main():
     rows += [(name, per_call_us(f)) for name, f in peers(x).items()]
     for name, us in rows:
         print(f"  {name:44s} {us:8.2f} us   {us / base:6.2f}x libcai")
+
+    torch_rows()
 
     kernel = cupy.RawKernel(SPIN, "spin")
     cycles = cupy.int64(device.attributes["ClockRate"] * 10)  # about 10 ms

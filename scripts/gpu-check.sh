@@ -32,13 +32,30 @@ fi
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
+# Every suite runs even when one before it fails, so that one run on a lent machine reports all.
+failed=()
+suite() {
+  local name=$1 log=$2
+  shift 2
+  echo "== $name"
+  if ! "$@" 2>&1 | tee "$out/$log"; then
+    failed+=("$name")
+  fi
+}
+
 cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -Ic_tests c_tests/gpu/test_gpu.c -o "$out/test_gpu" \
   -L"$lib" -lcai -Wl,-rpath,"$PWD/$lib" -l:libcuda.so.1
-"$out/test_gpu" 2>&1 | tee "$out/gpu-c.log"
+suite "C device tests" gpu-c.log "$out/test_gpu"
 
 site="$out/site"
 python3 -m pip install --quiet --no-index --no-deps --target "$site" "$lib"/wheels/libcai-*.whl
 export PYTHONPATH="$site"
-python3 -m pytest -q -rs python/gpu_tests 2>&1 | tee "$out/gpu-pytest.log"
-python3 examples/python_demo.py
-python3 benchmarks/gpu_bench.py 2>&1 | tee "$out/gpu-bench.log"
+suite "Python interop tests" gpu-pytest.log python3 -m pytest -q -rs python/gpu_tests
+suite "Python example" gpu-demo.log python3 examples/python_demo.py
+suite "GPU benchmark" gpu-bench.log python3 benchmarks/gpu_bench.py
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "gpu-check: FAILED: ${failed[*]}" >&2
+  exit 1
+fi
+echo "gpu-check: every suite passed"

@@ -44,3 +44,24 @@ def offer_ext():
     build.compile_module([build.HERE / "offer_ext.c"], out / f"cai_offer_ext{build.SUFFIX}", cpp=False)
     sys.path.insert(0, str(out))
     return importlib.import_module("cai_offer_ext")
+
+
+@pytest.fixture(scope="session")
+def c_ext():
+    """python/tests/extensions/c_ext.c: a plain C extension calling cai_python.h's table,
+    built against the installed package as the test command builds it."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
+    import build
+
+    out = pathlib.Path(tempfile.mkdtemp())
+    build.build_c(out)
+    sys.path.insert(0, str(out))
+    return importlib.import_module("cai_c_ext")
+
+
+@pytest.fixture(scope="session")
+def torch():
+    return pytest.importorskip("torch")

@@ -53,10 +53,16 @@ def test_cupy_zero_size_never_queries_the_pointer(cupy):
 
 
 def test_cupy_out_of_bounds_descriptor_is_refused(cupy):
+    """A descriptor one element past the driver's allocation is refused. CuPy's pool rounds an
+    allocation up (16 floats take 512 bytes), so the shape is taken from the allocation the
+    driver reports, not from the array's own size."""
     x = cupy.zeros(16, dtype=cupy.float32)
-    desc = dict(x.__cuda_array_interface__, shape=(17,))
+    info = cai.from_object(x).pointer_info
+    fitting = (info["allocation_base"] + info["allocation_size"] - x.data.ptr) // 4
+    assert fitting >= 16
+    cai.from_object(Exposed(dict(x.__cuda_array_interface__, shape=(fitting,)), x))
     with pytest.raises(cai.CaiError, match="OUT_OF_BOUNDS"):
-        cai.from_object(Exposed(desc, x))
+        cai.from_object(Exposed(dict(x.__cuda_array_interface__, shape=(fitting + 1,)), x))
 
 
 def test_torch_round_trip():
@@ -88,10 +94,21 @@ def test_jax_exports_read_only():
 
 
 def test_cuda_core_strided_memory_view(cupy):
-    utils = pytest.importorskip("cuda.core.experimental.utils")
+    """cuda.core's StridedMemoryView reads a cai.Array by the CAI and by DLPack."""
+    try:
+        from cuda.core.utils import StridedMemoryView  # cuda.core 1.x
+    except ImportError:
+        StridedMemoryView = pytest.importorskip("cuda.core.experimental.utils").StridedMemoryView
     x = cupy.arange(12, dtype=cupy.int32).reshape(3, 4)[:, ::2]
-    view = utils.StridedMemoryView(cai.from_object(x), stream_ptr=-1)
-    assert view.ptr == x.data.ptr and tuple(view.shape) == x.shape
+    a = cai.from_object(x)
+    if hasattr(StridedMemoryView, "from_cuda_array_interface"):
+        views = [StridedMemoryView.from_cuda_array_interface(a, stream_ptr=-1),
+                 StridedMemoryView.from_dlpack(a, stream_ptr=-1)]
+    else:
+        views = [StridedMemoryView(a, stream_ptr=-1)]
+    for view in views:
+        assert view.ptr == x.data.ptr and tuple(view.shape) == x.shape
+        assert tuple(view.strides) == tuple(s // 4 for s in x.strides)
 
 
 def test_c_made_array_consumed_by_the_frameworks(cupy, producer_lib):
@@ -123,11 +140,16 @@ def test_stream_ordered_import_waits_for_a_slow_producer(cupy):
     out = cupy.zeros(1 << 20, dtype=cupy.float32)
     producer.synchronize()
 
+    # The copies' destinations are allocated before the kernels: an allocation can wait for the
+    # whole device, which would hide a missing sync.
+    racing, ordered = cupy.empty_like(out), cupy.empty_like(out)
+    cupy.cuda.Device().synchronize()
+
     desc = _slow_fill(cupy, out, 1.0, producer)
     assert desc["stream"] == producer.ptr
     cai.from_object(Exposed(desc, out), stream=consumer, sync=False)
     with consumer:
-        racing = out.copy()
+        racing[...] = out
     consumer.synchronize()
     producer.synchronize()
     assert not bool((racing == 1.0).all()), "control: without sync the copy overtakes the kernel"
@@ -137,7 +159,7 @@ def test_stream_ordered_import_waits_for_a_slow_producer(cupy):
     desc = _slow_fill(cupy, out, 2.0, producer)
     cai.from_object(Exposed(desc, out), stream=consumer)
     with consumer:
-        ordered = out.copy()
+        ordered[...] = out
     consumer.synchronize()
     assert bool((ordered == 2.0).all())
 
@@ -146,8 +168,7 @@ def test_an_offered_device_image_is_read_by_cupy_and_torch_after_its_producer_st
     """A type offered by cai_python_offer over CuPy memory that a slow kernel is still filling
     on a non-default stream (the fill reports that stream): CuPy and torch take it by DLPack on
     their own streams, and the offer's __dlpack__ orders the producer's stream before theirs
-    with an event, so a copy on the consumer's stream sees the kernel's values (not run on a GPU yet:
-docs/gpu-results.md). Its v3 dict
+    with an event, so a copy on the consumer's stream sees the kernel's values. Its v3 dict
     names the producer's stream, and libcai reads it through the C-level table."""
     producer, consumer = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
     out = cupy.zeros(1 << 20, dtype=cupy.float32)
@@ -171,3 +192,80 @@ docs/gpu-results.md). Its v3 dict
     cloned = torch.from_dlpack(image).clone()
     torch.cuda.synchronize()
     assert bool((cloned == 4.0).all())
+
+
+def _torch_slow_fill(torch, out, value, stream):
+    """`out.fill_(value)` on `stream`, behind about 20 ms of spinning on it; returns at once."""
+    khz = getattr(torch.cuda.get_device_properties(out.device), "clock_rate", 2_000_000)
+    cycles = khz * 20  # about 20 ms
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(cycles)
+        out.fill_(value)
+
+
+def test_torch_exchange_import_orders_the_consumer_after_torchs_current_stream(torch):
+    """torch gives its tensor through its DLPack exchange table, whose call does no sync: the
+    import asks the table for torch's current stream and orders the consumer's stream after it
+    (control: with sync=False a copy on the consumer's stream overtakes the fill)."""
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    out = torch.zeros(1 << 20, dtype=torch.float32, device="cuda")
+    # allocated before the kernels, as in the CuPy test above
+    racing, ordered = torch.empty_like(out), torch.empty_like(out)
+    torch.cuda.synchronize()
+
+    _torch_slow_fill(torch, out, 1.0, producer)
+    with torch.cuda.stream(producer):
+        cai.from_object(out, stream=consumer, sync=False)
+    with torch.cuda.stream(consumer):
+        racing.copy_(out)
+    torch.cuda.synchronize()
+    assert not bool((racing == 1.0).all()), "control: without sync the copy overtakes the fill"
+
+    out.zero_()
+    torch.cuda.synchronize()
+    _torch_slow_fill(torch, out, 2.0, producer)
+    with torch.cuda.stream(producer):  # torch's current stream is the producer's
+        a = cai.from_object(out, stream=consumer)
+    assert a.data_ptr == out.data_ptr() and a.stream == producer.cuda_stream
+    with torch.cuda.stream(consumer):
+        ordered.copy_(out)
+    consumer.synchronize()
+    assert bool((ordered == 2.0).all())
+
+
+def test_libcai_arrays_of_torch_and_cupy_go_back_by_dlpack(cupy, torch):
+    """cai.Array's __dlpack__ on device memory: torch and CuPy take it without a copy."""
+    t = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4)[:, ::2]
+    a = cai.from_object(t)
+    assert a.__dlpack_device__() == (2, t.device.index)
+    back = torch.from_dlpack(a)
+    assert back.data_ptr() == t.data_ptr() and back.stride() == t.stride() and torch.equal(back, t)
+
+    x = cupy.arange(12, dtype=cupy.float64).reshape(3, 4)[::-1]
+    taken = cupy.from_dlpack(cai.from_object(x))
+    assert taken.data.ptr == x.data.ptr and bool(cupy.array_equal(taken, x))
+
+
+def test_compiled_extension_reads_cupy_and_torch_device_arrays(cupy, torch, c_ext):
+    """cai_python_from_object, cai_python_view and cai_python_to_object (through c_ext.c) on
+    device arrays: torch by its exchange table, CuPy by its CAI dict."""
+    t = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6)[::2]
+    x = cupy.arange(24, dtype=cupy.int16).reshape(4, 6).T
+    for obj, ptr in ((t, t.data_ptr()), (x, x.data.ptr)):
+        for seen in (c_ext.describe(obj), c_ext.view_describe(obj)):
+            version, ndim, shape, _strides, _typestr, data, _readonly, _stream, memory, _descr, _mask = seen
+            assert (ndim, shape, data, memory) == (2, tuple(obj.shape), ptr, 0), seen
+    back = c_ext.hand_back(t)
+    assert torch.equal(torch.as_tensor(back, device="cuda"), t)
+    assert bool(cupy.array_equal(cupy.asarray(c_ext.hand_back(x)), x))
+
+
+def test_compiled_extension_releases_a_torch_device_tensor_on_a_thread_without_the_gil(torch, c_ext):
+    """The owning C import of a torch device tensor holds torch's managed tensor; a release on a
+    thread that never held the GIL runs torch's deleter (attached to the interpreter), which
+    drops the reference to the tensor the managed tensor held."""
+    t = torch.ones(1 << 10, device="cuda")
+    uses_before = t._use_count()
+    c_ext.release_on_a_thread(t)
+    assert t._use_count() == uses_before
+    assert float(t.sum()) == 1024.0
