@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU suite: runs on a CUDA machine with no Rust toolchain, from a prebuilt target/release
-# holding libcai.so and the Python package's wheel in target/release/wheels (build both
-# elsewhere: `cargo build --release && target/venv/bin/python -m pip wheel --no-deps
-# -w target/release/wheels ./python`, then bring target/release along).
+# holding libcai.so, the Python package's wheel in target/release/wheels and the PyO3 test
+# extension in target/release/gpu-extensions (build them elsewhere with
+# `bash scripts/gpu-build.sh python3.X`, X the GPU machine's CPython, then bring those along).
 # Compiles and runs the C device tests on the real driver, then the Python interop tests with
 # whichever of CuPy, PyTorch, Numba, JAX and cuda.core are installed, and the Python example.
 # Record the outcome, date and device in docs/gpu-results.md.
@@ -50,6 +50,8 @@ suite "C device tests" gpu-c.log "$out/test_gpu"
 site="$out/site"
 python3 -m pip install --quiet --no-index --no-deps --target "$site" "$lib"/wheels/libcai-*.whl
 export PYTHONPATH="$site"
+# The prebuilt PyO3 test extension (python/gpu_tests skips the test that needs it without it).
+export CAI_GPU_EXTENSIONS="$PWD/$lib/gpu-extensions"
 suite "Python interop tests" gpu-pytest.log python3 -m pytest -q -rs python/gpu_tests
 suite "Python example" gpu-demo.log python3 examples/python_demo.py
 suite "GPU benchmark" gpu-bench.log python3 benchmarks/gpu_bench.py

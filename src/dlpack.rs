@@ -217,14 +217,31 @@ pub fn dtype_of_typestr(array: &CaiArray) -> Result<CaiDLDataType> {
 /// DLPack strides count elements, CAI's count bytes; written into `out`.
 pub fn strides_in_bytes(strides: &[i64], itemsize: u64, out: &mut [i64]) -> Result<()> {
     for (i, (&s, slot)) in strides.iter().zip(out).enumerate() {
-        *slot = s.checked_mul(itemsize as i64).ok_or_else(|| {
-            Error::new(
-                Status::Overflow,
-                format!("strides[{i}] = {s} elements of {itemsize} bytes overflow 64 bits"),
-            )
-        })?;
+        *slot = s.checked_mul(itemsize as i64).ok_or_else(|| stride_overflow(i, s, itemsize))?;
     }
     Ok(())
+}
+
+/// The refusal of an element stride whose byte stride overflows, naming a producer's likely
+/// slip when the stride is exactly a negative byte stride divided by the itemsize as an
+/// unsigned number, (2^64 - |bytes|) / itemsize (seen from CuPy 14.2's `__dlpack__`: -8 bytes
+/// of float32 written as 4611686018427387902).
+#[cold]
+fn stride_overflow(i: usize, stride: i64, itemsize: u64) -> Error {
+    let wrapped = stride.wrapping_mul(itemsize as i64);
+    let exact = u128::from(stride as u64) * u128::from(itemsize) == u128::from(wrapped as u64);
+    let hint = if wrapped < 0 && exact {
+        format!(
+            "; taken modulo 2^64 it is {wrapped} bytes, as if the producer divided a negative byte stride by \
+             the itemsize as an unsigned number: its export of negative strides is broken"
+        )
+    } else {
+        String::new()
+    };
+    Error::new(
+        Status::Overflow,
+        format!("strides[{i}] = {stride} elements of {itemsize} bytes overflow 64 bits{hint}"),
+    )
 }
 
 /// A byte stride goes to DLPack only as a whole number of elements; written into `out`.
@@ -776,7 +793,22 @@ mod tests {
         let e = strides_in_elements(&[6], 4, &mut out).unwrap_err();
         assert_eq!(e.status, Status::InvalidStrides);
         assert!(e.message.contains("strides[0] = 6 bytes"), "{}", e.message);
-        assert_eq!(strides_in_bytes(&[i64::MAX], 2, &mut out).unwrap_err().status, Status::Overflow);
+        // (2^63 - 1) * 4 is no negative byte stride divided as unsigned: no hint.
+        let e = strides_in_bytes(&[i64::MAX], 4, &mut out).unwrap_err();
+        assert_eq!(e.status, Status::Overflow);
+        assert!(!e.message.contains("modulo"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_negative_stride_written_unsigned_is_refused_with_its_likely_cause() {
+        // CuPy 14.2's __dlpack__ of a float32 array with byte strides (16, -8), as read on a GPU.
+        let mut out = [0i64; 2];
+        let e = strides_in_bytes(&[4, 4_611_686_018_427_387_902], 4, &mut out).unwrap_err();
+        assert_eq!(e.status, Status::Overflow);
+        assert!(e
+            .message
+            .starts_with("strides[1] = 4611686018427387902 elements of 4 bytes overflow 64 bits"));
+        assert!(e.message.contains("modulo 2^64 it is -8 bytes"), "{}", e.message);
     }
 
     #[test]

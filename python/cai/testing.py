@@ -222,11 +222,13 @@ class _Kit:
             else:
                 self.seen.append(_Seen(DLPACK_DEVICE, device=device))
         stream: dict[str, Any] = {"stream": -1} if device is not None and device[0] in _CUDA_DEVICES else {}
+        # A CUDA producer is asked for no sync (-1): the kit orders no work on any stream.
+        called = "; called with stream=-1: no synchronization, as the array API standard defines it" if stream else ""
         self.check_capsule(DLPACK_VERSIONED, lambda: self.obj.__dlpack__(max_version=(1, 0), **stream),
-                           ("dltensor_versioned", "dltensor"))
-        self.check_capsule(DLPACK, lambda: self.obj.__dlpack__(**stream), ("dltensor",))
+                           ("dltensor_versioned", "dltensor"), called)
+        self.check_capsule(DLPACK, lambda: self.obj.__dlpack__(**stream), ("dltensor",), called)
 
-    def check_capsule(self, label: str, call: Callable[[], Any], names: tuple[str, ...]) -> None:
+    def check_capsule(self, label: str, call: Callable[[], Any], names: tuple[str, ...], called: str = "") -> None:
         before = self.references()
         try:
             capsule = call()
@@ -234,12 +236,12 @@ class _Kit:
             if label == DLPACK_VERSIONED:
                 self.find(label, "max_version", "TypeError", f"a producer of DLPack 1.0 takes it: {error}", "note")
             else:
-                self.find(label, "call", "TypeError", str(error))
+                self.find(label, "call", "TypeError", f"{error}{called}")
             return
         except Exception as error:  # noqa: BLE001
             if label == DLPACK and self.readonly_versioned and isinstance(error, (BufferError, ValueError)):
                 return  # read-only data has no legacy struct: refusing it is DLPack's rule
-            self.find(label, "call", type(error).__name__, str(error))
+            self.find(label, "call", type(error).__name__, f"{error}{called}")
             return
         name = _capsule_name(capsule)
         if name not in names:

@@ -65,3 +65,31 @@ def c_ext():
 @pytest.fixture(scope="session")
 def torch():
     return pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="session")
+def extensions(c_ext):
+    """The test extensions of python/tests/extensions, all five, importable: C (c_ext), pybind11,
+    nanobind and Cython compiled here against the installed package, and the PyO3 one prebuilt
+    by scripts/gpu-build.sh (no Rust on the GPU machine), found in $CAI_GPU_EXTENSIONS."""
+    import concurrent.futures
+    import importlib
+    import sys
+
+    import build
+
+    prebuilt = os.environ.get("CAI_GPU_EXTENSIONS")
+    if not prebuilt or not (pathlib.Path(prebuilt) / f"cai_pyo3_ext{build.SUFFIX}").exists():
+        pytest.skip(f"no prebuilt PyO3 test extension cai_pyo3_ext{build.SUFFIX} in $CAI_GPU_EXTENSIONS "
+                    f"({prebuilt}): build it with scripts/gpu-build.sh")
+    sys.path.insert(0, prebuilt)
+    out = pathlib.Path(tempfile.mkdtemp())
+    with concurrent.futures.ThreadPoolExecutor() as pool:  # each a compiler process
+        for built in [pool.submit(build.BUILDERS[name], out) for name in ("pybind11", "nanobind", "cython")]:
+            built.result()
+    sys.path.insert(0, str(out))
+    import checks
+
+    for name in checks.EXTENSIONS:
+        importlib.import_module(name)
+    return checks

@@ -169,6 +169,58 @@ def test_each_seeded_fault_is_the_one_finding_fake_driver(fault):
     assert check_producer(Broken(producer.inner), notes=True) == []
 
 
+class RefusesNoSync(Broken):
+    """A CUDA producer whose `__dlpack__` fails when asked for no sync (stream=-1), as JAX
+    0.11.2's did on an H200 (CUDA_ERROR_INVALID_HANDLE; docs/gpu-results.md)."""
+
+    def __dlpack__(self, stream=None, **kwargs):
+        if stream == -1:
+            raise RuntimeError("INTERNAL: CUDA error: : CUDA_ERROR_INVALID_HANDLE: invalid resource handle")
+        return self.inner.__dlpack__(stream=stream, **kwargs)
+
+
+def test_a_producer_refusing_stream_minus_one_is_named_with_the_call_fake_driver():
+    findings = check_producer(RefusesNoSync(device_array()))
+    assert [(f.protocols, f.field, f.values) for f in findings] == [
+        ((DLPACK_VERSIONED,), "call", ("RuntimeError",)), ((DLPACK,), "call", ("RuntimeError",))]
+    assert all("CUDA_ERROR_INVALID_HANDLE" in str(f) and "called with stream=-1" in str(f) for f in findings)
+
+
+class UnsignedNegativeStrides:
+    """A CUDA producer whose CAI dict is right and whose DLPack tensor divides a negative byte
+    stride by the itemsize as an unsigned number, as CuPy 14.2.0's `__dlpack__` does (seen on
+    an H200: byte strides (16, -8) of float32 exported as (4, 4611686018427387902))."""
+
+    def __init__(self):
+        from cai.ctypes_api import CaiDLManagedTensor
+
+        self.data = DEVICE_BUFFER + 8
+        self.shape, self.strides = (ctypes.c_int64 * 2)(3, 2), (ctypes.c_int64 * 2)(4, (1 << 64) - 8 >> 2)
+        self.managed = CaiDLManagedTensor()
+        tensor = self.managed.dl_tensor
+        tensor.data, tensor.ndim, tensor.shape, tensor.strides = self.data, 2, self.shape, self.strides
+        tensor.device.device_type, tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes = 2, 2, 32, 1
+        self.__cuda_array_interface__ = {"shape": (3, 2), "typestr": "<f4", "data": (self.data, False),
+                                         "strides": (16, -8), "version": 3, "stream": None}
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self.managed), b"dltensor", None)  # no deleter: self owns it
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+def test_negative_strides_written_unsigned_are_found_with_their_likely_cause_fake_driver():
+    findings = check_producer(UnsignedNegativeStrides())
+    assert [(f.protocols, f.field) for f in findings] == [((DLPACK_VERSIONED,), "libcai's read"),
+                                                          ((DLPACK,), "libcai's read")], [str(f) for f in findings]
+    for finding in findings:
+        assert "strides[1] = 4611686018427387902 elements of 4 bytes overflow 64 bits" in str(finding)
+        assert "modulo 2^64 it is -8 bytes" in str(finding)
+
+
 @pytest.mark.parametrize("fault,field", [(without("stream"), "stream"),
                                          (setter("strides", (12, 4)), "strides")], ids=["no stream", "c strides"])
 def test_what_the_spec_allows_but_is_not_canonical_is_a_note_fake_driver(fault, field):
