@@ -55,6 +55,9 @@ export CAI_GPU_EXTENSIONS="$PWD/$lib/gpu-extensions"
 suite "Python interop tests" gpu-pytest.log python3 -m pytest -q -rs python/gpu_tests
 suite "Python example" gpu-demo.log python3 examples/python_demo.py
 suite "GPU benchmark" gpu-bench.log python3 benchmarks/gpu_bench.py
+cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude benchmarks/gpu_driver_bench.c -o "$out/gpu_driver_bench" \
+  -L"$lib" -lcai -Wl,-rpath,"$PWD/$lib" -l:libcuda.so.1
+suite "GPU driver-level benchmark" gpu-driver-bench.log "$out/gpu_driver_bench"
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "gpu-check: FAILED: ${failed[*]}" >&2

@@ -30,7 +30,8 @@ fn setup() -> &'static Fake {
 /// wait on the consumer stream, event destroy.
 fn import_across_devices(f: &Fake, sync_mode: i32) -> (i32, CaiError) {
     let mut a = array(&[4], "<f4");
-    a.data = f.alloc(64, MEMORY_DEVICE, 1, 0);
+    // Its range from cuMemGetAddressRange, so that the walk reaches that call too.
+    a.data = f.alloc(64, MEMORY_DEVICE, 1, FLAG_NO_RANGE_ATTRIBUTES);
     a.stream = f.stream(1);
     let options = CaiImportOptions {
         consumer_stream: f.stream(0),
@@ -55,12 +56,8 @@ fn every_entry_point_failing_is_cai_error_driver_naming_it_fake_driver() {
     // The entry point whose failure is checked, the sync mode, and what to make fail.
     let walk: [(&str, i32, Injected); 12] = [
         ("cuPointerGetAttributes", CAI_SYNC_DEFAULT, &[("cuPointerGetAttributes", 0)]),
-        // Its failure falls back to the pointer's range attributes; both failing is the error.
-        (
-            "cuMemGetAddressRange",
-            CAI_SYNC_DEFAULT,
-            &[("cuMemGetAddressRange", 0), ("cuPointerGetAttributes", 1)],
-        ),
+        // Asked where the range attributes give none, as for the scenario's allocation.
+        ("cuMemGetAddressRange", CAI_SYNC_DEFAULT, &[("cuMemGetAddressRange", 0)]),
         ("cuStreamGetCtx", CAI_SYNC_DEFAULT, &[("cuStreamGetCtx", 0)]),
         ("cuCtxGetCurrent", CAI_SYNC_DEFAULT, &[("cuCtxGetCurrent", 0)]),
         ("cuCtxPushCurrent", CAI_SYNC_DEFAULT, &[("cuCtxPushCurrent", 0)]),

@@ -147,14 +147,49 @@ fn row_26_extent_past_the_allocation_is_out_of_bounds() {
 }
 
 #[test]
-fn row_26_bounds_fall_back_to_range_attributes_when_get_address_range_fails() {
+fn row_26_bounds_come_with_the_pointer_attributes_in_one_driver_call_fake_driver() {
     let f = fake();
     f.begin(0);
     let a = device_array(f, &[4], "<f4", 0);
-    f.fail("cuMemGetAddressRange", CUDA_ERROR_NOT_FOUND);
     let (status, message, info) = import_default(&a);
     assert_eq!(status, CAI_OK, "{message}");
-    assert_eq!(info.allocation_size, 4096);
+    assert_eq!((info.allocation_base, info.allocation_size), (a.data, 4096));
+    let log = f.log();
+    assert_eq!(log.matches("cuPointerGetAttributes").count(), 1, "{log}");
+    assert!(!log.contains("cuMemGetAddressRange"), "{log}");
+    // The bound is the range the attributes gave: one element past it is refused.
+    let mut past = a;
+    past.shape[0] = 1025;
+    assert_eq!(import_default(&past).0, CAI_ERROR_OUT_OF_BOUNDS);
+}
+
+#[test]
+fn row_26_bounds_come_from_get_address_range_where_the_range_attributes_give_none_fake_driver() {
+    let f = fake();
+    f.begin(0);
+    let mut a = array(&[4], "<f4");
+    a.data = f.alloc(64, MEMORY_DEVICE, 0, FLAG_NO_RANGE_ATTRIBUTES);
+    let (status, message, info) = import_default(&a);
+    assert_eq!(status, CAI_OK, "{message}");
+    assert_eq!((info.allocation_base, info.allocation_size), (a.data, 64));
+    assert!(f.log().contains("cuMemGetAddressRange"), "{}", f.log());
+    a.shape[0] = 17;
+    assert_eq!(import_default(&a).0, CAI_ERROR_OUT_OF_BOUNDS);
+}
+
+#[test]
+fn row_26_a_driver_refusing_the_range_attributes_is_asked_again_without_them_fake_driver() {
+    let f = fake();
+    f.begin(0);
+    f.refuse_range_attributes(true);
+    let a = device_array(f, &[4], "<f4", 0);
+    let (status, message, info) = import_default(&a);
+    let log = f.log();
+    f.refuse_range_attributes(false);
+    assert_eq!(status, CAI_OK, "{message}");
+    assert_eq!((info.allocation_base, info.allocation_size, info.device_ordinal), (a.data, 4096, 0));
+    assert_eq!(log.matches("cuPointerGetAttributes").count(), 2, "{log}");
+    assert!(log.contains("cuMemGetAddressRange"), "{log}");
 }
 
 #[test]

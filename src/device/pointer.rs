@@ -8,8 +8,9 @@ use crate::driver::cuda::{CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST, CU_MEMORYTYP
 use crate::driver::{driver, driver_available, Driver};
 use crate::status::{Error, Result, Status};
 
-/// Asks the driver about `pointer` in one cuPointerGetAttributes call, then for its
-/// allocation range. Fails with NOT_DEVICE_POINTER where the device cannot reach it.
+/// Asks the driver about `pointer` and its allocation range in one cuPointerGetAttributes call
+/// (cuMemGetAddressRange where the range attributes give none). Fails with NOT_DEVICE_POINTER
+/// where the device cannot reach it.
 pub(crate) fn pointer_info(driver: &Driver, pointer: u64) -> Result<CaiPointerInfo> {
     match device_pointer_info(driver, pointer)? {
         Reach::Device(info) => Ok(info),
@@ -44,7 +45,10 @@ fn device_pointer_info(driver: &Driver, pointer: u64) -> Result<Reach> {
     if !device_reachable {
         return Ok(Reach::HostOnly(info));
     }
-    (info.allocation_base, info.allocation_size) = driver.allocation_range(pointer)?;
+    (info.allocation_base, info.allocation_size) = match found.range {
+        Some(range) => range,
+        None => driver.allocation_range(pointer)?,
+    };
     Ok(Reach::Device(info))
 }
 

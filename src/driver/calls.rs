@@ -8,10 +8,10 @@ use std::ffi::c_void;
 use std::os::raw::c_uint;
 
 use super::cuda::{
-    CUcontext, CUdeviceptr, CUevent, CUpointer_attribute, CUstream, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
-    CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
-    CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+    CUcontext, CUdeviceptr, CUevent, CUpointer_attribute, CUstream, CUDA_ERROR_INVALID_VALUE,
+    CU_EVENT_DISABLE_TIMING, CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
 };
 use super::Driver;
 use crate::status::Result;
@@ -23,6 +23,9 @@ pub(crate) struct PointerAttributes {
     pub device_pointer: u64,
     pub is_managed: u32,
     pub device_ordinal: i32,
+    /// Base and size of the allocation holding the pointer, where the driver answered the
+    /// range attributes with a non-empty range.
+    pub range: Option<(u64, u64)>,
 }
 
 fn stream_handle(stream: u64) -> CUstream {
@@ -105,8 +108,11 @@ impl Driver {
         self.check(status, || format!("cuEventDestroy(event {event:p})"))
     }
 
-    /// Context, memory type, device pointer, managed flag and device ordinal of `pointer`,
-    /// in one call.
+    /// Context, memory type, device pointer, managed flag, device ordinal and allocation range
+    /// of `pointer`, in one call: the range there costs about half a cuMemGetAddressRange (on an
+    /// H200, driver 580: 56 ns for all seven attributes, 50 ns for the first five, 49 ns for
+    /// cuMemGetAddressRange). A driver that refuses the range attributes (CUDA_ERROR_INVALID_VALUE,
+    /// as one older than them would) is asked again for the five alone.
     pub(crate) fn pointer_attributes(&self, pointer: u64) -> Result<PointerAttributes> {
         let mut found = PointerAttributes {
             context: std::ptr::null_mut(),
@@ -114,55 +120,57 @@ impl Driver {
             device_pointer: 0,
             is_managed: 0,
             device_ordinal: -1,
+            range: None,
         };
-        let mut attributes: [CUpointer_attribute; 5] = [
+        let (mut start, mut size): (CUdeviceptr, usize) = (0, 0);
+        let mut attributes: [CUpointer_attribute; 7] = [
             CU_POINTER_ATTRIBUTE_CONTEXT,
             CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
             CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
             CU_POINTER_ATTRIBUTE_IS_MANAGED,
             CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+            CU_POINTER_ATTRIBUTE_RANGE_SIZE,
         ];
-        let mut values: [*mut c_void; 5] = [
+        let mut values: [*mut c_void; 7] = [
             (&mut found.context as *mut CUcontext).cast(),
             (&mut found.memory_type as *mut u32).cast(),
             (&mut found.device_pointer as *mut CUdeviceptr).cast(),
             (&mut found.is_managed as *mut u32).cast(),
             (&mut found.device_ordinal as *mut i32).cast(),
+            (&mut start as *mut CUdeviceptr).cast(),
+            (&mut size as *mut usize).cast(),
         ];
-        // SAFETY: each value slot has the size its attribute writes.
-        let status = unsafe {
-            (self.api.cuPointerGetAttributes)(
-                attributes.len() as c_uint,
-                attributes.as_mut_ptr(),
-                values.as_mut_ptr(),
-                pointer,
-            )
+        let mut ask = |count: usize| {
+            // SAFETY: each of the first `count` value slots has the size its attribute writes.
+            unsafe {
+                (self.api.cuPointerGetAttributes)(
+                    count as c_uint,
+                    attributes.as_mut_ptr(),
+                    values.as_mut_ptr(),
+                    pointer,
+                )
+            }
         };
+        let mut status = ask(7);
+        let range_asked = status != CUDA_ERROR_INVALID_VALUE;
+        if !range_asked {
+            status = ask(5);
+        }
         self.check(status, || format!("cuPointerGetAttributes(data {pointer:#x})"))?;
+        if range_asked && size > 0 {
+            found.range = Some((start, size as u64));
+        }
         Ok(found)
     }
 
-    /// Base and size of the allocation holding `pointer`: cuMemGetAddressRange, else the
-    /// pointer's range attributes (which some memory kinds answer instead).
+    /// Base and size of the allocation holding `pointer`, for memory whose range attributes the
+    /// driver did not answer (`pointer_attributes`).
     pub(crate) fn allocation_range(&self, pointer: u64) -> Result<(u64, u64)> {
         let (mut base, mut size): (CUdeviceptr, usize) = (0, 0);
         // SAFETY: writes a base and a size.
         let status = unsafe { (self.api.cuMemGetAddressRange)(&mut base, &mut size, pointer) };
-        if status == CUDA_SUCCESS {
-            return Ok((base, size as u64));
-        }
-        let mut attributes: [CUpointer_attribute; 2] =
-            [CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE];
-        let (mut start, mut length): (CUdeviceptr, usize) = (0, 0);
-        let mut values: [*mut c_void; 2] =
-            [(&mut start as *mut CUdeviceptr).cast(), (&mut length as *mut usize).cast()];
-        // SAFETY: each value slot has the size its attribute writes.
-        let fallback = unsafe {
-            (self.api.cuPointerGetAttributes)(2, attributes.as_mut_ptr(), values.as_mut_ptr(), pointer)
-        };
-        if fallback == CUDA_SUCCESS && length > 0 {
-            return Ok((start, length as u64));
-        }
-        Err(self.error(status, &format!("cuMemGetAddressRange(data {pointer:#x})")))
+        self.check(status, || format!("cuMemGetAddressRange(data {pointer:#x})"))?;
+        Ok((base, size as u64))
     }
 }

@@ -39,6 +39,8 @@ pub(crate) type CUevent = *mut CUevent_st;
 pub(crate) type CUpointer_attribute = c_uint;
 
 pub(crate) const CUDA_SUCCESS: CUresult = 0;
+/// A driver's answer to an attribute it does not know, among others.
+pub(crate) const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
 /// cuInit's answer where the driver loads but no GPU is there.
 pub(crate) const CUDA_ERROR_NO_DEVICE: CUresult = 100;
 

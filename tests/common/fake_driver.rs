@@ -14,6 +14,8 @@ pub const MEMORY_DEVICE: u32 = 2;
 pub const MEMORY_UNIFIED: u32 = 4;
 pub const FLAG_MANAGED: u32 = 1;
 pub const FLAG_UNMAPPED: u32 = 2;
+/// The allocation's range attributes answer none: only cuMemGetAddressRange gives its range.
+pub const FLAG_NO_RANGE_ATTRIBUTES: u32 = 4;
 
 pub struct Fake {
     handle: *mut c_void,
@@ -95,6 +97,13 @@ impl Fake {
         let f: extern "C" fn(*const c_char, i32) = self.symbol("fake_cuda_fail");
         let c_name = CString::new(name).unwrap();
         f(c_name.as_ptr(), result);
+    }
+
+    /// On this thread, cuPointerGetAttributes refuses the range attributes as a driver from
+    /// before them would (CUDA_ERROR_INVALID_VALUE), or answers them again.
+    pub fn refuse_range_attributes(&self, refuse: bool) {
+        let f: extern "C" fn(i32) = self.symbol("fake_cuda_refuse_range_attributes");
+        f(refuse.into());
     }
 
     /// The call of `name` on this thread after `skip` more that succeed returns `result`.

@@ -63,7 +63,7 @@ typedef struct Write { int stream; uint32_t tick; uint32_t *out; uint32_t n, val
 typedef struct Allocation {
   uint64_t base, size;
   unsigned memory_type; /* 1 host, 2 device, 4 unified */
-  int device, managed, mapped;
+  int device, managed, mapped, no_range_attributes;
 } Allocation;
 
 static Context contexts[DEVICES] = {{0, 1, 0}, {1, 2, 0}};
@@ -84,6 +84,9 @@ static _Thread_local int depth;
 static _Thread_local char call_log[LOG_CAPACITY];
 static _Thread_local size_t log_length;
 static _Thread_local struct { char name[48]; CUresult result; int skip; } failures[MAX_FAILURES];
+/* Set on this thread: cuPointerGetAttributes refuses the range attributes (11, 12) with
+   CUDA_ERROR_INVALID_VALUE, as a driver from before them would. */
+static _Thread_local int range_attributes_refused;
 
 static void log_call(const char *format, ...) {
   va_list args;
@@ -385,8 +388,13 @@ CUresult cuPointerGetAttributes(unsigned count, unsigned *attributes, void **dat
       case 3: *(CUdeviceptr *)data[i] = a && found.mapped ? pointer : 0; break; /* DEVICE_POINTER */
       case 8: *(unsigned *)data[i] = (unsigned)found.managed; break;         /* IS_MANAGED */
       case 9: *(int *)data[i] = a ? found.device : -2; break;                /* DEVICE_ORDINAL */
-      case 11: *(CUdeviceptr *)data[i] = found.base; break;                  /* RANGE_START_ADDR */
-      case 12: *(size_t *)data[i] = (size_t)found.size; break;               /* RANGE_SIZE */
+      case 11: /* RANGE_START_ADDR */
+      case 12: /* RANGE_SIZE */
+        if (range_attributes_refused) return CUDA_ERROR_INVALID_VALUE;
+        /* An allocation made with flag 4 has its range given by cuMemGetAddressRange alone. */
+        if (attributes[i] == 11) *(CUdeviceptr *)data[i] = found.no_range_attributes ? 0 : found.base;
+        else *(size_t *)data[i] = found.no_range_attributes ? 0 : (size_t)found.size;
+        break;
       default: return CUDA_ERROR_INVALID_VALUE;
     }
   }
@@ -596,7 +604,8 @@ void fake_cuda_set_device(int device) {
 int fake_cuda_context_depth(void) { return depth; }
 
 /* Registers host memory as an allocation of this type: 1 host (pinned), 2 device, 4 unified.
- * flags: 1 managed, 2 not mapped into the device address space. */
+ * flags: 1 managed, 2 not mapped into the device address space, 4 range attributes answered
+ * with none (its range only from cuMemGetAddressRange). */
 uint64_t fake_cuda_alloc(uint64_t size, unsigned memory_type, int device, unsigned flags) {
   void *memory = calloc(1, (size_t)size);
   pthread_mutex_lock(&lock);
@@ -611,9 +620,12 @@ uint64_t fake_cuda_alloc(uint64_t size, unsigned memory_type, int device, unsign
   a->device = device;
   a->managed = (flags & 1) != 0;
   a->mapped = (flags & 2) == 0;
+  a->no_range_attributes = (flags & 4) != 0;
   pthread_mutex_unlock(&lock);
   return a->base;
 }
+
+void fake_cuda_refuse_range_attributes(int refuse) { range_attributes_refused = refuse; }
 
 uint64_t fake_cuda_stream_create(int device) {
   pthread_mutex_lock(&lock);
