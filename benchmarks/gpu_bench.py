@@ -74,6 +74,8 @@ def torch_rows():
             ("cai.from_object, no pointer query, no sync",
              per_call_us(lambda: cai.from_object(t, sync=False, pointer_check=cai.POINTER_CHECK_NEVER))),
             ("cai.from_object, stream-ordered sync", per_call_us(lambda: cai.from_object(t, stream=consumer))),
+            ("  the same, the stream given as an int",
+             per_call_us(lambda: cai.from_object(t, stream=consumer.cuda_stream))),
             ("torch.from_dlpack", per_call_us(lambda: torch.from_dlpack(t))),
             ("cupy.from_dlpack", per_call_us(lambda: cupy.from_dlpack(t)))]
     try:

@@ -79,13 +79,15 @@ fn import_with(
     Ok(Imported { validated, info })
 }
 
-/// Whether `import(array, options)` may make the host wait: a sync it plans, or the first load
-/// of the driver for a pointer check. A binding lets go of its interpreter's lock around such
-/// an import (and only then: letting go costs more than a short import).
+/// Whether `import(array, options)` may make the host wait: a blocking sync it plans, or the
+/// first load of the driver (for a pointer check or a sync). A binding lets go of its
+/// interpreter's lock around such an import, and only then: a stream-ordered sync only enqueues
+/// an event record and a wait (about 0.4 us on an H200), and letting go around it made
+/// `cai.from_object` 0.1-0.3 us slower there (docs/benchmarks.md, "GPU").
 pub fn import_may_wait(array: &CaiArray, options: &CaiImportOptions) -> bool {
-    planned_action(stream_for_version(array), options.consumer_stream, options.sync_mode)
-        != SyncAction::Nothing
-        || (options.pointer_check != CAI_POINTER_CHECK_NEVER && !crate::driver::driver_load_attempted())
+    let action = planned_action(stream_for_version(array), options.consumer_stream, options.sync_mode);
+    let needs_the_driver = action != SyncAction::Nothing || options.pointer_check != CAI_POINTER_CHECK_NEVER;
+    action == SyncAction::Blocked || (needs_the_driver && !crate::driver::driver_load_attempted())
 }
 
 /// What the driver says of `pointer`, loading it if need be.
