@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds, on a machine with Rust, what scripts/gpu-check.sh runs from on a GPU machine that has
-# none: target/release/libcai.so, the Python package's wheel (target/release/wheels) and the
-# PyO3 test extension for the GPU machine's CPython (target/release/gpu-extensions; the C,
-# pybind11, nanobind and Cython ones are compiled there). Bring those three along.
+# none: target/release/libcai.so, the Python package's wheel (target/release/wheels), and in
+# target/release/gpu-extensions the PyO3 test extension for the GPU machine's CPython (the C,
+# pybind11, nanobind and Cython ones are compiled there) and the Rust API's GPU test
+# (tests/gpu_rust.rs, built here: no Rust there). Bring those three along.
 # Usage: bash scripts/gpu-build.sh [PYTHON]   PYTHON: an interpreter here of the GPU machine's
 # CPython minor version (default python3), for the PyO3 module, which is built for one version.
 # Needs target/venv (bash scripts/test.sh or scripts/python-env.sh make it) for maturin.
@@ -26,4 +27,7 @@ with zipfile.ZipFile(wheel) as archive:
         (out / pathlib.PurePosixPath(member).name).write_bytes(archive.read(member))
 PY
 rm -rf "$wheels"
+built=$(cargo test --release --test gpu_rust --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*gpu_rust-[0-9a-f]*\)).*/\1/p')
+[ -x "$built" ] || { echo "gpu-build: the Rust GPU test did not build" >&2; exit 1; }
+cp "$built" target/release/gpu-extensions/gpu_rust
 ls target/release/libcai.so target/release/wheels/* target/release/gpu-extensions/*

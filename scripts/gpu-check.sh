@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU suite: runs on a CUDA machine with no Rust toolchain, from a prebuilt target/release
 # holding libcai.so, the Python package's wheel in target/release/wheels and the PyO3 test
-# extension in target/release/gpu-extensions (build them elsewhere with
+# extension and the Rust API's GPU test in target/release/gpu-extensions (build them elsewhere with
 # `bash scripts/gpu-build.sh python3.X`, X the GPU machine's CPython, then bring those along).
 # Compiles and runs the C device tests on the real driver, then the Python interop tests with
 # whichever of CuPy, PyTorch, Numba, JAX and cuda.core are installed, and the Python example.
@@ -46,6 +46,12 @@ suite() {
 cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -Ic_tests c_tests/gpu/test_gpu.c -o "$out/test_gpu" \
   -L"$lib" -lcai -Wl,-rpath,"$PWD/$lib" -l:libcuda.so.1
 suite "C device tests" gpu-c.log "$out/test_gpu"
+
+if [ -x "$lib/gpu-extensions/gpu_rust" ]; then
+  suite "Rust API tests" gpu-rust.log "$lib/gpu-extensions/gpu_rust" --ignored --test-threads=1
+else
+  echo "== Rust API tests: not run (no prebuilt $lib/gpu-extensions/gpu_rust: scripts/gpu-build.sh builds it)"
+fi
 
 site="$out/site"
 python3 -m pip install --quiet --no-index --no-deps --target "$site" "$lib"/wheels/libcai-*.whl
