@@ -5,7 +5,9 @@
 # `bash scripts/gpu-build.sh python3.X`, X the GPU machine's CPython, then bring those along).
 # Compiles and runs the C device tests on the real driver, then the Python interop tests with
 # whichever of CuPy, PyTorch, Numba, JAX and cuda.core are installed, and the Python example.
-# Record the outcome, date and device in docs/gpu-results.md.
+# Record the outcome, date and device in docs/gpu-results.md. The C tests link libcuda.so.1:
+# where the linker does not search its folder (in containers often /usr/local/nvidia/lib64; the
+# loader's `ldconfig -p` names it), set LIBRARY_PATH to that folder first.
 # Exit status: 0 every suite passed; 77 the CUDA driver loads but finds no device (cuInit:
 # CUDA_ERROR_NO_DEVICE, e.g. a container started without its GPU): nothing was run, as
 # automake and meson read 77 (skipped); anything else, a suite failed or no driver loads.
