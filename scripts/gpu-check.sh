@@ -18,8 +18,13 @@ lib=target/release
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 
-cc -std=c11 -Wall -Wextra -Werror -Iinclude c_tests/gpu/driver_probe.c -o "$out/driver_probe" \
-  -L"$lib" -lcai -Wl,-rpath,"$PWD/$lib"
+# compile NAME SOURCE [LIBRARY...]: a C program linked against the prebuilt libcai, into $out/NAME.
+compile() {
+  cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -Ic_tests "$2" -o "$out/$1" \
+    -L"$lib" -lcai -Wl,-rpath,"$PWD/$lib" "${@:3}"
+}
+
+compile driver_probe c_tests/gpu/driver_probe.c
 probe=0
 "$out/driver_probe" 2>"$out/driver-probe.log" || probe=$?
 if [ "$probe" = 77 ]; then
@@ -45,8 +50,7 @@ suite() {
   fi
 }
 
-cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -Ic_tests c_tests/gpu/test_gpu.c -o "$out/test_gpu" \
-  -L"$lib" -lcai -Wl,-rpath,"$PWD/$lib" -l:libcuda.so.1
+compile test_gpu c_tests/gpu/test_gpu.c -l:libcuda.so.1
 suite "C device tests" gpu-c.log "$out/test_gpu"
 
 if [ -x "$lib/gpu-extensions/gpu_rust" ]; then
@@ -63,8 +67,7 @@ export CAI_GPU_EXTENSIONS="$PWD/$lib/gpu-extensions"
 suite "Python interop tests" gpu-pytest.log python3 -m pytest -q -rs python/gpu_tests
 suite "Python example" gpu-demo.log python3 examples/python_demo.py
 suite "GPU benchmark" gpu-bench.log python3 benchmarks/gpu_bench.py
-cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude benchmarks/gpu_driver_bench.c -o "$out/gpu_driver_bench" \
-  -L"$lib" -lcai -Wl,-rpath,"$PWD/$lib" -l:libcuda.so.1
+compile gpu_driver_bench benchmarks/gpu_driver_bench.c -l:libcuda.so.1
 suite "GPU driver-level benchmark" gpu-driver-bench.log "$out/gpu_driver_bench"
 
 if [ ${#failed[@]} -gt 0 ]; then

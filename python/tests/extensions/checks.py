@@ -158,10 +158,9 @@ def check_dlpack():
 
         host += [jax.numpy.arange(12.0).reshape(3, 4), jax.numpy.arange(6, dtype=jax.numpy.int16)]
     compared = same_everywhere(host, allow_host=True)
-    lib, _ = exchange_producer()
+    lib, Offering = exchange_producer()
 
-    class Producer:
-        __c_dlpack_exchange_api__ = lib.producer_exchange_api()
+    class Producer(Offering):
         table_lacks_dltensor_call = True  # what cannot_borrow looks for
 
         def __dlpack_device__(self):
