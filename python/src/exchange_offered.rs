@@ -20,6 +20,7 @@ use crate::described::Read;
 use crate::dlpack::{device_of_taken, Taken};
 use crate::errors::CaiResult;
 use crate::exchange_api::{ExchangeApi, ExchangeApiHeader, EXCHANGE_API};
+use crate::fastcall::run_assumed_status;
 use crate::offered::Offered;
 
 /// cai.Array's table. Its work stream is the legacy default stream (the table is per type, and
@@ -112,11 +113,16 @@ fn offered_of(object: &Bound<'_, PyAny>) -> PyResult<&'static Offered> {
     })
 }
 
+/// Run without PyO3's count of the thread (`run_assumed_status`), on DLPack's rule that the
+/// consumer calls attached. The audit of its success path, which drops no `Py<T>` and no
+/// `PyErr`: the object is borrowed; `offered_of` finds the record without a failing lookup;
+/// the fill, its validation, the device and the export are those of the offered `__dlpack__`
+/// (offer.rs), whose success path is audited the same way; the tensor is handed out raw.
 unsafe extern "C" fn offered_managed_tensor_from_py_object(
     py_object: *mut c_void,
     out: *mut *mut CaiDLManagedTensorVersioned,
 ) -> c_int {
-    table_call(|py| {
+    run_assumed_status(|py| {
         // SAFETY: the consumer passes an object it holds.
         let object = unsafe { pyo3::Borrowed::from_ptr(py, py_object.cast::<pyo3::ffi::PyObject>()) };
         let offered = offered_of(&object)?;

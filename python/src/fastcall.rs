@@ -36,7 +36,7 @@
 //! - The interned names are made once and kept for the life of the process (a few small
 //!   strings), so a pointer read from a signature is always a live str.
 
-use std::ffi::CStr;
+use std::ffi::{c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -257,15 +257,30 @@ pub fn run_attached(body: impl Fn(Python<'_>) -> PyResult<*mut ffi::PyObject>) -
 /// (`raise_counted`), and counting the thread first lets go of whatever the failed body
 /// deferred: PyO3 empties its pool whenever it attaches a thread it did not count.
 pub fn run_assumed(body: impl FnOnce(Python<'_>) -> PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
-    // SAFETY: the interpreter called the entry from an attached thread.
+    assumed(body).unwrap_or(null_mut())
+}
+
+/// `run_assumed` for a C function that reports by status, called by a consumer attached to the
+/// interpreter (a DLPack exchange table's function, DLPack's rule): 0, or -1 with the failure
+/// raised. The same audit of the body's success path applies.
+pub fn run_assumed_status(body: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
+    match assumed(body) {
+        Some(()) => 0,
+        None => -1,
+    }
+}
+
+/// The body's success, or None with its failure (or panic) raised counted.
+fn assumed<T>(body: impl FnOnce(Python<'_>) -> PyResult<T>) -> Option<T> {
+    // SAFETY: the caller was called from an attached thread (each caller's contract).
     let py = unsafe { Python::assume_attached() };
     let error = match catch_unwind(AssertUnwindSafe(|| body(py))) {
-        Ok(Ok(result)) => return result,
+        Ok(Ok(result)) => return Some(result),
         Ok(Err(error)) => error,
         Err(payload) => panic_error(payload),
     };
     raise_counted(error);
-    null_mut()
+    None
 }
 
 /// Runs `body` attached to the interpreter from any thread (see the module's audit), without
