@@ -16,7 +16,6 @@ import cai
 from conftest import DEVICE_BUFFER, diverging_producer
 
 
-
 @pytest.fixture
 def ext(offer_ext):
     return offer_ext
