@@ -9,7 +9,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 PYTHON="$venv/bin/python"
-echo "python-env: the test tools into $venv (python/test-requirements.txt; the first time about 4.5 GB, 3 GB of it torch and the CUDA libraries its wheel pulls)"
+echo "python-env: the test tools into $venv (python/test-requirements.txt; the first time about 4.5 GB to download and 7.2 GB installed, most of it torch and the CUDA libraries its wheel pulls)"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -r python/test-requirements.txt
 echo "python-env: building and installing the package (pip install ./python, maturin; about a minute)"
