@@ -44,7 +44,7 @@ enum {
 };
 
 #define DEVICES 2
-#define MAX_STREAMS 256
+#define MAX_STREAMS 1024
 #define MAX_EVENTS 65536
 #define MAX_ALLOCATIONS 1024
 #define STACK_DEPTH 16
