@@ -1,8 +1,17 @@
 //! cai.Array's DLPack exchange table, offered to consumers as `__dlpack_c_exchange_api__`, so
 //! that torch, tvm-ffi, cai itself and other consumers take a cai.Array's tensor without a
 //! Python call; and the table of the types `cai_python_offer` gave the protocols, which takes
-//! the tensor of the cai.Array their fill describes. Every function of the table runs with the caller attached to the interpreter
-//! (DLPack's rule), returns 0, or -1 with a Python exception set, and never unwinds.
+//! the tensor of the cai.Array their fill describes. The consumer calls every function of a
+//! table attached to the interpreter (DLPack's rule: a failure is a Python exception set); each
+//! returns 0, or -1 with the exception set, and never unwinds.
+//!
+//! Each runs without PyO3's count of the thread (fastcall.rs's `run_assumed_status`, which
+//! raises a failure counted). The audit of their success paths, none of which drops a `Py<T>`
+//! or a `PyErr`: the object is borrowed, or owned as a `Bound` let go of at once; a cai.Array's
+//! checks (`live`, `begin_export`), its device and its export return their values; an offered
+//! type's record is found without a failing lookup, and its fill, validation and export are
+//! those of the offered `__dlpack__` (offer.rs); a tensor is handed out raw, a new cai.Array as
+//! the new reference it is.
 
 use std::ffi::{c_int, c_void};
 
@@ -11,14 +20,13 @@ use cai::{
     CaiArray, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor,
     CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_STREAM_LEGACY,
 };
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use crate::array::Array;
 use crate::array_object::ArrayObject;
 use crate::described::Read;
 use crate::dlpack::{device_of_taken, Taken};
-use crate::errors::CaiResult;
+use crate::errors::Failure;
 use crate::exchange_api::{ExchangeApi, ExchangeApiHeader, EXCHANGE_API};
 use crate::fastcall::run_assumed_status;
 use crate::offered::Offered;
@@ -54,24 +62,6 @@ pub static OFFERED_EXCHANGE_API: ExchangeApi = ExchangeApi {
     current_work_stream: Some(current_work_stream),
 };
 
-/// Runs `body` attached to the interpreter, as a table function: 0 on success, -1 with the
-/// failure raised as a Python exception (a panic included) otherwise.
-fn table_call(body: impl FnOnce(Python<'_>) -> CaiResult<()>) -> c_int {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        Python::attach(|py| match body(py) {
-            Ok(()) => 0,
-            Err(failure) => {
-                PyErr::from(failure).restore(py);
-                -1
-            }
-        })
-    }));
-    outcome.unwrap_or_else(|_| {
-        Python::attach(|py| PyRuntimeError::new_err("libcai's DLPack exchange table panicked").restore(py));
-        -1
-    })
-}
-
 /// The cai.Array a table function was given.
 ///
 /// # Safety
@@ -90,7 +80,7 @@ unsafe extern "C" fn managed_tensor_from_py_object(
     py_object: *mut c_void,
     out: *mut *mut CaiDLManagedTensorVersioned,
 ) -> c_int {
-    table_call(|py| {
+    run_assumed_status(|py| {
         // SAFETY: the consumer passes an object it holds.
         let array = unsafe { array_of(py, py_object) }?;
         let device = array.get().dl_device()?;
@@ -113,11 +103,6 @@ fn offered_of(object: &Bound<'_, PyAny>) -> PyResult<&'static Offered> {
     })
 }
 
-/// Run without PyO3's count of the thread (`run_assumed_status`), on DLPack's rule that the
-/// consumer calls attached. The audit of its success path, which drops no `Py<T>` and no
-/// `PyErr`: the object is borrowed; `offered_of` finds the record without a failing lookup;
-/// the fill, its validation, the device and the export are those of the offered `__dlpack__`
-/// (offer.rs), whose success path is audited the same way; the tensor is handed out raw.
 unsafe extern "C" fn offered_managed_tensor_from_py_object(
     py_object: *mut c_void,
     out: *mut *mut CaiDLManagedTensorVersioned,
@@ -141,12 +126,13 @@ unsafe extern "C" fn managed_tensor_to_py_object(
     tensor: *mut CaiDLManagedTensorVersioned,
     out_py_object: *mut *mut c_void,
 ) -> c_int {
-    table_call(|py| {
+    run_assumed_status(|py| {
         let mut taken = Taken::new();
         let options = CaiDLPackOptions { allow_host: 1, ..Default::default() };
         // Host memory is allowed, so no words to allow it are needed.
         // SAFETY: the consumer hands the tensor over; the core takes it (deleting it on failure).
-        unsafe { cai::binding::dlpack::from_dlpack(tensor, &options, "", taken.array()) }?;
+        unsafe { cai::binding::dlpack::from_dlpack(tensor, &options, "", taken.array()) }
+            .map_err(Failure::Cai)?;
         // SAFETY: taken as a versioned tensor.
         let device = unsafe { device_of_taken(taken.array(), true) };
         let array =
@@ -158,7 +144,7 @@ unsafe extern "C" fn managed_tensor_to_py_object(
 }
 
 unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut CaiDLTensor) -> c_int {
-    table_call(|py| {
+    run_assumed_status(|py| {
         // SAFETY: the consumer passes an object it holds.
         let array = unsafe { array_of(py, py_object) }?;
         let view = Array::dl_tensor_view(&array)?;

@@ -1,7 +1,8 @@
 //! What the raw `METH_FASTCALL | METH_KEYWORDS` entries share (hot.rs's `cai.from_object`,
 //! offer.rs's `__dlpack__` of offered types): a signature that matches a call's arguments
 //! itself (keywords as cheap as positions), its TypeErrors in the words PyO3's argument
-//! handling uses, and the way into the body.
+//! handling uses, and the way into the body, which the DLPack exchange tables' functions
+//! (exchange_offered.rs) take too.
 //!
 //! Why: PyO3's generated argument handling turns each keyword name into UTF-8 and compares
 //! strings (about 400 instructions per call with three keywords). Here a keyword name is first

@@ -209,3 +209,28 @@ def diverging_producer(device):
             return (1, 0)
 
     return Producer, held, watches
+
+
+# DLPack 1.3's exchange table: a {version, prev_version_api} header (16 bytes), then
+# managed_tensor_allocator, managed_tensor_from_py_object_no_sync,
+# managed_tensor_to_py_object_no_sync, dltensor_from_py_object_no_sync, current_work_stream.
+EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT = 24
+EXCHANGE_DLTENSOR_FROM_PY_OBJECT = 40
+
+
+def exchange_table_entry(type_, offset):
+    """The function at `offset` of `type_`'s DLPack exchange table, called from Python as a
+    consumer calls it: attached (PYFUNCTYPE), its exception raised. Both entries above take
+    (object, out pointer) and return an int."""
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    table = get_pointer(type_.__dlpack_c_exchange_api__, b"dlpack_exchange_api")
+    entry = ctypes.c_void_p.from_address(table + offset).value
+    return ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)(entry)
+
+
+def delete_managed_tensor(address):
+    """Runs the deleter of the DLManagedTensorVersioned at `address` ({version (8 bytes),
+    manager_ctx, deleter, ...})."""
+    deleter = ctypes.c_void_p.from_address(address + 16).value
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(deleter)(address)

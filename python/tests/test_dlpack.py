@@ -4,12 +4,19 @@ from the fake CUDA driver (a test double) and goes through capsules libcai made 
 
 import ctypes
 import gc
+import sys
 import weakref
 
 import numpy
 import pytest
 
 import cai
+from conftest import (
+    EXCHANGE_DLTENSOR_FROM_PY_OBJECT,
+    EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
+    delete_managed_tensor,
+    exchange_table_entry,
+)
 
 PyCapsule_GetName = ctypes.pythonapi.PyCapsule_GetName
 PyCapsule_GetName.restype = ctypes.c_char_p
@@ -310,3 +317,30 @@ def test_max_version_is_read_as_a_pair_of_ints_or_named(producer, offer_ext):
     with pytest.raises(ValueError, match=r"dl_device holds an int out of range: \(<2 items>\)"):
         source.__dlpack__(dl_device=(1, 2**31))
     assert capsule_name(source.__dlpack__(dl_device=(Int(1), 0), max_version=(1, 0))) == "dltensor_versioned"
+
+
+def test_cai_arrays_exchange_table_keeps_counts_and_refuses_a_released_array():
+    """cai.Array's exchange table runs without PyO3's count of the thread (DLPack's consumer
+    calls it attached): tensors taken and deleted, and DLTensor views, leave the array's
+    reference count where it was and end every export; a released array is refused with a
+    Python exception, nothing written."""
+    x = numpy.arange(12.0)
+    a = cai.from_object(x, allow_host=True)
+    take = exchange_table_entry(cai.Array, EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT)
+    view = exchange_table_entry(cai.Array, EXCHANGE_DLTENSOR_FROM_PY_OBJECT)
+    dltensor = (ctypes.c_uint64 * 6)()  # a DLTensor: 48 bytes
+    before = sys.getrefcount(a)
+    out = ctypes.c_void_p()
+    for _ in range(500):
+        assert take(a, ctypes.addressof(out)) == 0
+        assert sys.getrefcount(a) == before + 1
+        delete_managed_tensor(out.value)
+        assert view(a, ctypes.addressof(dltensor)) == 0
+        assert dltensor[0] == x.ctypes.data
+    assert sys.getrefcount(a) == before
+    a.release()  # refused while any export were alive
+    out, dltensor = ctypes.c_void_p(), (ctypes.c_uint64 * 6)()
+    for entry, written in ((take, out), (view, dltensor)):
+        with pytest.raises(ValueError, match=r"the cai.Array was released"):
+            entry(a, ctypes.addressof(written))
+    assert out.value is None and not any(dltensor)

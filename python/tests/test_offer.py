@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 import cai
-from conftest import DEVICE_BUFFER, diverging_producer
+from conftest import (
+    DEVICE_BUFFER,
+    EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
+    delete_managed_tensor,
+    diverging_producer,
+    exchange_table_entry,
+)
 
 
 @pytest.fixture
@@ -212,23 +218,12 @@ def test_a_subclass_hiding_the_c_level_table_is_still_served_by_the_inherited_ex
     assert tvm_ffi.from_dlpack(image).data_ptr() == values.ctypes.data
 
 
-def exchange_table_entry(ext):
-    """The offered types' `managed_tensor_from_py_object_no_sync`, callable from Python."""
-    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    table = get_pointer(ext.Image.__dlpack_c_exchange_api__, b"dlpack_exchange_api")
-    # DLPack 1.3's table: a {version, prev_version_api} header (16 bytes), the allocator, then
-    # managed_tensor_from_py_object_no_sync. PYFUNCTYPE: called attached, the exception raised.
-    entry = ctypes.c_void_p.from_address(table + 24).value
-    return ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)(entry)
-
-
 def test_the_offered_exchange_table_refuses_an_object_of_no_offered_type(ext):
     """The table is shared by the offered types: called with anything else (as a consumer that
     cached it might), it raises a TypeError naming the object's type."""
     out = ctypes.c_void_p()
     with pytest.raises(TypeError, match=r"a 'list' is not an instance of a type offered by cai_python_offer"):
-        exchange_table_entry(ext)([], ctypes.addressof(out))
+        exchange_table_entry(ext.Image, EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT)([], ctypes.addressof(out))
     assert out.value is None
 
 
@@ -237,15 +232,13 @@ def test_exchange_table_calls_keep_reference_counts_fake_driver(kind, ext, fake)
     the thread (DLPack's consumer calls it attached): many tensors taken and deleted, each
     holding the object until its deleter runs, leave the object's count where it was."""
     image = kind(DEVICE_BUFFER, 4, 4, typestr="<u4", stream=fake.stream())
-    take = exchange_table_entry(ext)
-    deleter_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+    take = exchange_table_entry(kind, EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT)
     before = sys.getrefcount(image)
     out = ctypes.c_void_p()
     for _ in range(500):
         assert take(image, ctypes.addressof(out)) == 0
         assert sys.getrefcount(image) == before + 1
-        # DLManagedTensorVersioned: {version (8 bytes), manager_ctx, deleter, ...}.
-        deleter_type(ctypes.c_void_p.from_address(out.value + 16).value)(out.value)
+        delete_managed_tensor(out.value)
     assert sys.getrefcount(image) == before
 
 
@@ -287,7 +280,7 @@ def test_a_broken_fill_is_a_clear_error_on_every_protocol_fake_driver(kind, ext,
         ext.table_view(image)
     out = ctypes.c_void_p()
     with pytest.raises(error, match=message):
-        exchange_table_entry(ext)(image, ctypes.addressof(out))
+        exchange_table_entry(kind, EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT)(image, ctypes.addressof(out))
     assert out.value is None
 
 
