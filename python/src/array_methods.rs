@@ -20,10 +20,10 @@ use pyo3::{Borrowed, IntoPyObjectExt};
 use crate::array::{Array, Kept};
 use crate::array_object::{array_type, ArrayObject, Getter};
 use crate::described::Read;
-use crate::dlpack_export::{dlpack_capsule, DlpackArguments, DLPACK_SIGNATURE};
+use crate::dlpack_export::{dlpack_capsule, plain_arguments, DlpackArguments, DLPACK_SIGNATURE};
 use crate::errors::Failure;
 use crate::exchange_offered::exchange_api_capsule;
-use crate::fastcall::{run_attached, Definition, Signature};
+use crate::fastcall::{run_assumed, run_attached, Definition, Signature};
 use crate::pool::Pooled;
 use crate::values::scalar;
 
@@ -235,12 +235,14 @@ unsafe extern "C" fn release(slf: *mut ffi::PyObject, _unused: *mut ffi::PyObjec
     })
 }
 
-/// `a.__dlpack_device__()`.
+/// `a.__dlpack_device__()`, run without PyO3's count of the thread (`run_assumed`): its success
+/// path borrows `self` and hands out a new tuple of the device the array holds or the driver
+/// names, dropping no `Py<T>` and no `PyErr`.
 unsafe extern "C" fn dlpack_device(
     slf: *mut ffi::PyObject,
     _unused: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    run_attached(|py| {
+    run_assumed(|py| {
         // SAFETY: the method's `self`, checked by its descriptor.
         let this = unsafe { ArrayObject::borrowed(py, slf) };
         let device = this.get().dl_device()?;
@@ -249,6 +251,12 @@ unsafe extern "C" fn dlpack_device(
 }
 
 /// `a.__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`.
+///
+/// With plain arguments (`plain_arguments`) the body runs without PyO3's count of the thread
+/// (`run_assumed`), as an offered type's `__dlpack__` does (offer.rs). The audit of its success
+/// path, which drops no `Py<T>` and no `PyErr`: the arguments are read without a failing
+/// conversion; `self` is borrowed; `live`, the device, the export's count and the tensor return
+/// their values; the capsule is handed out as a raw pointer. Any other call runs attached.
 unsafe extern "C" fn dlpack(
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
@@ -257,7 +265,9 @@ unsafe extern "C" fn dlpack(
 ) -> *mut ffi::PyObject {
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
     let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames) };
-    run_attached(|py| {
+    // SAFETY: attached (the interpreter called in); the slots are the call's arguments.
+    let plain = matched.as_ref().ok().and_then(|slots| unsafe { plain_arguments(slots) });
+    let body = |py: Python<'_>| {
         let slots = matched.map_err(|mismatch| DLPACK_SIGNATURE.refusal(py, mismatch))?;
         // SAFETY: the method's `self`, checked by its descriptor.
         let slf = unsafe { ArrayObject::borrowed(py, slf) };
@@ -265,14 +275,20 @@ unsafe extern "C" fn dlpack(
         // The arguments first: reading them may run Python code (a stream's __index__), which
         // may release this array; from the export on, release() is refused instead.
         // SAFETY: attached; the slots are the call's arguments, alive for its duration.
-        let arguments = unsafe { DlpackArguments::of_call(py, &slots, None) }?;
+        let arguments = unsafe { DlpackArguments::of_call(py, &slots, plain) }?;
         let (request, device) = arguments.read(|| {
             this.live()?;
             Ok(this.dl_device()?)
         })?;
-        let mut view = Array::exported_view(&slf)?;
+        let mut view = *this.array();
+        Array::own_export(&slf, &mut view)?;
         Ok(dlpack_capsule(py, &mut view, this.validated().as_ref(), device, &request)?.into_ptr())
-    })
+    };
+    if plain.is_some() {
+        run_assumed(body)
+    } else {
+        run_attached(body)
+    }
 }
 
 fn ptr(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {

@@ -134,8 +134,9 @@ unsafe extern "C" fn drop_legacy_capsule(capsule: *mut pyo3::ffi::PyObject) {
     }
 }
 
-/// A DLPack tensor owning `view` (an owning struct: `Array::exported_view`, an offered type's
-/// description; `validated`: its validation, when the caller has it), as the versioned struct
+/// A DLPack tensor owning `view` (an owning struct: a cai.Array's copy that
+/// `Array::own_export` made own an export, an offered type's description; `validated`: its
+/// validation, when the caller has it), as the versioned struct
 /// when `versioned`, else the legacy one, after the consumer's stream (if any) is ordered after
 /// the array's. Taken by reference, as the struct is large: on success the tensor owns what
 /// the view owned (its release cleared); on every failure the view is released (its export

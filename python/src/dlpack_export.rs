@@ -11,7 +11,7 @@ use pyo3::Borrowed;
 use crate::dlpack::{capsule_of, export_arguments_allowed, tensor_of};
 use crate::errors::CaiResult;
 use crate::fastcall::Signature;
-use crate::options::{consumer_stream, int_pair};
+use crate::options::{consumer_stream, int_pair, is_absent, is_absent_or_small_int, plain_int_pair};
 use crate::values::scalar;
 use cai::binding::dict::Repr;
 use cai::binding::rules::Validated;
@@ -38,6 +38,23 @@ pub type ReadPairs = (Option<(u32, u32)>, Option<(i32, i32)>);
 pub struct DlpackRequest {
     pub consumer: Option<u64>,
     pub versioned: bool,
+}
+
+/// The pairs of a `__dlpack__` call whose arguments are the plain values consumers pass
+/// (`stream` an int that fits an i64, `max_version` and `dl_device` exact pairs of exact ints
+/// that fit theirs, `copy` a bool, each or None), read once, here; None for any other call,
+/// whose body reads them in full. A plain call's body reads nothing that fails.
+///
+/// # Safety
+/// Attached; each slot NULL or a live argument of the call.
+pub unsafe fn plain_arguments(slots: &[*mut ffi::PyObject; 4]) -> Option<ReadPairs> {
+    // SAFETY: the caller's contract: NULL or live arguments, type checks and reads.
+    unsafe {
+        if !is_absent_or_small_int(slots[0]) || !(is_absent(slots[3]) || ffi::PyBool_Check(slots[3]) != 0) {
+            return None;
+        }
+        Some((plain_int_pair(slots[1])?, plain_int_pair(slots[2])?))
+    }
 }
 
 impl<'a, 'py> DlpackArguments<'a, 'py> {

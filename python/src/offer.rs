@@ -21,11 +21,10 @@ use cai::binding::dlpack::AllowHost;
 use cai::CaiArray;
 
 use crate::dlpack::capsule_of;
-use crate::dlpack_export::{DlpackArguments, ReadPairs, DLPACK_SIGNATURE};
+use crate::dlpack_export::{plain_arguments, DlpackArguments, DLPACK_SIGNATURE};
 use crate::exchange_offered::offered_exchange_api_capsule;
 use crate::fastcall::{run_assumed, run_attached, Definition};
 use crate::offered::Offered;
-use crate::options::{is_absent, is_absent_or_small_int, plain_int_pair};
 
 /// The attributes an offer gives a type, in the order they are set.
 const ATTRIBUTES: [&str; 5] = [
@@ -108,23 +107,6 @@ unsafe fn offered_self<'a, 'py>(
         PySystemError::new_err("libcai: an offered method called on an object of no offered type")
     })?;
     Ok((offered, instance))
-}
-
-/// The pairs of a `__dlpack__` call whose arguments are the plain values consumers pass
-/// (`stream` an int that fits an i64, `max_version` and `dl_device` exact pairs of exact ints
-/// that fit theirs, `copy` a bool, each or None), read once, here; None for any other call,
-/// whose body reads them in full. A plain call's body reads nothing that fails.
-///
-/// # Safety
-/// Attached; each slot NULL or a live argument of the call.
-unsafe fn plain_arguments(slots: &[*mut ffi::PyObject; 4]) -> Option<ReadPairs> {
-    // SAFETY: the caller's contract: NULL or live arguments, type checks and reads.
-    unsafe {
-        if !is_absent_or_small_int(slots[0]) || !(is_absent(slots[3]) || ffi::PyBool_Check(slots[3]) != 0) {
-            return None;
-        }
-        Some((plain_int_pair(slots[1])?, plain_int_pair(slots[2])?))
-    }
 }
 
 /// `obj.__dlpack__(...)` of an offered type, as CPython calls a `METH_FASTCALL |

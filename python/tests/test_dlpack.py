@@ -344,3 +344,34 @@ def test_cai_arrays_exchange_table_keeps_counts_and_refuses_a_released_array():
         with pytest.raises(ValueError, match=r"the cai.Array was released"):
             entry(a, ctypes.addressof(written))
     assert out.value is None and not any(dltensor)
+
+
+class TorchLikeStream:
+    """A stream object as PyTorch's: the handle under `cuda_stream`, no `__cuda_stream__`."""
+
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+def test_cai_array_dlpack_keeps_counts_and_lets_go_of_what_it_drops_fake_driver(fake):
+    """cai.Array's `__dlpack__` with the plain arguments consumers pass, and its
+    `__dlpack_device__`, run without PyO3's count of the thread: many calls leave the counts of
+    the array and of the arguments where they were, and every export ends with its capsule. A
+    call with a stream object (whose reading drops the AttributeError `__cuda_stream__` raises,
+    holding the object) runs counted, so the stream object goes at once."""
+    a = device_array(fake, stream=fake.stream())
+    handle, version, device = fake.stream(), (1, 0), (2, 0)
+    before = [sys.getrefcount(x) for x in (a, version, device)]
+    for _ in range(2000):
+        a.__dlpack__(stream=handle, max_version=version, dl_device=device, copy=False)
+        assert a.__dlpack_device__() == device
+    assert [sys.getrefcount(x) for x in (a, version, device)] == before
+    stream = TorchLikeStream(fake.stream())
+    alive = weakref.ref(stream)
+    capsule = a.__dlpack__(stream=stream, max_version=version)
+    del stream
+    assert alive() is None, "the stream object waits in a pool of deferred drops"
+    with pytest.raises(BufferError, match="1 DLPack export"):
+        a.release()
+    del capsule
+    a.release()
