@@ -234,3 +234,19 @@ def delete_managed_tensor(address):
     manager_ctx, deleter, ...})."""
     deleter = ctypes.c_void_p.from_address(address + 16).value
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(deleter)(address)
+
+
+def take_and_delete_through_exchange_table(obj, times=500, each=None):
+    """Takes `times` tensors of `obj` through its type's `managed_tensor_from_py_object_no_sync`
+    and deletes each (calling `each()` after each, if given): a tensor holds the object until
+    its deleter runs, and the object's count comes back where it was."""
+    take = exchange_table_entry(type(obj), EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT)
+    before = sys.getrefcount(obj)
+    out = ctypes.c_void_p()
+    for _ in range(times):
+        assert take(obj, ctypes.addressof(out)) == 0
+        assert sys.getrefcount(obj) == before + 1
+        delete_managed_tensor(out.value)
+        if each is not None:
+            each()
+    assert sys.getrefcount(obj) == before

@@ -14,8 +14,8 @@ import cai
 from conftest import (
     EXCHANGE_DLTENSOR_FROM_PY_OBJECT,
     EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
-    delete_managed_tensor,
     exchange_table_entry,
+    take_and_delete_through_exchange_table,
 )
 
 PyCapsule_GetName = ctypes.pythonapi.PyCapsule_GetName
@@ -329,15 +329,12 @@ def test_cai_arrays_exchange_table_keeps_counts_and_refuses_a_released_array():
     take = exchange_table_entry(cai.Array, EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT)
     view = exchange_table_entry(cai.Array, EXCHANGE_DLTENSOR_FROM_PY_OBJECT)
     dltensor = (ctypes.c_uint64 * 6)()  # a DLTensor: 48 bytes
-    before = sys.getrefcount(a)
-    out = ctypes.c_void_p()
-    for _ in range(500):
-        assert take(a, ctypes.addressof(out)) == 0
-        assert sys.getrefcount(a) == before + 1
-        delete_managed_tensor(out.value)
+
+    def viewed():
         assert view(a, ctypes.addressof(dltensor)) == 0
         assert dltensor[0] == x.ctypes.data
-    assert sys.getrefcount(a) == before
+
+    take_and_delete_through_exchange_table(a, each=viewed)
     a.release()  # refused while any export were alive
     out, dltensor = ctypes.c_void_p(), (ctypes.c_uint64 * 6)()
     for entry, written in ((take, out), (view, dltensor)):

@@ -16,9 +16,9 @@ import cai
 from conftest import (
     DEVICE_BUFFER,
     EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
-    delete_managed_tensor,
     diverging_producer,
     exchange_table_entry,
+    take_and_delete_through_exchange_table,
 )
 
 
@@ -227,19 +227,11 @@ def test_the_offered_exchange_table_refuses_an_object_of_no_offered_type(ext):
     assert out.value is None
 
 
-def test_exchange_table_calls_keep_reference_counts_fake_driver(kind, ext, fake):
+def test_exchange_table_calls_keep_reference_counts_fake_driver(kind, fake):
     """The offered types' `managed_tensor_from_py_object_no_sync` runs without PyO3's count of
     the thread (DLPack's consumer calls it attached): many tensors taken and deleted, each
     holding the object until its deleter runs, leave the object's count where it was."""
-    image = kind(DEVICE_BUFFER, 4, 4, typestr="<u4", stream=fake.stream())
-    take = exchange_table_entry(kind, EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT)
-    before = sys.getrefcount(image)
-    out = ctypes.c_void_p()
-    for _ in range(500):
-        assert take(image, ctypes.addressof(out)) == 0
-        assert sys.getrefcount(image) == before + 1
-        delete_managed_tensor(out.value)
-    assert sys.getrefcount(image) == before
+    take_and_delete_through_exchange_table(kind(DEVICE_BUFFER, 4, 4, typestr="<u4", stream=fake.stream()))
 
 
 def test_offering_a_type_twice_or_one_with_its_own_protocol_is_a_type_error(ext):
