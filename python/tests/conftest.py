@@ -250,3 +250,10 @@ def take_and_delete_through_exchange_table(obj, times=500, each=None):
         if each is not None:
             each()
     assert sys.getrefcount(obj) == before
+
+
+class TorchLikeStream:
+    """A stream object as PyTorch's: the handle under `cuda_stream`, no `__cuda_stream__`."""
+
+    def __init__(self, handle):
+        self.cuda_stream = handle

@@ -14,6 +14,7 @@ import cai
 from conftest import (
     EXCHANGE_DLTENSOR_FROM_PY_OBJECT,
     EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
+    TorchLikeStream,
     exchange_table_entry,
     take_and_delete_through_exchange_table,
 )
@@ -335,19 +336,12 @@ def test_cai_arrays_exchange_table_keeps_counts_and_refuses_a_released_array():
         assert dltensor[0] == x.ctypes.data
 
     take_and_delete_through_exchange_table(a, each=viewed)
-    a.release()  # refused while any export were alive
+    a.release()  # every export ended: release() refuses while one is alive
     out, dltensor = ctypes.c_void_p(), (ctypes.c_uint64 * 6)()
     for entry, written in ((take, out), (view, dltensor)):
         with pytest.raises(ValueError, match=r"the cai.Array was released"):
             entry(a, ctypes.addressof(written))
     assert out.value is None and not any(dltensor)
-
-
-class TorchLikeStream:
-    """A stream object as PyTorch's: the handle under `cuda_stream`, no `__cuda_stream__`."""
-
-    def __init__(self, handle):
-        self.cuda_stream = handle
 
 
 def test_cai_array_dlpack_keeps_counts_and_lets_go_of_what_it_drops_fake_driver(fake):

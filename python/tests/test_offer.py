@@ -16,6 +16,7 @@ import cai
 from conftest import (
     DEVICE_BUFFER,
     EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
+    TorchLikeStream,
     diverging_producer,
     exchange_table_entry,
     take_and_delete_through_exchange_table,
@@ -281,13 +282,6 @@ def test_a_fill_that_changes_between_calls_is_described_anew_each_time_fake_driv
     first = cai.from_object(image, sync=False).shape
     second = cai.from_object(image, sync=False).shape
     assert first[0] + 1 == second[0]
-
-
-class TorchLikeStream:
-    """A stream object as PyTorch's: the handle under `cuda_stream`, no `__cuda_stream__`."""
-
-    def __init__(self, handle):
-        self.cuda_stream = handle
 
 
 def test_dlpack_lets_go_of_what_it_reads_at_once_plain_arguments_or_not_fake_driver(kind, fake):
