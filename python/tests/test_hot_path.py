@@ -316,6 +316,32 @@ def test_dlpack_producers_read_without_pyo3s_count_let_go_at_once_fake_driver():
         assert taken.shape == (4,)
 
 
+def test_cai_arrays_read_without_pyo3s_count_end_their_exports_fake_driver():
+    """A cai.Array given as input is read by an audited path (its struct, one export counted):
+    from the second call on the entry runs without PyO3's count of the thread, and the export's
+    end runs where the reading Array is dropped, without an attach of its own. 2,000 reads leave
+    the source's count where it was; while one read is alive the source refuses release()
+    (one export), and once it is gone release() succeeds (every export ended); the released
+    source is then refused by the same entry, its count unchanged."""
+    source = cai.from_object(numpy.arange(4, dtype=numpy.float32), sync=False, allow_host=True)
+    for _ in range(3):
+        cai.from_object(source, sync=False, allow_host=True, pointer_check=NEVER)
+    before = sys.getrefcount(source)
+    for _ in range(2000):
+        cai.from_object(source, sync=False, allow_host=True, pointer_check=NEVER)
+    assert sys.getrefcount(source) == before
+    alive = cai.from_object(source, sync=False, allow_host=True, pointer_check=NEVER)
+    assert alive.owner is source
+    with pytest.raises(BufferError, match=r"1 DLPack export\(s\)"):
+        source.release()
+    del alive
+    source.release()
+    for _ in range(3):
+        with pytest.raises(ValueError, match="was released"):
+            cai.from_object(source, sync=False, allow_host=True, pointer_check=NEVER)
+    assert sys.getrefcount(source) == before
+
+
 def test_an_array_read_after_a_higher_rank_one_describes_only_its_own_fake_driver():
     """Structs are reused without zeroing their extents (cai.h: never read past the rank): a
     1-D array read after a 4-D strided one has its own shape and the one stride numpy gave,
