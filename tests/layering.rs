@@ -47,7 +47,7 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// The Python binding's layers (python/src), lowest first: the leaves, the cai.Array's state,
 /// its objects, the protocol readers, the one negotiation, the class as Python sees it, the
 /// entry points.
-const PYTHON_LAYERS: [(&str, u32); 25] = [
+const PYTHON_LAYERS: [(&str, u32); 26] = [
     ("errors", 0),
     ("exchange_api", 0),
     ("fastcall", 0),
@@ -66,6 +66,7 @@ const PYTHON_LAYERS: [(&str, u32); 25] = [
     ("read_dict", 4),
     ("read_dlpack", 4),
     ("read_exchange", 4),
+    ("read_numpy", 4),
     ("negotiate", 5),
     ("exchange_offered", 6),
     ("array_methods", 7),

@@ -29,6 +29,7 @@ mod read_c_api;
 mod read_dict;
 mod read_dlpack;
 mod read_exchange;
+mod read_numpy;
 
 mod array;
 mod array_object;

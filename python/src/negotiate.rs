@@ -32,6 +32,7 @@ use crate::read_c_api::{call_c_api, interface_defined_nearer, lookup_c_api, requ
 use crate::read_dict::{interface_of, read_dict, read_interface};
 use crate::read_dlpack::{reported_device, take_from_producer, KnownDevice};
 use crate::read_exchange::{lookup_exchange_api, take_by_exchange, view_by_exchange, Exchange};
+use crate::read_numpy::{is_numpy_array_type, take_numpy_array};
 use crate::values::TypeOf;
 
 /// What libcai needs to know of a producer's type, found once per type.
@@ -50,6 +51,8 @@ pub struct TypeFacts {
     pub host_instances_lack_interface: bool,
     /// Whether the type (not only some instances) has `__dlpack__`.
     pub type_has_dlpack: bool,
+    /// Whether the type is numpy's ndarray, read by numpy's C ABI (read_numpy.rs).
+    pub numpy_array: bool,
     /// Learned: whether every tensor taken by `__dlpack__` from its instances was host memory
     /// (None: none taken yet).
     pub dlpack_host_only: Option<bool>,
@@ -161,6 +164,7 @@ fn remembered_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
         may_have_interface: may_have_interface(&ty)?,
         host_instances_lack_interface: false,
         type_has_dlpack: ty.hasattr(intern!(py, "__dlpack__"))?,
+        numpy_array: is_numpy_array_type(&ty),
         dlpack_host_only: None,
     };
     let mut cache = lock_facts();
@@ -358,6 +362,13 @@ fn choose<'py>(
     if let Some(exchange) = facts.exchange {
         mark_clean(obj);
         return Ok(Chosen::Exchange(exchange));
+    }
+    if facts.numpy_array {
+        // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
+        if let Some(tensor) = unsafe { take_numpy_array(obj, host) }? {
+            mark_clean(obj);
+            return Ok(Chosen::Taken(tensor));
+        }
     }
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
     let no_copy = holder == Holder::View;

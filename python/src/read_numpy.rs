@@ -1,0 +1,235 @@
+//! The reader of a numpy array (the exact `numpy.ndarray` type of numpy 2.1 or later), by
+//! numpy's C ABI instead of its `__dlpack__`: the array object's fields and its dtype's, read as
+//! every compiled numpy extension reads them, handed to the core's DLPack reader as the DLTensor
+//! numpy's `__dlpack__` would have made. So the array, its validation and its errors are the
+//! DLPack path's, without the method call, the capsule and the deleter (about 1,200 instructions
+//! a call). An array the DLTensor could differ for (a dtype numpy's export refuses or maps
+//! through its registry, a byte-swapped dtype, a stride that is not a whole number of items, a
+//! base that is a DLPack capsule, whose device numpy reports) is left to `__dlpack__`, which
+//! then decides as before.
+//!
+//! Why this is sound: the layouts read are numpy's public ABI (`PyArrayObject_fields` and
+//! `PyArray_Descr` of numpy 2's headers, which compiled extensions read through macros); the
+//! type is recognized as the `PyArray_Type` of numpy's own C-API table (the `_ARRAY_API` capsule
+//! every extension imports), whose ABI version is checked to be 2 and feature version at least
+//! 2.1's (the first with DLPack 1's versioned export, whose read-only flag this reader sets as
+//! numpy's does); only instances of that exact type are read, alive for the call (the caller
+//! holds them), by an attached thread.
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use cai::binding::dlpack::{from_dlpack, AllowHost};
+use cai::{
+    CaiArray, CaiDLDataType, CaiDLDevice, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion,
+    CaiDLTensor, CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU,
+    CAI_MAX_NDIM,
+};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyType};
+
+use crate::dlpack::{Taken, TakenTensor};
+use crate::errors::CaiResult;
+
+/// numpy 2's `PyArrayObject_fields`, as far as this reader reads it.
+#[repr(C)]
+struct ArrayFields {
+    ob_base: ffi::PyObject,
+    data: *mut c_char,
+    nd: c_int,
+    dimensions: *const isize,
+    strides: *const isize,
+    base: *mut ffi::PyObject,
+    descr: *const DescrFields,
+    flags: c_int,
+}
+
+/// numpy 2's `PyArray_Descr`, as far as this reader reads it.
+#[repr(C)]
+struct DescrFields {
+    ob_base: ffi::PyObject,
+    typeobj: *mut ffi::PyTypeObject,
+    kind: c_char,
+    type_char: c_char,
+    byteorder: c_char,
+    former_flags: c_char,
+    type_num: c_int,
+    flags: u64,
+    elsize: isize,
+}
+
+/// `NPY_ARRAY_WRITEABLE`.
+const WRITEABLE: c_int = 0x0400;
+/// `NPY_ABI_VERSION` of numpy 2.x, and `NPY_2_1_API_VERSION`.
+const ABI_2: c_uint = 0x0200_0000;
+const FEATURE_2_1: c_uint = 0x13;
+/// Indices in numpy's C-API table: `PyArray_GetNDArrayCVersion`, `PyArray_Type`,
+/// `PyArray_GetNDArrayCFeatureVersion`.
+const API_ABI_VERSION: usize = 0;
+const API_ARRAY_TYPE: usize = 2;
+const API_FEATURE_VERSION: usize = 211;
+/// DLPack's type codes numpy's export gives for the dtypes read here.
+const DL_INT: u8 = 0;
+const DL_UINT: u8 = 1;
+const DL_FLOAT: u8 = 2;
+const DL_COMPLEX: u8 = 5;
+const DL_BOOL: u8 = 6;
+
+/// numpy's `PyArray_Type`, once a type was found to be it (a static type of numpy's module,
+/// which is never unloaded).
+static ARRAY_TYPE: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Whether `ty` is numpy's `ndarray` of a numpy whose ABI this reader knows (looked up once
+/// per type: an import and a capsule read). Any failure on the way says no, its error cleared.
+pub fn is_numpy_array_type(ty: &Bound<'_, PyType>) -> bool {
+    if !cfg!(target_pointer_width = "64") || !is_named_ndarray(ty) {
+        return false;
+    }
+    let py = ty.py();
+    let table = py
+        .import("numpy._core._multiarray_umath")
+        .and_then(|module| module.getattr("_ARRAY_API"))
+        .and_then(|api| Ok(api.cast_into::<PyCapsule>()?));
+    let Ok(table) = table else { return false };
+    // SAFETY: a live capsule; numpy's has no name, and any other name answers NULL (with an
+    // error, cleared below).
+    let table =
+        unsafe { ffi::PyCapsule_GetPointer(table.as_ptr(), std::ptr::null()) }.cast::<*const c_void>();
+    if table.is_null() {
+        // SAFETY: attached; clears the capsule's refusal, if any.
+        unsafe { ffi::PyErr_Clear() };
+        return false;
+    }
+    // SAFETY: numpy's C-API table, which lives as long as numpy's module (never unloaded): its
+    // first entries are the same in every numpy since 1.x, and entry 211 exists since numpy
+    // 1.4; the two version functions take nothing and return an unsigned int.
+    let known = unsafe {
+        let version = |index: usize| {
+            let function: extern "C" fn() -> c_uint = std::mem::transmute(*table.add(index));
+            function()
+        };
+        *table.add(API_ARRAY_TYPE) == ty.as_type_ptr().cast::<c_void>().cast_const()
+            && version(API_ABI_VERSION) == ABI_2
+            && version(API_FEATURE_VERSION) >= FEATURE_2_1
+    };
+    if known {
+        ARRAY_TYPE.store(ty.as_type_ptr(), Ordering::Release);
+    }
+    known
+}
+
+/// The cheap test first: numpy's ndarray says it is `numpy.ndarray`.
+fn is_named_ndarray(ty: &Bound<'_, PyType>) -> bool {
+    ty.module().is_ok_and(|module| module == "numpy") && ty.qualname().is_ok_and(|name| name == "ndarray")
+}
+
+/// `obj`'s tensor as numpy's `__dlpack__(max_version=(1, n))` would give it, taken by the core
+/// (validated, host memory refused unless `host` allows it); None where that DLTensor could
+/// differ (see the module's header): the caller then asks `__dlpack__`.
+///
+/// # Safety
+/// `obj` is an instance of exactly the type `is_numpy_array_type` said yes to, held by the
+/// caller for the call.
+pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiResult<Option<TakenTensor>> {
+    // SAFETY: an ndarray of numpy 2 (the caller's contract), whose fields this reads.
+    let fields = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
+    // SAFETY: an array's dtype is a live descr for as long as the array is.
+    let descr = unsafe { &*fields.descr };
+    let ndim = usize::try_from(fields.nd).unwrap_or(usize::MAX);
+    let Some(dtype) = dl_dtype(descr) else { return Ok(None) };
+    // SAFETY: as above; a base chain is of live objects.
+    if ndim > CAI_MAX_NDIM || unsafe { base_is_capsule(fields.base) } {
+        return Ok(None);
+    }
+    let mut strides = [0i64; CAI_MAX_NDIM];
+    for (index, stride) in strides.iter_mut().enumerate().take(ndim) {
+        // SAFETY: `nd` strides (numpy's ABI).
+        let bytes = unsafe { *fields.strides.add(index) } as i64;
+        if bytes % descr.elsize as i64 != 0 {
+            return Ok(None);
+        }
+        *stride = bytes / descr.elsize as i64;
+    }
+    let mut tensor = CaiDLManagedTensorVersioned {
+        version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
+        manager_ctx: std::ptr::null_mut(),
+        deleter: None,
+        flags: if fields.flags & WRITEABLE == 0 { CAI_DLPACK_FLAG_READ_ONLY } else { 0 },
+        dl_tensor: CaiDLTensor {
+            data: fields.data.cast(),
+            device: CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 },
+            ndim: fields.nd,
+            dtype,
+            // `npy_intp` is 64 bits here (`is_numpy_array_type` said no elsewhere); NULL for
+            // none, as numpy's export gives.
+            shape: if ndim == 0 { std::ptr::null_mut() } else { fields.dimensions.cast::<i64>().cast_mut() },
+            strides: if ndim == 0 { std::ptr::null_mut() } else { strides.as_mut_ptr() },
+            byte_offset: 0,
+        },
+    };
+    let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
+    let mut taken = Taken::new();
+    // SAFETY: a tensor of this stack frame with no deleter, its shape and strides alive for the
+    // call: the core copies them into the struct, and "taking" the tensor frees nothing.
+    let validated = unsafe { from_dlpack(&mut tensor, &options, host.how, taken.array()) }?;
+    // The struct holds a reference to the array of its own, as numpy's tensor does, besides the
+    // one its reader keeps as the owner: numpy's in-place `resize` counts references (refcheck)
+    // and must refuse to move the memory while it is viewed, as it does for a DLPack export.
+    taken.array().owner = obj.clone().into_ptr().cast();
+    taken.array().release = Some(release_array_reference);
+    Ok(Some(TakenTensor { taken, device: tensor.dl_tensor.device, validated }))
+}
+
+/// The release of the reference `take_numpy_array` stored in the struct's `owner`. The struct
+/// goes only to a Taken, a Read and an Array, which are only ever dropped by an attached
+/// thread (array.rs's `Kept`): no attach of its own.
+unsafe extern "C" fn release_array_reference(array: *mut CaiArray) {
+    // SAFETY: attached (above); the strong reference take_numpy_array stored, released once
+    // (a release runs once: the holders clear it).
+    unsafe { ffi::Py_DecRef((*array).owner.cast()) };
+}
+
+/// The DLPack type numpy's export gives `descr`, for the dtypes it maps itself (not those of its
+/// registry) in native byte order; None for any other.
+fn dl_dtype(descr: &DescrFields) -> Option<CaiDLDataType> {
+    let swapped = if cfg!(target_endian = "little") { b'>' } else { b'<' };
+    if descr.byteorder as u8 == swapped || !(1..=16).contains(&descr.elsize) {
+        return None;
+    }
+    // numpy's type numbers: BOOL 0, BYTE..ULONGLONG 1..10 (signed odd), FLOAT 11, DOUBLE 12,
+    // CFLOAT 14, CDOUBLE 15, HALF 23 (LONGDOUBLE and CLONGDOUBLE, 13 and 16, numpy refuses
+    // where they are wider than DOUBLE and CDOUBLE: left to it).
+    let code = match descr.type_num {
+        0 => DL_BOOL,
+        1 | 3 | 5 | 7 | 9 => DL_INT,
+        2 | 4 | 6 | 8 | 10 => DL_UINT,
+        11 | 12 | 23 => DL_FLOAT,
+        14 | 15 => DL_COMPLEX,
+        _ => return None,
+    };
+    Some(CaiDLDataType { code, bits: (descr.elsize * 8) as u8, lanes: 1 })
+}
+
+/// Whether the end of `base`'s chain of arrays is a capsule (numpy reports the device of a
+/// DLPack capsule's tensor there), the chain followed as numpy follows it (`PyArray_Check`).
+///
+/// # Safety
+/// `base` is NULL or a live object, and so is each array's base down the chain; attached.
+unsafe fn base_is_capsule(mut base: *mut ffi::PyObject) -> bool {
+    let array_type = ARRAY_TYPE.load(Ordering::Acquire);
+    while !base.is_null() {
+        // SAFETY: a live object (the contract); numpy's array type, set before any array is
+        // read (`is_numpy_array_type`), and its subclasses keep its fields' layout.
+        unsafe {
+            if ffi::PyCapsule_CheckExact(base) != 0 {
+                return true;
+            }
+            if array_type.is_null() || ffi::PyObject_TypeCheck(base, array_type) == 0 {
+                return false;
+            }
+            base = (*base.cast::<ArrayFields>()).base;
+        }
+    }
+    false
+}
