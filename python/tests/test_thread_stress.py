@@ -5,6 +5,7 @@ racing threads that rewrite the attributes and dicts they read. On a free-thread
 same outcomes. numpy is the real producer and consumer of host memory."""
 
 import os
+import sys
 import sysconfig
 import threading
 
@@ -112,6 +113,31 @@ def test_shared_arrays_exported_reimported_and_released_from_many_threads_real_n
             shared.release()
         except BufferError:
             pytest.fail("every thread let go of its exports, yet release() is refused")
+
+
+def test_numpy_arrays_read_by_their_fields_from_many_threads_real_numpy():
+    """numpy arrays read by numpy's C ABI (read_numpy.rs) and cai.Arrays read as input, both on
+    the uncounted path, from many threads at once: every read sees its array's own layout, and
+    once every thread let go, each array's reference count is where it was."""
+    base = numpy.arange(4 * 6, dtype=numpy.float32).reshape(4, 6)
+    arrays = [base, base[:, ::2], base.T, numpy.ones(5, numpy.int16), numpy.zeros((), numpy.complex64)]
+    arrays[3].flags.writeable = False
+    arrays.append(cai.from_object(base, sync=False, allow_host=True))
+    never = cai.POINTER_CHECK_NEVER
+    alone = [cai.from_object(a, sync=False, allow_host=True, pointer_check=never) for a in arrays]
+    expected = [(a.shape, a.strides, a.data_ptr, a.readonly) for a in alone]
+    del alone
+    counts = [sys.getrefcount(a) for a in arrays]
+
+    def read(index):
+        for step in range(300):
+            which = (index + step) % len(arrays)
+            got = cai.from_object(arrays[which], sync=False, allow_host=True, pointer_check=never)
+            assert (got.shape, got.strides, got.data_ptr, got.readonly) == expected[which]
+            assert got.owner is arrays[which]
+
+    run_threads(read)
+    assert [sys.getrefcount(a) for a in arrays] == counts
 
 
 def test_importers_race_threads_that_rewrite_attributes_and_dicts_fake_driver():
