@@ -66,6 +66,7 @@ def refused_by_numpy():
         "datetime": numpy.zeros(3, "M8[s]"),
         "bytes": numpy.zeros(3, "S4"),
         "object": numpy.array([None, 1], dtype=object),
+        "StringDType (a new-style dtype)": numpy.array(["a", "bc"], dtype=numpy.dtypes.StringDType()),
         "stride not a whole item": numpy.lib.stride_tricks.as_strided(numpy.zeros(4, numpy.int32), (2,), (6,)),
     }
 
