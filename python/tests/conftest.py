@@ -252,6 +252,27 @@ def take_and_delete_through_exchange_table(obj, times=500, each=None):
     assert sys.getrefcount(obj) == before
 
 
+def public_fields(array, skipped):
+    """Every public value of a cai.Array but those named in `skipped` (the struct as Python sees
+    it, methods left out), an attribute that raises as what it raised, and its
+    `__dlpack_device__`: what two reads of one array must agree on."""
+    out = {}
+    for name in dir(array):
+        if name.startswith("__") and name != "__cuda_array_interface__" or name in skipped:
+            continue
+        try:
+            value = getattr(array, name)
+        except Exception as error:  # an attribute absent for this memory: the same on both sides
+            value = ("raised", type(error).__name__, str(error))
+        if not callable(value):
+            out[name] = value
+    try:
+        out["__dlpack_device__"] = array.__dlpack_device__()
+    except Exception as error:  # unknown for memory no driver knows: the same on both sides
+        out["__dlpack_device__"] = ("raised", type(error).__name__, str(error))
+    return out
+
+
 class TorchLikeStream:
     """A stream object as PyTorch's: the handle under `cuda_stream`, no `__cuda_stream__`."""
 

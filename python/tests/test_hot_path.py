@@ -15,7 +15,7 @@ import pytest
 
 import cai
 from cai import _native
-from conftest import diverging_producer
+from conftest import diverging_producer, public_fields
 
 REFERENCE = _native._from_object_reference
 NEVER = cai.POINTER_CHECK_NEVER
@@ -65,21 +65,7 @@ SKIPPED = {"ptr", "buffer", "mask", "owner", "_as_parameter_"}
 
 def fields(array):
     """Every public value of an Array (the struct as Python sees it), the owner by identity."""
-    out = {}
-    for name in dir(array):
-        if name.startswith("__") and name != "__cuda_array_interface__" or name in SKIPPED:
-            continue
-        try:
-            value = getattr(array, name)
-        except Exception as error:  # an attribute absent for this memory: the same on both sides
-            value = ("raised", type(error).__name__, str(error))
-        if callable(value):
-            continue
-        out[name] = value
-    try:
-        out["__dlpack_device__"] = array.__dlpack_device__()
-    except Exception as error:  # unknown for memory no driver knows: the same on both sides
-        out["__dlpack_device__"] = ("raised", type(error).__name__, str(error))
+    out = public_fields(array, SKIPPED)
     out["owner"] = id(array.owner)
     out["mask"] = array.mask is None
     return out
@@ -247,6 +233,17 @@ def test_a_call_while_the_interpreter_exits_takes_the_array_without_a_crash_fake
     assert "took (3,)" in done.stdout
 
 
+def assert_reads_keep_counts(obj, watched):
+    """2,000 reads of `obj` (from the second on, the entry runs uncounted) leave the reference
+    counts of `watched` where they were: nothing waits in PyO3's pool of deferred drops."""
+    for _ in range(3):
+        cai.from_object(obj, sync=False, allow_host=True, pointer_check=NEVER)
+    before = [sys.getrefcount(x) for x in watched]
+    for _ in range(2000):
+        cai.from_object(obj, sync=False, allow_host=True, pointer_check=NEVER)
+    assert [sys.getrefcount(x) for x in watched] == before
+
+
 def test_dicts_read_without_pyo3s_count_keep_reference_counts_fake_driver(fake):
     """A CAI dict, given itself or by an object's `__cuda_array_interface__`, is read by an
     audited path: from the second call on the entry runs without PyO3's count of the thread.
@@ -260,11 +257,7 @@ def test_dicts_read_without_pyo3s_count_keep_reference_counts_fake_driver(fake):
 
     producer = Producer()
     for obj in (interface, producer):
-        cai.from_object(obj, sync=False, pointer_check=NEVER)
-        before = [sys.getrefcount(x) for x in (interface, shape, data, producer)]
-        for _ in range(2000):
-            cai.from_object(obj, sync=False, pointer_check=NEVER)
-        assert [sys.getrefcount(x) for x in (interface, shape, data, producer)] == before
+        assert_reads_keep_counts(obj, (interface, shape, data, producer))
 
 
 def test_an_instance_its_types_mark_did_not_foresee_lets_go_of_what_its_path_dropped_fake_driver(fake):
@@ -284,17 +277,24 @@ def test_an_instance_its_types_mark_did_not_foresee_lets_go_of_what_its_path_dro
 
 def test_dlpack_producers_read_without_pyo3s_count_let_go_at_once_fake_driver():
     """A type read by `__dlpack__` is audited once its facts are settled: from then on the
-    entry runs without PyO3's count of the thread. 2,000 reads of a numpy array leave its count
-    where it was; a producer from before DLPack 1.0, which refuses `max_version` with a
-    TypeError holding an object, has that object let go of before each call returns (the retry
-    clears the error where it is raised, not in PyO3's deferred pool)."""
+    entry runs without PyO3's count of the thread. 2,000 reads of an object with only
+    `__dlpack__` and `__dlpack_device__` (over a numpy array), and of the numpy array itself
+    (read by its fields: read_numpy.rs), leave both counts where they were; a producer from
+    before DLPack 1.0, which refuses `max_version` with a TypeError holding an object, has that
+    object let go of before each call returns (the retry clears the error where it is raised,
+    not in PyO3's deferred pool)."""
     values = numpy.arange(4, dtype=numpy.float32)
-    for _ in range(3):
-        cai.from_object(values, sync=False, allow_host=True, pointer_check=NEVER)
-    before = sys.getrefcount(values)
-    for _ in range(2000):
-        cai.from_object(values, sync=False, allow_host=True, pointer_check=NEVER)
-    assert sys.getrefcount(values) == before
+
+    class DLPackOnly:
+        def __dlpack__(self, **arguments):
+            return values.__dlpack__(**arguments)
+
+        def __dlpack_device__(self):
+            return values.__dlpack_device__()
+
+    proxy = DLPackOnly()
+    for obj in (proxy, values):
+        assert_reads_keep_counts(obj, (values, proxy))
 
     watches = []
 
@@ -324,12 +324,8 @@ def test_cai_arrays_read_without_pyo3s_count_end_their_exports_fake_driver():
     (one export), and once it is gone release() succeeds (every export ended); the released
     source is then refused by the same entry, its count unchanged."""
     source = cai.from_object(numpy.arange(4, dtype=numpy.float32), sync=False, allow_host=True)
-    for _ in range(3):
-        cai.from_object(source, sync=False, allow_host=True, pointer_check=NEVER)
+    assert_reads_keep_counts(source, (source,))
     before = sys.getrefcount(source)
-    for _ in range(2000):
-        cai.from_object(source, sync=False, allow_host=True, pointer_check=NEVER)
-    assert sys.getrefcount(source) == before
     alive = cai.from_object(source, sync=False, allow_host=True, pointer_check=NEVER)
     assert alive.owner is source
     with pytest.raises(BufferError, match=r"1 DLPack export\(s\)"):

@@ -13,7 +13,7 @@ import numpy
 import pytest
 
 import cai
-from conftest import ROOT  # noqa: F401  (the session's set-up: the fake driver)
+from conftest import public_fields
 
 NEVER = cai.POINTER_CHECK_NEVER
 
@@ -77,18 +77,8 @@ SKIPPED = {"ptr", "owner", "_as_parameter_", "buffer"}
 
 
 def fields(array):
-    """Every public value of an Array, as test_hot_path.py reads them (the owner apart)."""
-    out = {}
-    for name in dir(array):
-        if name.startswith("__") and name != "__cuda_array_interface__" or name in SKIPPED:
-            continue
-        try:
-            value = getattr(array, name)
-        except Exception as error:  # absent for this memory: the same both ways
-            value = ("raised", type(error).__name__, str(error))
-        if not callable(value):
-            out[name] = value
-    out["__dlpack_device__"] = array.__dlpack_device__()
+    """Every public value of an Array (the owner apart), and the values it holds."""
+    out = public_fields(array, SKIPPED)
     out["values"] = numpy.from_dlpack(array).tolist() if array.size else []
     return out
 
