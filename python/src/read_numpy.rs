@@ -17,6 +17,7 @@
 //! holds them), by an attached thread.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use cai::binding::dlpack::{from_dlpack, AllowHost};
@@ -142,14 +143,19 @@ pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiRe
     if ndim > CAI_MAX_NDIM || unsafe { base_is_capsule(fields.base) } {
         return Ok(None);
     }
-    let mut strides = [0i64; CAI_MAX_NDIM];
+    // In items, as DLPack counts them; left unwritten past the rank (nothing reads there): no
+    // 512 bytes zeroed per call. The itemsize is a power of two (`dl_dtype`): a mask and a shift,
+    // not a division per dimension.
+    let mut strides = [MaybeUninit::<i64>::uninit(); CAI_MAX_NDIM];
+    let item_mask = descr.elsize as i64 - 1;
+    let item_shift = descr.elsize.trailing_zeros();
     for (index, stride) in strides.iter_mut().enumerate().take(ndim) {
         // SAFETY: `nd` strides (numpy's ABI).
         let bytes = unsafe { *fields.strides.add(index) } as i64;
-        if bytes % descr.elsize as i64 != 0 {
+        if bytes & item_mask != 0 {
             return Ok(None);
         }
-        *stride = bytes / descr.elsize as i64;
+        stride.write(bytes >> item_shift);
     }
     let mut tensor = CaiDLManagedTensorVersioned {
         version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
@@ -164,14 +170,15 @@ pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiRe
             // `npy_intp` is 64 bits here (`is_numpy_array_type` said no elsewhere); NULL for
             // none, as numpy's export gives.
             shape: if ndim == 0 { std::ptr::null_mut() } else { fields.dimensions.cast::<i64>().cast_mut() },
-            strides: if ndim == 0 { std::ptr::null_mut() } else { strides.as_mut_ptr() },
+            strides: if ndim == 0 { std::ptr::null_mut() } else { strides.as_mut_ptr().cast::<i64>() },
             byte_offset: 0,
         },
     };
     let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
     let mut taken = Taken::new();
-    // SAFETY: a tensor of this stack frame with no deleter, its shape and strides alive for the
-    // call: the core copies them into the struct, and "taking" the tensor frees nothing.
+    // SAFETY: a tensor of this stack frame with no deleter, its shape and its `ndim` strides
+    // (written above; the core reads no more) alive for the call: the core copies them into the
+    // struct, and "taking" the tensor frees nothing.
     let validated = unsafe { from_dlpack(&mut tensor, &options, host.how, taken.array()) }?;
     // The struct holds a reference to the array of its own, as numpy's tensor does, besides the
     // one its reader keeps as the owner: numpy's in-place `resize` counts references (refcheck)
@@ -194,7 +201,8 @@ unsafe extern "C" fn release_array_reference(array: *mut CaiArray) {
 /// registry) in native byte order; None for any other.
 fn dl_dtype(descr: &DescrFields) -> Option<CaiDLDataType> {
     let swapped = if cfg!(target_endian = "little") { b'>' } else { b'<' };
-    if descr.byteorder as u8 == swapped || !(1..=16).contains(&descr.elsize) {
+    let itemsize_known = (1..=16).contains(&descr.elsize) && (descr.elsize as usize).is_power_of_two();
+    if descr.byteorder as u8 == swapped || !itemsize_known {
         return None;
     }
     // numpy's type numbers: BOOL 0, BYTE..ULONGLONG 1..10 (signed odd), FLOAT 11, DOUBLE 12,
