@@ -200,3 +200,22 @@ def outcome_of_view(call):
         return ("view", call())
     except Exception as error:
         return ("raised", type(error).__name__, str(error))
+
+
+def test_an_array_changed_in_place_between_reads_is_read_as_it_is_now_fake_driver():
+    """Nothing of an instance is remembered: an array made read-only, given another dtype of
+    the same itemsize in place, then reshaped in place, is read as it is at each call, as its
+    `__dlpack__` reads it."""
+    array = numpy.arange(12, dtype=numpy.float32)
+    read = lambda obj: cai.from_object(obj, sync=False, allow_host=True, pointer_check=NEVER)  # noqa: E731
+    seen = []
+    for change in (lambda: None,
+                   lambda: setattr(array.flags, "writeable", False),
+                   lambda: setattr(array, "dtype", numpy.int32),
+                   lambda: setattr(array, "shape", (3, 4))):
+        change()
+        got = read(array)
+        assert fields(got) == fields(read(ViaDLPack(array)))
+        seen.append((got.readonly, got.typestr, got.shape))
+        del got
+    assert seen == [(False, "<f4", (12,)), (True, "<f4", (12,)), (True, "<i4", (12,)), (True, "<i4", (3, 4))]
