@@ -105,8 +105,10 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 /// and import uncounted (fastcall.rs's `run_assumed`, capi.rs's entries): its type is the one
 /// this thread last read by such a path (`choose` marks it), the remembered facts unchanged
 /// since. Such a path is its type's DLPack exchange table, a C-level table libcai's glue
-/// offered, a CAI dict (the object itself, or what its `__cuda_array_interface__` gave), or a
-/// cai.Array (read_array: its export counted, the one new `Py<PyAny>` moved into the Read).
+/// offered, a CAI dict (the object itself, or what its `__cuda_array_interface__` gave), a
+/// cai.Array (read_array: its export counted, the one new `Py<PyAny>` moved into the Read), or a
+/// numpy array read by its fields (read_numpy.rs: a raw reference stored in the struct, no
+/// Python call).
 ///
 /// The audit of those paths' success: the facts come from this thread's copy; the table's
 /// call, the dict's reading (values.rs and read_dict.rs clear the errors they recover from by
