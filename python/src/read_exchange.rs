@@ -7,15 +7,15 @@ use cai::binding::dlpack::{from_dlpack, AllowHost};
 use cai::binding::import::ProducerOrdering;
 use cai::binding::rules::Validated;
 use cai::{
-    CaiArray, CaiDLDevice, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor,
-    CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY,
+    CaiArray, CaiDLDevice, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLTensor,
+    CAI_DLPACK_MAJOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyType};
 
-use crate::dlpack::{device_of_taken, Taken, TakenTensor};
+use crate::dlpack::{device_of_taken, read_unowned_dltensor, Taken, TakenTensor};
 use crate::errors::CaiResult;
 use crate::exchange_api::{
     CurrentWorkStream, DlTensorFromPyObject, ExchangeApi, ExchangeApiHeader, FromPyObject, EXCHANGE_API,
@@ -141,29 +141,19 @@ pub fn view_by_exchange(
     host: AllowHost,
     array: &mut CaiArray,
 ) -> CaiResult<(CaiDLDevice, Validated)> {
-    // The DLTensor in a managed tensor of the stack, with no deleter: the core's reader of
-    // DLPack tensors reads it, and what it would own is dropped from the struct at once.
-    let mut tensor = CaiDLManagedTensorVersioned {
-        version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
-        manager_ctx: std::ptr::null_mut(),
-        deleter: None,
-        flags: 0,
-        // SAFETY: a DLTensor of integers and pointers, for which all zeros is a valid value.
-        dl_tensor: unsafe { std::mem::zeroed::<CaiDLTensor>() },
-    };
+    // SAFETY: a DLTensor of integers and pointers, for which all zeros is a valid value.
+    let mut dl_tensor = unsafe { std::mem::zeroed::<CaiDLTensor>() };
     // SAFETY: the producer's function, given the object it was looked up for, and a DLTensor
     // to write.
-    if unsafe { dltensor_from_py_object(obj.as_ptr().cast(), &mut tensor.dl_tensor) } != 0 {
+    if unsafe { dltensor_from_py_object(obj.as_ptr().cast(), &mut dl_tensor) } != 0 {
         return Err(PyErr::take(obj.py())
             .unwrap_or_else(|| PyTypeError::new_err("the DLPack exchange table gave no DLTensor"))
             .into());
     }
-    let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
-    // SAFETY: a tensor of this stack frame with no deleter: "taking" it frees nothing.
-    let validated = unsafe { from_dlpack(&mut tensor, &options, host.how, array) }?;
-    array.owner = std::ptr::null_mut();
-    array.release = None;
-    let device = tensor.dl_tensor.device;
+    // SAFETY: the producer's view of `obj`, valid while the caller holds it and runs no Python
+    // code (none runs in the read).
+    let validated = unsafe { read_unowned_dltensor(dl_tensor, 0, host, array) }?;
+    let device = dl_tensor.device;
     if let Some(stream) = work_stream(obj.py(), exchange, ordering, device)? {
         array.stream = stream;
     }

@@ -20,17 +20,15 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use cai::binding::dlpack::{from_dlpack, AllowHost};
+use cai::binding::dlpack::AllowHost;
 use cai::{
-    CaiArray, CaiDLDataType, CaiDLDevice, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion,
-    CaiDLTensor, CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU,
-    CAI_MAX_NDIM,
+    CaiArray, CaiDLDataType, CaiDLDevice, CaiDLTensor, CAI_DLPACK_FLAG_READ_ONLY, CAI_DL_CPU, CAI_MAX_NDIM,
 };
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyType};
 
-use crate::dlpack::{Taken, TakenTensor};
+use crate::dlpack::{read_unowned_dltensor, Taken, TakenTensor};
 use crate::errors::CaiResult;
 
 /// numpy 2's `PyArrayObject_fields`, as far as this reader reads it.
@@ -157,35 +155,29 @@ pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiRe
         }
         stride.write(bytes >> item_shift);
     }
-    let mut tensor = CaiDLManagedTensorVersioned {
-        version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
-        manager_ctx: std::ptr::null_mut(),
-        deleter: None,
-        flags: if fields.flags & WRITEABLE == 0 { CAI_DLPACK_FLAG_READ_ONLY } else { 0 },
-        dl_tensor: CaiDLTensor {
-            data: fields.data.cast(),
-            device: CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 },
-            ndim: fields.nd,
-            dtype,
-            // `npy_intp` is 64 bits here (`is_numpy_array_type` said no elsewhere); NULL for
-            // none, as numpy's export gives.
-            shape: if ndim == 0 { std::ptr::null_mut() } else { fields.dimensions.cast::<i64>().cast_mut() },
-            strides: if ndim == 0 { std::ptr::null_mut() } else { strides.as_mut_ptr().cast::<i64>() },
-            byte_offset: 0,
-        },
+    let device = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
+    let dl_tensor = CaiDLTensor {
+        data: fields.data.cast(),
+        device,
+        ndim: fields.nd,
+        dtype,
+        // `npy_intp` is 64 bits here (`is_numpy_array_type` said no elsewhere); NULL for none, as
+        // numpy's export gives.
+        shape: if ndim == 0 { std::ptr::null_mut() } else { fields.dimensions.cast::<i64>().cast_mut() },
+        strides: if ndim == 0 { std::ptr::null_mut() } else { strides.as_mut_ptr().cast::<i64>() },
+        byte_offset: 0,
     };
-    let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
+    let read_only = if fields.flags & WRITEABLE == 0 { CAI_DLPACK_FLAG_READ_ONLY } else { 0 };
     let mut taken = Taken::new();
-    // SAFETY: a tensor of this stack frame with no deleter, its shape and its `ndim` strides
-    // (written above; the core reads no more) alive for the call: the core copies them into the
-    // struct, and "taking" the tensor frees nothing.
-    let validated = unsafe { from_dlpack(&mut tensor, &options, host.how, taken.array()) }?;
+    // SAFETY: the array's data and shape, alive while the caller holds it, and its `ndim`
+    // strides written above (the core reads no more).
+    let validated = unsafe { read_unowned_dltensor(dl_tensor, read_only, host, taken.array()) }?;
     // The struct holds a reference to the array of its own, as numpy's tensor does, besides the
     // one its reader keeps as the owner: numpy's in-place `resize` counts references (refcheck)
     // and must refuse to move the memory while it is viewed, as it does for a DLPack export.
     taken.array().owner = obj.clone().into_ptr().cast();
     taken.array().release = Some(release_array_reference);
-    Ok(Some(TakenTensor { taken, device: tensor.dl_tensor.device, validated }))
+    Ok(Some(TakenTensor { taken, device, validated }))
 }
 
 /// The release of the reference `take_numpy_array` stored in the struct's `owner`. The struct
