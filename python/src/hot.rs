@@ -68,11 +68,11 @@ pub fn add_from_object(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// `cai.from_object` as CPython calls it (`METH_FASTCALL | METH_KEYWORDS`). A call on an
 /// object read by an audited path (`read_cleanly`: a cai.Array, a numpy array by its fields, its
 /// type's exchange table, an offered type's fill or a CAI dict, the facts known to this thread),
-/// its `stream` None or an int, runs without PyO3's count of the thread (`run_assumed`), and attaches once afterwards if
-/// the object took another path after all (`settle_uncounted_run`). `call`'s conversions
-/// make a `PyErr` only when they refuse (then a failure, raised counted), but for `stream`: a
-/// stream object is read by looking for its attributes, each miss an AttributeError dropped,
-/// so such a call runs attached, as does every other.
+/// its `stream` None or an int, runs without PyO3's count of the thread (`run_assumed`), and
+/// attaches once afterwards if the object took another path after all (`settle_uncounted_run`).
+/// `call`'s conversions make a `PyErr` only when they refuse (then a failure, raised counted),
+/// but for `stream`: a stream object is read by looking for its attributes, each miss an
+/// AttributeError dropped, so such a call runs attached, as does every other.
 unsafe extern "C" fn from_object_fastcall(
     _module: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,

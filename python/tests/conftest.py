@@ -252,6 +252,14 @@ def take_and_delete_through_exchange_table(obj, times=500, each=None):
     assert sys.getrefcount(obj) == before
 
 
+def numpy_exports_read_only():
+    """Whether the installed numpy exports a read-only array by DLPack (its versioned struct,
+    numpy 2.1 and later), which is also when libcai reads numpy arrays by numpy's C ABI."""
+    import numpy
+
+    return tuple(int(part) for part in numpy.__version__.split(".")[:2]) >= (2, 1)
+
+
 def public_fields(array, skipped):
     """Every public value of a cai.Array but those named in `skipped` (the struct as Python sees
     it, methods left out), an attribute that raises as what it raised, and its

@@ -13,13 +13,13 @@ import numpy
 import pytest
 
 import cai
-from conftest import public_fields
+from conftest import numpy_exports_read_only, public_fields
 
 NEVER = cai.POINTER_CHECK_NEVER
 # Before numpy 2.1 (no DLPack 1 versioned export) numpy's C ABI is not read: its arrays take
 # `__dlpack__`, which refuses read-only ones (python/src/read_numpy.rs checks the version).
 pytestmark = pytest.mark.skipif(
-    tuple(int(part) for part in numpy.__version__.split(".")[:2]) < (2, 1),
+    not numpy_exports_read_only(),
     reason="numpy's C ABI is read for numpy 2.1 or later; python/test-requirements.txt pins one",
 )
 

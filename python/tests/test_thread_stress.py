@@ -13,7 +13,7 @@ import numpy
 import pytest
 
 import cai
-from conftest import DEVICE_BUFFER
+from conftest import DEVICE_BUFFER, numpy_exports_read_only
 
 THREADS = 6
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
@@ -122,7 +122,7 @@ def test_numpy_arrays_read_by_their_fields_from_many_threads_real_numpy():
     base = numpy.arange(4 * 6, dtype=numpy.float32).reshape(4, 6)
     arrays = [base, base[:, ::2], base.T, numpy.ones(5, numpy.int16), numpy.zeros((), numpy.complex64)]
     # numpy exports a read-only array only as a versioned DLPack tensor (numpy 2.1 or later).
-    arrays[3].flags.writeable = tuple(int(part) for part in numpy.__version__.split(".")[:2]) < (2, 1)
+    arrays[3].flags.writeable = not numpy_exports_read_only()
     arrays.append(cai.from_object(base, sync=False, allow_host=True))
     never = cai.POINTER_CHECK_NEVER
     alone = [cai.from_object(a, sync=False, allow_host=True, pointer_check=never) for a in arrays]
