@@ -8,6 +8,7 @@ memory, no driver call (pointer_check NEVER): the session's fake driver is never
 
 import sys
 import tracemalloc
+import weakref
 
 import numpy
 import pytest
@@ -225,3 +226,19 @@ def test_an_array_changed_in_place_between_reads_is_read_as_it_is_now_fake_drive
         seen.append((got.readonly, got.typestr, got.shape))
         del got
     assert seen == [(False, "<f4", (12,)), (True, "<f4", (12,)), (True, "<i4", (12,)), (True, "<i4", (3, 4))]
+
+
+def test_the_array_is_let_go_of_as_soon_as_its_cai_array_is_fake_driver():
+    """A numpy array read by its fields lives while the cai.Array (or a cai.Array read from it)
+    does, and is gone the moment the last of them is: the struct's reference and the owner's
+    are both let go of at the deallocation, not at some later call."""
+    array = numpy.arange(6, dtype=numpy.float32)
+    gone = weakref.ref(array)
+    held = cai.from_object(array, sync=False, allow_host=True, pointer_check=NEVER)
+    again = cai.from_object(held, sync=False, allow_host=True, pointer_check=NEVER)
+    del array
+    assert gone() is not None
+    del held
+    assert gone() is not None, "the cai.Array read from it keeps it"
+    del again
+    assert gone() is None
