@@ -313,6 +313,21 @@ fn array_of_tensor(
     Ok(validated)
 }
 
+/// Reads a DLTensor nobody hands over (a producer's non-owning view, a tensor described from
+/// an object's own fields) into `array`, a zeroed struct, by the rules `from_dlpack` reads a
+/// taken tensor by, and validates it: the array owns nothing (`owner` and `release` stay NULL).
+///
+/// # Safety
+/// `tensor`'s shape, and its strides when not NULL, hold `ndim` values valid for the call.
+pub unsafe fn read_dltensor(
+    tensor: &CaiDLTensor,
+    readonly: bool,
+    host: AllowHost,
+    array: &mut CaiArray,
+) -> Result<Validated> {
+    array_of_tensor(tensor, readonly, host, array)
+}
+
 /// Runs the deleter of a tensor (either struct) that is refused before it is read.
 ///
 /// # Safety
@@ -705,6 +720,46 @@ mod tests {
             let returned =
                 unsafe { from_dlpack(&mut tensor, &options, ALLOW_HOST_C_DLPACK, &mut array) }.unwrap();
             assert_eq!(returned, validate(&array).unwrap(), "ndim {ndim}, rows {rows}");
+        }
+    }
+
+    /// A DLTensor nobody hands over reads as the same tensor taken does (fields, extents and
+    /// validation, read-only as the flag says), and the array owns nothing.
+    #[test]
+    fn read_dltensor_reads_what_from_dlpack_takes_and_owns_nothing() {
+        let mut shape = [3i64, 4];
+        let mut strides = [8i64, 1];
+        for readonly in [false, true] {
+            let dl_tensor = CaiDLTensor {
+                data: 0x1000 as *mut c_void,
+                device: CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 },
+                ndim: 2,
+                dtype: dt(2, 32, 1),
+                shape: shape.as_mut_ptr(),
+                strides: strides.as_mut_ptr(),
+                byte_offset: 16,
+            };
+            let mut tensor = CaiDLManagedTensorVersioned {
+                version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: 0 },
+                manager_ctx: std::ptr::null_mut(),
+                deleter: None,
+                flags: if readonly { CAI_DLPACK_FLAG_READ_ONLY } else { 0 },
+                dl_tensor,
+            };
+            let options = CaiDLPackOptions { allow_host: 1, ..Default::default() };
+            let host = AllowHost { allowed: true, how: ALLOW_HOST_C_DLPACK };
+            let (mut taken, mut read) = (CaiArray::zeroed(), CaiArray::zeroed());
+            // SAFETY: tensors of this frame with no deleter; their shape and strides outlive them.
+            let took =
+                unsafe { from_dlpack(&mut tensor, &options, ALLOW_HOST_C_DLPACK, &mut taken) }.unwrap();
+            // SAFETY: as above.
+            let found = unsafe { read_dltensor(&dl_tensor, readonly, host, &mut read) }.unwrap();
+            assert_eq!(found, took);
+            assert!(read.owner.is_null() && read.release.is_none());
+            assert_eq!(read.readonly, u32::from(readonly));
+            taken.owner = std::ptr::null_mut();
+            taken.release = None;
+            assert_eq!(format!("{read:?}"), format!("{taken:?}"), "readonly {readonly}");
         }
     }
 

@@ -134,8 +134,8 @@ pub mod binding {
     pub mod dlpack {
         pub use crate::dlpack::{
             device_is_cuda_or_allowed_host, device_of, discard, dl_tensor_of, from_dlpack,
-            from_dlpack_legacy, to_dlpack, to_dlpack_legacy, to_dlpack_legacy_validated, to_dlpack_validated,
-            AllowHost,
+            from_dlpack_legacy, read_dltensor, to_dlpack, to_dlpack_legacy, to_dlpack_legacy_validated,
+            to_dlpack_validated, AllowHost,
         };
     }
 

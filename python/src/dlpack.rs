@@ -8,13 +8,11 @@ use std::ffi::{c_void, CStr};
 
 use cai::binding::dlpack::{
     device_of, discard, from_dlpack, from_dlpack_legacy, to_dlpack_legacy_validated, to_dlpack_validated,
-    AllowHost,
 };
 use cai::binding::release_array;
 use cai::binding::rules::Validated;
 use cai::{
-    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions,
-    CaiDLPackVersion, CaiDLTensor, CaiSyncOptions, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION,
+    CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiSyncOptions,
     CAI_SYNC_DEFAULT,
 };
 use pyo3::exceptions::{PyBufferError, PyTypeError};
@@ -74,35 +72,6 @@ pub unsafe fn device_of_taken(array: &CaiArray, versioned: bool) -> CaiDLDevice 
     } else {
         (*array.owner.cast::<CaiDLManagedTensor>()).dl_tensor.device
     }
-}
-
-/// Reads a DLTensor nobody hands over (a producer's non-owning view, a struct read from an
-/// object's fields) into `array`, a cleared struct, by the core's DLPack reader: wrapped as a
-/// versioned tensor of this stack frame with `flags` and no deleter, so that "taking" it frees
-/// nothing, and `owner` and `release` cleared after. Returns what the core validated of it.
-///
-/// # Safety
-/// `dl_tensor`'s data, shape and strides are valid for the call (the core copies the extents).
-pub unsafe fn read_unowned_dltensor(
-    dl_tensor: CaiDLTensor,
-    flags: u64,
-    host: AllowHost,
-    array: &mut CaiArray,
-) -> CaiResult<Validated> {
-    let mut tensor = CaiDLManagedTensorVersioned {
-        version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
-        manager_ctx: std::ptr::null_mut(),
-        deleter: None,
-        flags,
-        dl_tensor,
-    };
-    let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
-    // SAFETY: a tensor of this stack frame with no deleter (nothing to free), its extents valid
-    // for the call (the caller's contract).
-    let validated = unsafe { from_dlpack(&mut tensor, &options, host.how, array) }?;
-    array.owner = std::ptr::null_mut();
-    array.release = None;
-    Ok(validated)
 }
 
 /// Takes the tensor out of an unused DLPack capsule into `array` (the core owns it from then

@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use cai::binding::dlpack::{from_dlpack, AllowHost};
+use cai::binding::dlpack::{from_dlpack, read_dltensor, AllowHost};
 use cai::binding::import::ProducerOrdering;
 use cai::binding::rules::Validated;
 use cai::{
@@ -15,7 +15,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyType};
 
-use crate::dlpack::{device_of_taken, read_unowned_dltensor, Taken, TakenTensor};
+use crate::dlpack::{device_of_taken, Taken, TakenTensor};
 use crate::errors::CaiResult;
 use crate::exchange_api::{
     CurrentWorkStream, DlTensorFromPyObject, ExchangeApi, ExchangeApiHeader, FromPyObject, EXCHANGE_API,
@@ -151,8 +151,8 @@ pub fn view_by_exchange(
             .into());
     }
     // SAFETY: the producer's view of `obj`, valid while the caller holds it and runs no Python
-    // code (none runs in the read).
-    let validated = unsafe { read_unowned_dltensor(dl_tensor, 0, host, array) }?;
+    // code (none runs in the read). Not read-only: the table's DLTensor has no flags.
+    let validated = unsafe { read_dltensor(&dl_tensor, false, host, array) }?;
     let device = dl_tensor.device;
     if let Some(stream) = work_stream(obj.py(), exchange, ordering, device)? {
         array.stream = stream;

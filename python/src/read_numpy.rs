@@ -20,15 +20,13 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use cai::binding::dlpack::AllowHost;
-use cai::{
-    CaiArray, CaiDLDataType, CaiDLDevice, CaiDLTensor, CAI_DLPACK_FLAG_READ_ONLY, CAI_DL_CPU, CAI_MAX_NDIM,
-};
+use cai::binding::dlpack::{read_dltensor, AllowHost};
+use cai::{CaiArray, CaiDLDataType, CaiDLDevice, CaiDLTensor, CAI_DL_CPU, CAI_MAX_NDIM};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyType};
 
-use crate::dlpack::{read_unowned_dltensor, Taken, TakenTensor};
+use crate::dlpack::{Taken, TakenTensor};
 use crate::errors::CaiResult;
 
 /// numpy 2's `PyArrayObject_fields`, as far as this reader reads it.
@@ -167,11 +165,11 @@ pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiRe
         strides: if ndim == 0 { std::ptr::null_mut() } else { strides.as_mut_ptr().cast::<i64>() },
         byte_offset: 0,
     };
-    let read_only = if fields.flags & WRITEABLE == 0 { CAI_DLPACK_FLAG_READ_ONLY } else { 0 };
+    let read_only = fields.flags & WRITEABLE == 0;
     let mut taken = Taken::new();
     // SAFETY: the array's data and shape, alive while the caller holds it, and its `ndim`
     // strides written above (the core reads no more).
-    let validated = unsafe { read_unowned_dltensor(dl_tensor, read_only, host, taken.array()) }?;
+    let validated = unsafe { read_dltensor(&dl_tensor, read_only, host, taken.array()) }?;
     // The struct holds a reference to the array of its own, as numpy's tensor does, besides the
     // one its reader keeps as the owner: numpy's in-place `resize` counts references (refcheck)
     // and must refuse to move the memory while it is viewed, as it does for a DLPack export.
