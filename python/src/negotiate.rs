@@ -570,6 +570,7 @@ fn import_struct(
 }
 
 /// The core's import, reusing the reader's validation where there was one.
+#[inline(always)]
 fn import_as_read(
     array: &CaiArray,
     validated: Option<Validated>,

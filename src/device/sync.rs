@@ -36,8 +36,10 @@ pub(crate) fn sync_mode_is_known(mode: i32) -> Result<()> {
 /// The sync a consumer owes before touching data produced on `producer` (a CAI stream
 /// value), from `consumer` (a CAI stream value; 0 for none).
 pub fn planned_action(producer: u64, consumer: u64, mode: i32) -> SyncAction {
+    if producer == CAI_STREAM_NONE {
+        return SyncAction::Nothing;
+    }
     match effective_mode(mode) {
-        _ if producer == CAI_STREAM_NONE => SyncAction::Nothing,
         CAI_SYNC_NONE => SyncAction::Nothing,
         CAI_SYNC_BLOCKING => SyncAction::Blocked,
         _ if consumer == CAI_STREAM_NONE => SyncAction::Blocked,
