@@ -9,9 +9,12 @@ author would use instead, all measured in one interleaved run (best of 9 rounds 
   (the floor for any consumer) and managed_tensor_from_py_object_no_sync + deleter;
 - a pybind11 function taking cai::Array, and one taking cai::ArrayView (borrowed), next to the
   same function taking py::array through py::array::ensure of the numpy twin, called from
-  Python.
+  Python;
+- a nanobind function taking cai::HostOrDeviceArray, and one taking a borrowed view, next to the
+  same function taking nanobind's own nb::ndarray<>, on the objects both read (CPU tensors and a
+  numpy array), called from Python.
 
-Builds its two modules (benchmarks/extension/) against the installed package first. With
+Builds its three modules (benchmarks/extension/) against the installed package first. With
 --instructions, the C loops' rows are also counted by callgrind in one child process: a C loop
 of one call less the same loop of none, run 2,000 times inside loops.c's counted_calls, per
 call (the frameworks import uninstrumented): repeatable where time on a shared machine is not.
@@ -51,6 +54,7 @@ def build_modules():
     build_loops(out)
     build.compile_module([HERE / "extension" / "pybind11_calls.cpp"], out / f"cai_bench_pybind11{build.SUFFIX}",
                          cpp=True, extra_includes=[pybind11.get_include()])
+    build.build_nanobind(out, source=HERE / "extension" / "nanobind_calls.cpp", name="cai_bench_nanobind")
     sys.path.insert(0, str(out))
 
 
@@ -181,8 +185,26 @@ def main():
             if view_borrows(lambda n, c=cuda: calls.take_view(c)):
                 rows.append((f"{name}: cai::ArrayView caster", python_call(calls.take_view, cuda)))
     report(best(rows), " ns")
+
+    print("\nnanobind, called from Python, on objects both read: f(cai::HostOrDeviceArray) and a borrowed view"
+          " (cai_python_view, allow_host) vs f(nb::ndarray<>)")
+    report(best(nanobind_rows()), " ns")
     if "--instructions" in sys.argv:
         instructions()
+
+
+def nanobind_rows():
+    """(name, timing) of the nanobind functions on each object nanobind's own caster reads too (its
+    `__dlpack__` or buffer): the CPU tensors and a numpy array, the ndarray caster first."""
+    import cai_bench_nanobind as nbcalls
+
+    objects = {**dlpack_tensors(), "numpy": np.zeros((512, 256), dtype=np.float32)}
+    rows = []
+    for name, obj in objects.items():
+        rows.append((f"{name}: nb::ndarray<> caster", python_call(nbcalls.take_ndarray, obj)))
+        rows.append((f"{name}: cai::HostOrDeviceArray caster", python_call(nbcalls.take_cai, obj)))
+        rows.append((f"{name}: cai_python_view (allow_host)", python_call(nbcalls.take_view, obj)))
+    return rows
 
 
 def offered_image():
