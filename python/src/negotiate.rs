@@ -32,7 +32,7 @@ use crate::read_c_api::{call_c_api, interface_defined_nearer, lookup_c_api, requ
 use crate::read_dict::{interface_of, read_dict, read_interface};
 use crate::read_dlpack::{reported_device, take_from_producer, KnownDevice};
 use crate::read_exchange::{lookup_exchange_api, take_by_exchange, view_by_exchange, Exchange};
-use crate::read_numpy::{is_numpy_array_type, take_numpy_array};
+use crate::read_numpy::{is_numpy_array_type, read_numpy_array, take_numpy_array};
 use crate::values::TypeOf;
 
 /// What libcai needs to know of a producer's type, found once per type.
@@ -288,7 +288,7 @@ pub enum ForC {
 /// place), as any DLPack consumer holds it; any other as `import_object` reads it.
 pub fn import_for_c(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -> CaiResult<ForC> {
     let host = Caller::CApi.host(&options);
-    match choose(obj, &options, Holder::Import, host, true)? {
+    match choose(obj, &options, Holder::Import, host, Start::First)? {
         Chosen::Exchange(exchange) => {
             let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
             let TakenTensor { mut taken, device, validated } =
@@ -323,6 +323,19 @@ enum Chosen<'py> {
     Exchange(Exchange),
     /// `__dlpack__`, the tensor taken already (what the take showed is learned of the type).
     Taken(TakenTensor),
+    /// Exactly a numpy array, to be read by its fields (read_numpy.rs) where they say what its
+    /// `__dlpack__` would: by the holder, into the struct it reads into.
+    NumpyFields,
+}
+
+/// Where a negotiation starts: at the first route, or past one that declined the object (its
+/// type's C-level table refused it with CAI_ERROR_NOT_SUPPORTED; a numpy array's fields could
+/// not say what its `__dlpack__` would), the routes tried in this order.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Start {
+    First,
+    PastCApi,
+    PastNumpyFields,
 }
 
 /// Who holds what is read: an import keeps the producer's tensor; a borrowed view lets go of
@@ -333,14 +346,14 @@ enum Holder {
     View,
 }
 
-/// The negotiation, shared by the import and the view: the protocol chosen for `obj`
-/// (its type's C-level CAI table only if `c_api`: false once the table refused).
+/// The negotiation, shared by the import and the view: the protocol chosen for `obj`, from
+/// `start` on.
 fn choose<'py>(
     obj: &Bound<'py, PyAny>,
     options: &CaiImportOptions,
     holder: Holder,
     host: AllowHost,
-    c_api: bool,
+    start: Start,
 ) -> CaiResult<Chosen<'py>> {
     let py = obj.py();
     let _ = LAST_AUDITED.try_with(|audited| audited.set(false));
@@ -355,7 +368,7 @@ fn choose<'py>(
         return Ok(Chosen::Array(array));
     }
     let facts = type_facts(obj)?;
-    if let Some(api) = facts.c_api.filter(|_| c_api) {
+    if let Some(api) = facts.c_api.filter(|_| start < Start::PastCApi) {
         if Offered::of(api.table()).is_some() {
             mark_clean(obj);
         }
@@ -365,12 +378,8 @@ fn choose<'py>(
         mark_clean(obj);
         return Ok(Chosen::Exchange(exchange));
     }
-    if facts.numpy_array {
-        // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
-        if let Some(tensor) = unsafe { take_numpy_array(obj, host) }? {
-            mark_clean(obj);
-            return Ok(Chosen::Taken(tensor));
-        }
+    if facts.numpy_array && start < Start::PastNumpyFields {
+        return Ok(Chosen::NumpyFields);
     }
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
     let no_copy = holder == Holder::View;
@@ -456,11 +465,11 @@ fn interface_or<'py>(obj: &Bound<'py, PyAny>, otherwise: CaiResult<Chosen<'py>>)
 
 /// `obj` read by the protocol chosen for it, to be owned.
 fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions, host: AllowHost) -> CaiResult<Read> {
-    read_chosen(obj, choose(obj, options, Holder::Import, host, true)?, options, host)
+    read_chosen(obj, choose(obj, options, Holder::Import, host, Start::First)?, options, host)
 }
 
 /// `obj` read by the protocol chosen, to be owned: by the next one when its C-level table
-/// refuses with CAI_ERROR_NOT_SUPPORTED.
+/// refuses with CAI_ERROR_NOT_SUPPORTED, or a numpy array's fields decline it.
 fn read_chosen(
     obj: &Bound<'_, PyAny>,
     chosen: Chosen<'_>,
@@ -470,7 +479,9 @@ fn read_chosen(
     match chosen {
         Chosen::CApi(api) => match read_by_c_api(obj, api, options, host)? {
             Some(read) => Ok(read),
-            None => read_chosen(obj, choose(obj, options, Holder::Import, host, false)?, options, host),
+            None => {
+                read_chosen(obj, choose(obj, options, Holder::Import, host, Start::PastCApi)?, options, host)
+            }
         },
         Chosen::Dict(dict) => Ok(read_interface(obj, &dict)?),
         Chosen::Array(array) => {
@@ -485,6 +496,17 @@ fn read_chosen(
             Ok(taken_from(obj, take_by_exchange(obj, exchange, ordering, host)?))
         }
         Chosen::Taken(tensor) => Ok(taken_from(obj, tensor)),
+        // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
+        Chosen::NumpyFields => match unsafe { take_numpy_array(obj, host) }? {
+            Some(tensor) => {
+                mark_clean(obj);
+                Ok(taken_from(obj, tensor))
+            }
+            None => {
+                let next = choose(obj, options, Holder::Import, host, Start::PastNumpyFields)?;
+                read_chosen(obj, next, options, host)
+            }
+        },
     }
 }
 
@@ -607,7 +629,7 @@ fn cannot_borrow(what: &str) -> Failure {
 /// exchange table without the non-owning DLTensor call.
 pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, array: &mut CaiArray) -> CaiResult<()> {
     let allow = Caller::CApi.host(&options);
-    let chosen = choose(obj, &options, Holder::View, allow, true)?;
+    let chosen = choose(obj, &options, Holder::View, allow, Start::First)?;
     let (host, validated) = view_chosen(obj, chosen, &options, allow, array)?;
     import_struct(obj.py(), array, validated, options, host)?;
     Ok(())
@@ -631,7 +653,7 @@ fn view_chosen(
             match call_c_api(api, false, obj, &request_of(options), array)? {
                 Called::Described => (false, None),
                 Called::NotSupported => {
-                    let next = choose(obj, options, Holder::View, allow, false)?;
+                    let next = choose(obj, options, Holder::View, allow, Start::PastCApi)?;
                     return view_chosen(obj, next, options, allow, array);
                 }
             }
@@ -667,6 +689,17 @@ fn view_chosen(
             drop(taken);
             (device.device_type == CAI_DL_CPU, Some(validated))
         }
+        // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
+        Chosen::NumpyFields => match unsafe { read_numpy_array(obj, allow, array) }? {
+            Some(validated) => {
+                mark_clean(obj);
+                (true, Some(validated))
+            }
+            None => {
+                let next = choose(obj, options, Holder::View, allow, Start::PastNumpyFields)?;
+                return view_chosen(obj, next, options, allow, array);
+            }
+        },
         Chosen::Dict(dict) => {
             let mut fields = Vec::new();
             if read_dict(&dict, array, &mut fields)?.is_some() {

@@ -21,6 +21,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use cai::binding::dlpack::{read_dltensor, AllowHost};
+use cai::binding::rules::Validated;
 use cai::{CaiArray, CaiDLDataType, CaiDLDevice, CaiDLTensor, CAI_DL_CPU, CAI_MAX_NDIM};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -129,6 +130,32 @@ fn is_named_ndarray(ty: &Bound<'_, PyType>) -> bool {
 /// `obj` is an instance of exactly the type `is_numpy_array_type` said yes to, held by the
 /// caller for the call.
 pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiResult<Option<TakenTensor>> {
+    let mut taken = Taken::new();
+    // SAFETY: the caller's contract.
+    let Some(validated) = unsafe { read_numpy_array(obj, host, taken.array()) }? else { return Ok(None) };
+    // The struct holds a reference to the array of its own, as numpy's tensor does, besides the
+    // one its reader keeps as the owner: numpy's in-place `resize` counts references (refcheck)
+    // and must refuse to move the memory while it is viewed, as it does for a DLPack export.
+    taken.array().owner = obj.clone().into_ptr().cast();
+    taken.array().release = Some(release_array_reference);
+    Ok(Some(TakenTensor { taken, device: HOST, validated }))
+}
+
+/// The host, where a numpy array's memory is.
+const HOST: CaiDLDevice = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
+
+/// `obj` read into `array` (zeroed), borrowed, as `take_numpy_array` reads it: what the core
+/// validated, or None (`array` untouched) where numpy's `__dlpack__` could answer otherwise.
+/// Nothing is owned: the description is valid while the caller holds `obj` and runs no Python
+/// code.
+///
+/// # Safety
+/// As `take_numpy_array`.
+pub unsafe fn read_numpy_array(
+    obj: &Bound<'_, PyAny>,
+    host: AllowHost,
+    array: &mut CaiArray,
+) -> CaiResult<Option<Validated>> {
     // SAFETY: an ndarray of numpy 2 (the caller's contract), whose fields this reads.
     let fields = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
     // SAFETY: an array's dtype is a live descr for as long as the array is.
@@ -153,10 +180,9 @@ pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiRe
         }
         stride.write(bytes >> item_shift);
     }
-    let device = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
     let dl_tensor = CaiDLTensor {
         data: fields.data.cast(),
-        device,
+        device: HOST,
         ndim: fields.nd,
         dtype,
         // `npy_intp` is 64 bits here (`is_numpy_array_type` said no elsewhere); NULL for none, as
@@ -166,16 +192,9 @@ pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiRe
         byte_offset: 0,
     };
     let read_only = fields.flags & WRITEABLE == 0;
-    let mut taken = Taken::new();
     // SAFETY: the array's data and shape, alive while the caller holds it, and its `ndim`
     // strides written above (the core reads no more).
-    let validated = unsafe { read_dltensor(&dl_tensor, read_only, host, taken.array()) }?;
-    // The struct holds a reference to the array of its own, as numpy's tensor does, besides the
-    // one its reader keeps as the owner: numpy's in-place `resize` counts references (refcheck)
-    // and must refuse to move the memory while it is viewed, as it does for a DLPack export.
-    taken.array().owner = obj.clone().into_ptr().cast();
-    taken.array().release = Some(release_array_reference);
-    Ok(Some(TakenTensor { taken, device, validated }))
+    Ok(Some(unsafe { read_dltensor(&dl_tensor, read_only, host, array) }?))
 }
 
 /// The release of the reference `take_numpy_array` stored in the struct's `owner`. The struct
