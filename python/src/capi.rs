@@ -26,7 +26,9 @@ use crate::described::Read;
 use crate::dlpack::Taken;
 use crate::errors::{cai_error_type, to_python, Failure};
 use crate::fastcall::with_thread_attached;
-use crate::negotiate::{import_for_c, import_read, read_cleanly, settle_uncounted_run, view_object, ForC};
+use crate::negotiate::{
+    import_for_c, import_read, read_cleanly, settle_uncounted_run, view_object, ForC, Held,
+};
 
 /// The table every extension reads: static, immutable, its members functions of this module.
 pub static PYTHON_API: PythonApi = PythonApi {
@@ -85,9 +87,11 @@ unsafe extern "C" fn python_from_object(
             out,
             error,
             |obj, options, out| {
-                match import_for_c(obj, options)? {
-                    ForC::Tensor(taken) => own_tensor(taken, out),
-                    ForC::Read(read, imported) => own(read, imported, out),
+                // Matched whole, not through `?`: the large result is then not moved once more.
+                match import_for_c(obj, options) {
+                    Ok(ForC::Held(taken, held)) => own_held(taken, held, out),
+                    Ok(ForC::Read(read, imported)) => own(read, imported, out),
+                    Err(failure) => return Err(failure),
                 }
                 Ok(())
             },
@@ -130,23 +134,37 @@ fn own(read: Read, imported: cai::binding::import::Imported, out: &mut CaiArray)
     out.release = Some(release_imported);
 }
 
-/// Writes into `out` the struct that owns a producer's managed tensor (see `ForC::Tensor`):
-/// its `owner` the tensor, as the core's reader set it; its release run attached to the
-/// interpreter, as an Array's is.
-fn own_tensor(taken: Taken, out: &mut CaiArray) {
+/// Writes into `out` the struct that holds what keeps the data alive (see `ForC::Held`): a
+/// producer's managed tensor, as the core's reader set it, or a reference to a numpy array; its
+/// release runs attached to the interpreter, as an Array's does, on whatever thread the consumer
+/// releases it.
+fn own_held(taken: Taken, held: Held, out: &mut CaiArray) {
     taken.into_inner().copy_defined_to(out);
-    out.release = Some(release_tensor);
+    out.release = Some(match held {
+        Held::Tensor => release_tensor,
+        Held::NumpyArray => release_reference,
+    });
 }
 
-/// The release of a struct `own_tensor` wrote: runs the tensor's deleter attached to the
+/// The release of a struct `own_held` wrote for a managed tensor: runs the tensor's deleter attached to the
 /// interpreter, on whatever thread the consumer releases it (a deleter that needs the
 /// interpreter then has it). Once the interpreter is finalizing nothing may attach, so the
 /// tensor is then leaked on purpose.
 unsafe extern "C" fn release_tensor(array: *mut CaiArray) {
-    // SAFETY: `owner` is the managed tensor own_tensor handed over; cai_release runs this once.
+    // SAFETY: `owner` is the managed tensor own_held handed over; cai_release runs this once.
     let tensor = unsafe { (*array).owner.cast::<CaiDLManagedTensorVersioned>() };
     // SAFETY: the tensor the producer handed over, deleted once, here.
     with_thread_attached(|_| unsafe { discard(tensor) });
+}
+
+/// The release of a struct `own_held` wrote for a numpy array's reference. Once the interpreter is finalizing nothing
+/// may attach, so the reference is then leaked on purpose.
+unsafe extern "C" fn release_reference(array: *mut CaiArray) {
+    // SAFETY: `owner` is the strong reference own_held handed over; cai_release runs this
+    // once.
+    let object = unsafe { (*array).owner.cast::<PyObject>() };
+    // SAFETY: attached for the call; the reference is let go of once, here.
+    with_thread_attached(|_| unsafe { pyo3::ffi::Py_DecRef(object) });
 }
 
 /// `cai_python_view`: the same negotiation and import, borrowed (see `view_object`): no

@@ -206,6 +206,34 @@ def test_a_c_view_of_a_numpy_array_is_the_dlpack_readers_fake_driver(offer_ext, 
         assert got[0] == ("view" if allow_host and usable else "raised"), got
 
 
+@pytest.mark.parametrize("name", list(arrays()))
+def test_a_c_import_of_a_numpy_array_is_the_dlpack_readers_fake_driver(offer_ext, name):
+    """`cai_python_from_object` reads a numpy array by its fields into a struct that holds a
+    reference to it: the struct is the oracle's (its owner and release aside)."""
+    array = arrays()[name]
+    got, kept = offer_ext.import_kept(array, allow_host=True)
+    expected, kept_too = offer_ext.import_kept(ViaDLPack(array), allow_host=True)
+    assert got == expected
+    del kept, kept_too
+
+
+def test_a_c_import_holds_the_array_until_released_fake_driver(offer_ext):
+    """The struct `cai_python_from_object` wrote holds a reference to the numpy array: its
+    in-place resize refuses while the struct is held (as for numpy's own export), and works once
+    it is released; released on a thread that never attaches, the reference is let go of too."""
+    array = numpy.zeros(8, numpy.float32)
+    before = sys.getrefcount(array)
+    _, kept = offer_ext.import_kept(array, allow_host=True)
+    assert sys.getrefcount(array) > before
+    with pytest.raises(ValueError, match="reference"):
+        array.resize(16)
+    del kept
+    assert sys.getrefcount(array) == before
+    array.resize(16)
+    offer_ext.import_released_on_a_thread(array)
+    assert sys.getrefcount(array) == before
+
+
 def outcome_of_view(call):
     try:
         return ("view", call())

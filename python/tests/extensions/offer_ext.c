@@ -278,6 +278,44 @@ static int run_on_a_thread(void *(*work)(void *), void *arg) {
   return 0;
 }
 
+// import_kept(obj, allow_host=False): (cai_python_from_object's struct as a dict, a capsule
+// whose destructor releases the struct): whatever the struct holds of obj lives while the
+// capsule does.
+static void release_imported_capsule(PyObject *capsule) {
+  CaiArray *a = PyCapsule_GetPointer(capsule, "cai_offer_ext.imported");
+  cai_release(a, NULL);
+  PyMem_Free(a);
+}
+
+static PyObject *import_kept(PyObject *self, PyObject *args, PyObject *kwargs) {
+  static char *names[] = {"obj", "allow_host", NULL};
+  PyObject *obj;
+  int allow_host = 0;
+  (void)self;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p", names, &obj, &allow_host)) return NULL;
+  CaiImportOptions options = {0};
+  options.allow_host = (uint32_t)allow_host;
+  options.sync_mode = CAI_SYNC_NONE;
+  CaiArray *a = PyMem_Malloc(sizeof *a);
+  if (a == NULL) return PyErr_NoMemory();
+  if (cai_python_from_object(obj, &options, a, NULL) != CAI_OK) {
+    PyMem_Free(a);
+    return NULL;
+  }
+  PyObject *description = described(a);
+  PyObject *capsule = PyCapsule_New(a, "cai_offer_ext.imported", release_imported_capsule);
+  if (capsule == NULL) {
+    cai_release(a, NULL);
+    PyMem_Free(a);
+  }
+  if (description == NULL || capsule == NULL) {
+    Py_XDECREF(description);
+    Py_XDECREF(capsule);
+    return NULL;
+  }
+  return Py_BuildValue("(NN)", description, capsule);
+}
+
 // release_on_a_thread(obj): obj's table acquires it (host memory allowed), and a versioned
 // DLPack capsule of obj is taken as a consumer takes one (renamed "used_dltensor_versioned");
 // the acquired struct's release and the tensor's deleter then run on a new thread that never
@@ -288,6 +326,24 @@ static void *release_both(void *held) {
   acquired->release(acquired);
   tensor->deleter(tensor);
   return NULL;
+}
+
+// import_released_on_a_thread(obj): cai_python_from_object's struct (host memory allowed),
+// released on a new thread that never attaches to the interpreter.
+static void *release_one(void *array) {
+  cai_release(array, NULL);
+  return NULL;
+}
+
+static PyObject *import_released_on_a_thread(PyObject *self, PyObject *obj) {
+  (void)self;
+  CaiImportOptions options = {0};
+  options.allow_host = 1;
+  options.sync_mode = CAI_SYNC_NONE;
+  CaiArray a;
+  if (cai_python_from_object(obj, &options, &a, NULL) != CAI_OK) return NULL;
+  if (run_on_a_thread(release_one, &a) != 0) return NULL;
+  Py_RETURN_NONE;
 }
 
 static PyObject *release_on_a_thread(PyObject *self, PyObject *obj) {
@@ -351,6 +407,8 @@ static PyMethodDef methods[] = {
     {"view", (PyCFunction)(void (*)(void))view, METH_VARARGS | METH_KEYWORDS, NULL},
     {"acquire_kept", acquire_kept, METH_O, NULL},
     {"release_on_a_thread", release_on_a_thread, METH_O, NULL},
+    {"import_kept", (PyCFunction)(void (*)(void))import_kept, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"import_released_on_a_thread", import_released_on_a_thread, METH_O, NULL},
     {"delete_on_a_thread", delete_on_a_thread, METH_O, NULL},
     {"offer", offer, METH_O, NULL},
     {NULL}};
