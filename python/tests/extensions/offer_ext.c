@@ -217,16 +217,24 @@ static PyObject *table_view(PyObject *self, PyObject *args, PyObject *kwargs) {
   return result;
 }
 
+// The arguments (obj, allow_host=False) of `view` and `import_kept`, as the object and the
+// import's options (no sync): 0, or -1 with an exception set.
+static int object_and_options(PyObject *args, PyObject *kwargs, PyObject **obj, CaiImportOptions *options) {
+  static char *names[] = {"obj", "allow_host", NULL};
+  int allow_host = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p", names, obj, &allow_host)) return -1;
+  *options = (CaiImportOptions){0};
+  options->allow_host = (uint32_t)allow_host;
+  options->sync_mode = CAI_SYNC_NONE;
+  return 0;
+}
+
 // view(obj, allow_host=False): cai_python_view's struct, as a dict.
 static PyObject *view(PyObject *self, PyObject *args, PyObject *kwargs) {
-  static char *names[] = {"obj", "allow_host", NULL};
   PyObject *obj;
-  int allow_host = 0;
+  CaiImportOptions options;
   (void)self;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p", names, &obj, &allow_host)) return NULL;
-  CaiImportOptions options = {0};
-  options.allow_host = (uint32_t)allow_host;
-  options.sync_mode = CAI_SYNC_NONE;
+  if (object_and_options(args, kwargs, &obj, &options) != 0) return NULL;
   CaiArray a;
   if (cai_python_view(obj, &options, &a, NULL) != CAI_OK) return NULL;
   return described(&a);
@@ -288,14 +296,10 @@ static void release_imported_capsule(PyObject *capsule) {
 }
 
 static PyObject *import_kept(PyObject *self, PyObject *args, PyObject *kwargs) {
-  static char *names[] = {"obj", "allow_host", NULL};
   PyObject *obj;
-  int allow_host = 0;
+  CaiImportOptions options;
   (void)self;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p", names, &obj, &allow_host)) return NULL;
-  CaiImportOptions options = {0};
-  options.allow_host = (uint32_t)allow_host;
-  options.sync_mode = CAI_SYNC_NONE;
+  if (object_and_options(args, kwargs, &obj, &options) != 0) return NULL;
   CaiArray *a = PyMem_Malloc(sizeof *a);
   if (a == NULL) return PyErr_NoMemory();
   if (cai_python_from_object(obj, &options, a, NULL) != CAI_OK) {
