@@ -104,8 +104,8 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 /// PyO3 defers while it does not count the thread), so that an entry may run its negotiation
 /// and import uncounted (fastcall.rs's `run_assumed`, capi.rs's entries): its type is the one
 /// this thread last read by such a path (the negotiation marks it: `mark_clean`), the
-/// remembered facts unchanged since. Such a path is its type's DLPack exchange table, a C-level table libcai's glue
-/// offered, a CAI dict (the object itself, or what its `__cuda_array_interface__` gave), a
+/// remembered facts unchanged since. Such a path is its type's DLPack exchange table, a C-level
+/// table libcai's glue offered, a CAI dict (the object itself, or what its `__cuda_array_interface__` gave), a
 /// cai.Array (read_array: its export counted, the one new `Py<PyAny>` moved into the Read), or a
 /// numpy array read by its fields (read_numpy.rs: a raw reference stored in the struct, no
 /// Python call).
@@ -295,7 +295,8 @@ pub enum Held {
 
 /// `import_object` for `cai_python_from_object`: an object read through its type's DLPack
 /// exchange table is handed over as the table gave it (the managed tensor, imported in
-/// place), as any DLPack consumer holds it; any other as `import_object` reads it.
+/// place), as any DLPack consumer holds it; a numpy array read by its fields as the struct read
+/// with a reference to the array; any other as `import_object` reads it.
 pub fn import_for_c(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -> CaiResult<ForC> {
     let host = Caller::CApi.host(&options);
     match choose(obj, &options, Holder::Import, host, Start::First)? {
@@ -319,9 +320,6 @@ pub fn import_for_c(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -> CaiRes
 }
 
 /// `import_for_c` of a numpy array by its fields, or by the next protocol where they decline it.
-/// Not inlined, nor is `import_read_for_c`: the exchange table's way through `import_for_c`
-/// stays as small as it was (about 80 instructions a call less on a torch tensor).
-#[inline(never)]
 fn import_numpy_for_c(obj: &Bound<'_, PyAny>, options: CaiImportOptions, host: AllowHost) -> CaiResult<ForC> {
     // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
     match unsafe { take_numpy_array(obj, host) }? {
@@ -339,7 +337,6 @@ fn import_numpy_for_c(obj: &Bound<'_, PyAny>, options: CaiImportOptions, host: A
 }
 
 /// `import_for_c` of what a reader reads, for an Array to own.
-#[inline(never)]
 fn import_read_for_c(
     obj: &Bound<'_, PyAny>,
     chosen: Chosen<'_>,
