@@ -268,9 +268,15 @@ pub fn data_with_byte_offset(data: *mut c_void, byte_offset: u64) -> Result<u64>
     })
 }
 
-/// Reads a DLTensor into `array`, a zeroed struct (not yet owning anything), and validates it.
-/// NULL strides mean C-contiguous (DLPack before 1.2 allowed them).
-fn array_of_tensor(
+/// Reads a DLTensor into `array`, a zeroed struct (not yet owning anything), and validates it:
+/// the reading of `from_dlpack*`, and of a DLTensor nobody hands over (a producer's non-owning
+/// view, a tensor described from an object's own fields), whose array then owns nothing
+/// (`owner` and `release` stay NULL). NULL strides mean C-contiguous (DLPack before 1.2 allowed
+/// them).
+///
+/// # Safety
+/// `tensor`'s shape, and its strides when not NULL, hold `ndim` values valid for the call.
+pub unsafe fn read_dltensor(
     tensor: &CaiDLTensor,
     readonly: bool,
     host: AllowHost,
@@ -293,11 +299,12 @@ fn array_of_tensor(
     copy_into_c_chars(&mut array.typestr, typestr.as_bytes());
     array.stream = CAI_STREAM_NONE; // the DLPack exchange did its sync before handing the tensor over
     if ndim > 0 {
-        // SAFETY: DLPack promises `ndim` extents (and strides, when not NULL).
+        // SAFETY: `ndim` extents (and strides, when not NULL): the caller's contract, which
+        // DLPack promises of a producer's tensor.
         let shape = unsafe { std::slice::from_raw_parts(tensor.shape, ndim) };
         array.shape[..ndim].copy_from_slice(shape);
         if !tensor.strides.is_null() {
-            // SAFETY: not NULL: DLPack promises `ndim` strides.
+            // SAFETY: not NULL: `ndim` strides (the caller's contract).
             let strides = unsafe { std::slice::from_raw_parts(tensor.strides, ndim) };
             strides_in_bytes(strides, u64::from(tensor.dtype.bits / 8), &mut array.strides[..ndim])?;
             array.strides_given = 1;
@@ -311,21 +318,6 @@ fn array_of_tensor(
         array.data = 0;
     }
     Ok(validated)
-}
-
-/// Reads a DLTensor nobody hands over (a producer's non-owning view, a tensor described from
-/// an object's own fields) into `array`, a zeroed struct, by the rules `from_dlpack` reads a
-/// taken tensor by, and validates it: the array owns nothing (`owner` and `release` stay NULL).
-///
-/// # Safety
-/// `tensor`'s shape, and its strides when not NULL, hold `ndim` values valid for the call.
-pub unsafe fn read_dltensor(
-    tensor: &CaiDLTensor,
-    readonly: bool,
-    host: AllowHost,
-    array: &mut CaiArray,
-) -> Result<Validated> {
-    array_of_tensor(tensor, readonly, host, array)
 }
 
 /// Runs the deleter of a tensor (either struct) that is refused before it is read.
@@ -368,7 +360,7 @@ pub unsafe fn from_dlpack(
         let version = (*tensor).version;
         major_version_is_known(version.major, version.minor)?;
         let readonly = (*tensor).flags & CAI_DLPACK_FLAG_READ_ONLY != 0;
-        array_of_tensor(&(*tensor).dl_tensor, readonly, host, array)
+        read_dltensor(&(*tensor).dl_tensor, readonly, host, array)
     };
     take_tensor(tensor, array, read)
 }
@@ -386,7 +378,7 @@ pub unsafe fn from_dlpack_legacy(
 ) -> Result<Validated> {
     let read = |array: &mut CaiArray| {
         let host = AllowHost { allowed: options_of(options)?, how: how_to_allow_host };
-        array_of_tensor(&(*tensor).dl_tensor, false, host, array)
+        read_dltensor(&(*tensor).dl_tensor, false, host, array)
     };
     take_tensor(tensor, array, read)
 }

@@ -146,9 +146,9 @@ fn own_held(taken: Taken, held: Held, out: &mut CaiArray) {
     });
 }
 
-/// The release of a struct `own_held` wrote for a managed tensor: runs the tensor's deleter attached to the
-/// interpreter, on whatever thread the consumer releases it (a deleter that needs the
-/// interpreter then has it). Once the interpreter is finalizing nothing may attach, so the
+/// The release of a struct `own_held` wrote for a managed tensor: runs the tensor's deleter
+/// attached to the interpreter, on whatever thread the consumer releases it (a deleter that
+/// needs the interpreter then has it). Once the interpreter is finalizing nothing may attach, so the
 /// tensor is then leaked on purpose.
 unsafe extern "C" fn release_tensor(array: *mut CaiArray) {
     // SAFETY: `owner` is the managed tensor own_held handed over; cai_release runs this once.
@@ -157,8 +157,8 @@ unsafe extern "C" fn release_tensor(array: *mut CaiArray) {
     with_thread_attached(|_| unsafe { discard(tensor) });
 }
 
-/// The release of a struct `own_held` wrote for a numpy array's reference. Once the interpreter is finalizing nothing
-/// may attach, so the reference is then leaked on purpose.
+/// The release of a struct `own_held` wrote for a numpy array's reference. Once the
+/// interpreter is finalizing nothing may attach, so the reference is then leaked on purpose.
 unsafe extern "C" fn release_reference(array: *mut CaiArray) {
     // SAFETY: `owner` is the strong reference own_held handed over; cai_release runs this
     // once.

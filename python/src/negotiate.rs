@@ -105,10 +105,10 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 /// and import uncounted (fastcall.rs's `run_assumed`, capi.rs's entries): its type is the one
 /// this thread last read by such a path (the negotiation marks it: `mark_clean`), the
 /// remembered facts unchanged since. Such a path is its type's DLPack exchange table, a C-level
-/// table libcai's glue offered, a CAI dict (the object itself, or what its `__cuda_array_interface__` gave), a
-/// cai.Array (read_array: its export counted, the one new `Py<PyAny>` moved into the Read), or a
-/// numpy array read by its fields (read_numpy.rs: a raw reference stored in the struct, no
-/// Python call).
+/// table libcai's glue offered, a CAI dict (the object itself, or what its
+/// `__cuda_array_interface__` gave), a cai.Array (read_array: its export counted, the one new
+/// `Py<PyAny>` moved into the Read), or a numpy array read by its fields (read_numpy.rs: no
+/// Python call; an import's struct keeps a raw reference, a view none).
 ///
 /// The audit of those paths' success: the facts come from this thread's copy; the table's
 /// call, the dict's reading (values.rs and read_dict.rs clear the errors they recover from by
@@ -321,18 +321,13 @@ pub fn import_for_c(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -> CaiRes
 
 /// `import_for_c` of a numpy array by its fields, or by the next protocol where they decline it.
 fn import_numpy_for_c(obj: &Bound<'_, PyAny>, options: CaiImportOptions, host: AllowHost) -> CaiResult<ForC> {
-    // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
-    match unsafe { take_numpy_array(obj, host) }? {
-        Some(TakenTensor { mut taken, validated, .. }) => {
-            mark_clean(obj);
+    match numpy_fields_or_next(obj, &options, host)? {
+        Ok(TakenTensor { mut taken, validated, .. }) => {
             // On failure `taken` is dropped, which lets go of the reference.
             import_struct(obj.py(), taken.array(), Some(validated), options, true)?;
             Ok(ForC::Held(taken, Held::NumpyArray))
         }
-        None => {
-            let next = choose(obj, &options, Holder::Import, host, Start::PastNumpyFields)?;
-            import_read_for_c(obj, next, options, host)
-        }
+        Err(next) => import_read_for_c(obj, next, options, host),
     }
 }
 
@@ -533,18 +528,30 @@ fn read_chosen(
             Ok(taken_from(obj, take_by_exchange(obj, exchange, ordering, host)?))
         }
         Chosen::Taken(tensor) => Ok(taken_from(obj, tensor)),
-        // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
-        Chosen::NumpyFields => match unsafe { take_numpy_array(obj, host) }? {
-            Some(tensor) => {
-                mark_clean(obj);
-                Ok(taken_from(obj, tensor))
-            }
-            None => {
-                let next = choose(obj, options, Holder::Import, host, Start::PastNumpyFields)?;
-                read_chosen(obj, next, options, host)
-            }
+        Chosen::NumpyFields => match numpy_fields_or_next(obj, options, host)? {
+            Ok(tensor) => Ok(taken_from(obj, tensor)),
+            Err(next) => read_chosen(obj, next, options, host),
         },
     }
+}
+
+/// A numpy array (`Chosen::NumpyFields`) taken by its fields, its type marked as read by an
+/// audited path; or, where the fields decline it, the protocol chosen past them.
+// Inlined into both its callers, as `take_numpy_array` is into it (one call less each).
+#[inline(always)]
+fn numpy_fields_or_next<'py>(
+    obj: &Bound<'py, PyAny>,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Result<TakenTensor, Chosen<'py>>> {
+    // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
+    Ok(match unsafe { take_numpy_array(obj, host) }? {
+        Some(tensor) => {
+            mark_clean(obj);
+            Ok(tensor)
+        }
+        None => Err(choose(obj, options, Holder::Import, host, Start::PastNumpyFields)?),
+    })
 }
 
 /// `obj` read by its type's C-level table, to be owned (None: the table refused it with
