@@ -5,19 +5,19 @@
 //! from the array's release on success, at once on failure); `to_dlpack` moves the array into
 //! the tensor (the array's release runs exactly once, from the tensor's deleter).
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
 
 use crate::abi::{
     c_chars_until_nul, copy_into_c_chars, ArrayHead, CaiArray, CaiDLDataType, CaiDLDevice,
     CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor,
-    CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA,
-    CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
+    CaiDtype, CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU,
+    CAI_DL_CUDA, CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
 };
 use crate::device::memory::kind_of;
 use crate::dtype::parse_typestr_buffer;
 use crate::layout::c_strides;
 use crate::status::{Error, Result, Status};
-use crate::validate::{option_is_a_flag, reserved_are_zero, validate, Validated};
+use crate::validate::{option_is_a_flag, reserved_are_zero, validate, validate_filled, Validated};
 
 const DL_INT: u8 = 0;
 const DL_UINT: u8 = 1;
@@ -125,6 +125,17 @@ impl DlTypestr {
     /// The typestr's ASCII bytes (no NUL), for a struct's buffer without a UTF-8 check.
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len]
+    }
+
+    /// What parsing the typestr finds (`parse_typestr`), without parsing it: the width is its
+    /// one digit, or 16 (`c16`, the one two-digit typestr made).
+    pub fn dtype(&self) -> CaiDtype {
+        let itemsize = if self.len == 3 { self.bytes[2] - b'0' } else { 16 };
+        CaiDtype {
+            itemsize: u64::from(itemsize),
+            kind: self.bytes[1] as c_char,
+            byteorder: self.bytes[0] as c_char,
+        }
     }
 }
 
@@ -268,7 +279,8 @@ pub fn data_with_byte_offset(data: *mut c_void, byte_offset: u64) -> Result<u64>
     })
 }
 
-/// Reads a DLTensor into `array`, a zeroed struct (not yet owning anything), and validates it:
+/// Reads a DLTensor into `array`, a cleared struct (zeroed, or `clear_head`ed: not yet owning
+/// anything, no descr, no mask, no placement), and validates it:
 /// the reading of `from_dlpack*`, and of a DLTensor nobody hands over (a producer's non-owning
 /// view, a tensor described from an object's own fields), whose array then owns nothing
 /// (`owner` and `release` stay NULL). NULL strides mean C-contiguous (DLPack before 1.2 allowed
@@ -293,6 +305,7 @@ pub unsafe fn read_dltensor(
         return Err(Error::new(Status::InvalidShape, format!("DLPack shape is NULL with ndim {ndim}")));
     }
     let typestr = typestr_of_dtype(tensor.dtype)?;
+    let dtype = typestr.dtype();
     array.version = 3;
     array.ndim = ndim as i32;
     array.readonly = readonly.into();
@@ -306,12 +319,14 @@ pub unsafe fn read_dltensor(
         if !tensor.strides.is_null() {
             // SAFETY: not NULL: `ndim` strides (the caller's contract).
             let strides = unsafe { std::slice::from_raw_parts(tensor.strides, ndim) };
-            strides_in_bytes(strides, u64::from(tensor.dtype.bits / 8), &mut array.strides[..ndim])?;
+            strides_in_bytes(strides, dtype.itemsize, &mut array.strides[..ndim])?;
             array.strides_given = 1;
         }
     }
     array.data = data_with_byte_offset(tensor.data, tensor.byte_offset)?;
-    let validated = validate(array)?;
+    // The struct was cleared and every field but the extents and data is written above from
+    // what holds by construction: only the rules those can break run (no typestr parsed back).
+    let validated = validate_filled(array, dtype)?;
     if validated.element_count == 0 {
         // CAI: "For zero-size arrays, use 0" (an empty extent holds at any address: `validated`
         // stays true of the array).
@@ -753,6 +768,109 @@ mod tests {
             taken.release = None;
             assert_eq!(format!("{read:?}"), format!("{taken:?}"), "readonly {readonly}");
         }
+    }
+
+    /// The dtype a made typestr reports is what parsing the typestr finds, for every DLPack
+    /// dtype a typestr is made of (code, bits and lanes through all their small values).
+    #[test]
+    fn a_made_typestrs_dtype_is_what_parsing_it_finds() {
+        let mut made = 0;
+        for code in 0..=20u8 {
+            for bits in 0..=255u8 {
+                for lanes in [0u16, 1, 2, 4] {
+                    if let Ok(typestr) = typestr_of_dtype(dt(code, bits, lanes)) {
+                        let parsed = crate::dtype::parse_typestr(typestr.as_bytes()).unwrap();
+                        assert_eq!(typestr.dtype(), parsed, "{:?}", typestr.as_bytes());
+                        made += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(made, 14, "b1, i1-8, u1-8, f2-8, c8 and c16");
+    }
+
+    /// `read_dltensor` runs only the rules its fields can break (`validate_filled`): on
+    /// tensors that break each of them, and on ones that break none, it finds what reading
+    /// the fields into a struct and running every rule (`validate`) finds, the same facts or
+    /// the same refusal.
+    #[test]
+    fn read_dltensor_validates_as_validate_does_on_the_same_fields() {
+        let extents: [&[i64]; 7] =
+            [&[], &[3, 4], &[0, 5], &[-1, 2], &[i64::MAX, 2], &[1 << 31, 1 << 31, 4], &[2, 3, 4, 5]];
+        let strides: [Option<&[i64]>; 6] = [
+            None,
+            Some(&[4, 1, 1, 1]),
+            Some(&[-4, 1, 20, 60]),
+            Some(&[1 << 61, 1, 1, 1]),
+            Some(&[i64::MAX / 2, 3, 1, 1]),
+            Some(&[0, 0, 0, 0]),
+        ];
+        let datas = [0u64, 0x1000, u64::MAX - 64, 1 << 63];
+        let mut compared = (0, 0);
+        for shape in extents {
+            for &stride in &strides {
+                for data in datas {
+                    for bits in [8u8, 32, 128] {
+                        let mut shape = shape.to_vec();
+                        let mut stride = stride.map(|s| s[..shape.len()].to_vec());
+                        let dl_tensor = CaiDLTensor {
+                            data: data as *mut c_void,
+                            device: CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 },
+                            ndim: shape.len() as i32,
+                            dtype: dt(
+                                match bits {
+                                    8 => DL_INT,
+                                    128 => DL_COMPLEX,
+                                    _ => DL_FLOAT,
+                                },
+                                bits,
+                                1,
+                            ),
+                            shape: shape.as_mut_ptr(),
+                            strides: stride.as_mut().map_or(std::ptr::null_mut(), |s| s.as_mut_ptr()),
+                            byte_offset: 0,
+                        };
+                        let host = AllowHost { allowed: true, how: ALLOW_HOST_C_DLPACK };
+                        let mut read = CaiArray::zeroed();
+                        // SAFETY: shape and strides of this frame, `ndim` values each.
+                        let found = unsafe { read_dltensor(&dl_tensor, false, host, &mut read) };
+                        // The oracle: the same fields written plainly, every rule run.
+                        let mut oracle = CaiArray::zeroed();
+                        oracle.version = 3;
+                        oracle.ndim = shape.len() as i32;
+                        oracle.set_typestr(
+                            std::str::from_utf8(typestr_of_dtype(dl_tensor.dtype).unwrap().as_bytes())
+                                .unwrap(),
+                        );
+                        oracle.shape[..shape.len()].copy_from_slice(&shape);
+                        oracle.data = data;
+                        let itemsize = i64::from(bits / 8);
+                        let overflowing = stride
+                            .as_ref()
+                            .is_some_and(|s| s.iter().any(|v| v.checked_mul(itemsize).is_none()));
+                        if let Some(s) = &stride {
+                            oracle.strides_given = 1;
+                            for (slot, v) in oracle.strides.iter_mut().zip(s) {
+                                *slot = v.wrapping_mul(itemsize);
+                            }
+                        }
+                        match (found, validate(&oracle)) {
+                            (Ok(found), Ok(expected)) => {
+                                assert_eq!(found, expected, "{shape:?} {stride:?} {data:#x} {bits}");
+                                compared.0 += 1;
+                            }
+                            (Err(found), _) if overflowing => assert_eq!(found.status, Status::Overflow),
+                            (Err(found), Err(expected)) => {
+                                assert_eq!(found.status, expected.status, "{}: {shape:?} {stride:?}", found.message);
+                                compared.1 += 1;
+                            }
+                            (found, expected) => panic!("{shape:?} {stride:?} {data:#x} {bits}: read {found:?}, validate {expected:?}"),
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared.0 > 50 && compared.1 > 50, "both kinds compared: {compared:?}");
     }
 
     #[test]

@@ -50,10 +50,21 @@ fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
     readonly_is_a_flag(array.readonly)?;
     strides_given_is_a_flag(array.strides_given)?;
     let ndim = ndim_is_within_limit(array.ndim)?;
-    let shape = &array.shape[..ndim];
-    extents_are_non_negative(shape)?;
+    extents_are_non_negative(&array.shape[..ndim])?;
     let dtype = typestr_is_a_device_type(array)?;
     descr_matches_itemsize(array, dtype.itemsize)?;
+    let validated = layout_is_addressable(array, ndim, dtype)?;
+    mask_matches_array(array, mask_depth)?;
+    Ok(validated)
+}
+
+/// The rules on what a descriptor's layout reaches: the element count, the byte size and the
+/// bytes the strides touch fit 64 bits, the data pointer is NULL only when empty, and the
+/// touched bytes lie where the memory kind allows. `ndim` is within the limit and `dtype` is
+/// what the typestr describes.
+#[inline]
+fn layout_is_addressable(array: &CaiArray, ndim: usize, dtype: CaiDtype) -> Result<Validated> {
+    let shape = &array.shape[..ndim];
     let element_count = element_count(shape, dtype.itemsize)?;
     let nbytes = nbytes(element_count, dtype.itemsize)?;
     let extent = if array.strides_given == 1 {
@@ -63,8 +74,20 @@ fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
     };
     data_is_null_only_when_empty(array.data, element_count)?;
     extent_is_addressable(array, extent)?;
-    mask_matches_array(array, mask_depth)?;
     Ok(Validated { dtype, element_count, nbytes, extent })
+}
+
+/// `validate` of a struct a reader filled from another protocol's fields (a DLTensor), which
+/// keep by construction the rules not run here: the struct was cleared (`abi_version`,
+/// reserved words, placement, no descr, no mask), the reader wrote `version` 3, the flags as
+/// 0 or 1 and an `ndim` within the limit, and made the typestr from `dtype`. What the fields
+/// alone decide (the extents, the layout's reach, the data pointer) is checked as `validate`
+/// checks it, by the same rules.
+#[inline]
+pub(crate) fn validate_filled(array: &CaiArray, dtype: CaiDtype) -> Result<Validated> {
+    let ndim = array.ndim as usize;
+    extents_are_non_negative(&array.shape[..ndim])?;
+    layout_is_addressable(array, ndim, dtype)
 }
 
 /// Validates `array` and computes every layout fact `cai_layout` reports.
