@@ -67,19 +67,41 @@ const TYPES_KEPT: usize = 64;
 /// of the facts it used last is current while this has not moved since it was made.
 static FACTS_GENERATION: AtomicU64 = AtomicU64::new(0);
 
-thread_local! {
+/// What this thread remembers of its negotiations, in one thread-local record (one lookup of
+/// its address per function that reads it).
+struct ThreadMemory {
     /// The facts this thread used last, with their type's address and the generation they
     /// were read at: a loop over one type finds them without taking the lock that the
     /// remembered types are under (which threads of a free-threaded interpreter would
     /// contend for). The address cannot be reused while the generation stands: a forgotten
     /// type is let go of only after the generation moved.
-    static LAST_FACTS: Cell<Option<(usize, u64, TypeFacts)>> = const { Cell::new(None) };
-    /// The type (its address) this thread last read by an audited path, and the generation of
-    /// the facts then (see `read_cleanly`).
-    static LAST_CLEAN: Cell<(usize, u64)> = const { Cell::new((0, u64::MAX)) };
+    facts: Cell<Option<(usize, u64, TypeFacts)>>,
+    /// The type this thread last read by an audited path (see `read_cleanly`), and its choice
+    /// when that was its exchange table (see `remembered_exchange`).
+    clean: Cell<CleanMark>,
     /// Whether this thread's last negotiation chose an audited path (see
     /// `settle_uncounted_run`).
-    static LAST_AUDITED: Cell<bool> = const { Cell::new(false) };
+    audited: Cell<bool>,
+}
+
+thread_local! {
+    static THREAD_MEMORY: ThreadMemory = const {
+        ThreadMemory {
+            facts: Cell::new(None),
+            clean: Cell::new(CleanMark { ty: 0, generation: u64::MAX, exchange: None }),
+            audited: Cell::new(false),
+        }
+    };
+}
+
+/// A type read by an audited path: its address, the generation of the facts then, and its
+/// exchange table when `choose` chose it from the first route on (the type offers no C-level
+/// table), which it then chooses again for every instance while the generation stands.
+#[derive(Clone, Copy)]
+struct CleanMark {
+    ty: usize,
+    generation: u64,
+    exchange: Option<Exchange>,
 }
 
 /// What libcai knows of `obj`'s type. The exchange table is `__dlpack_c_exchange_api__` (a
@@ -88,7 +110,7 @@ thread_local! {
 pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     let address = obj.get_type_ptr() as usize;
     let generation = FACTS_GENERATION.load(Ordering::Acquire);
-    if let Ok(Some((seen, at, facts))) = LAST_FACTS.try_with(Cell::get) {
+    if let Ok(Some((seen, at, facts))) = THREAD_MEMORY.try_with(|memory| memory.facts.get()) {
         if seen == address && at == generation {
             return Ok(facts);
         }
@@ -96,7 +118,7 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     let found = remembered_facts(obj)?;
     // Tagged with the generation read before the lock: a change since makes it stale, at worst
     // read again on the next call.
-    let _ = LAST_FACTS.try_with(|last| last.set(Some((address, generation, found))));
+    let _ = THREAD_MEMORY.try_with(|memory| memory.facts.set(Some((address, generation, found))));
     Ok(found)
 }
 
@@ -128,15 +150,36 @@ pub unsafe fn read_cleanly(obj: *mut pyo3::ffi::PyObject) -> bool {
     // SAFETY: a live object (the caller's contract).
     let ty = unsafe { pyo3::ffi::Py_TYPE(obj) } as usize;
     let generation = FACTS_GENERATION.load(Ordering::Acquire);
-    LAST_CLEAN.try_with(Cell::get).is_ok_and(|marked| marked == (ty, generation))
+    THREAD_MEMORY
+        .try_with(|memory| memory.clean.get())
+        .is_ok_and(|marked| (marked.ty, marked.generation) == (ty, generation))
 }
 
 /// Marks `obj`'s type as read by an audited path (see `read_cleanly`), and this negotiation as
 /// audited.
 fn mark_clean(obj: &Bound<'_, PyAny>) {
-    let marked = (obj.get_type_ptr() as usize, FACTS_GENERATION.load(Ordering::Acquire));
-    let _ = LAST_CLEAN.try_with(|last| last.set(marked));
-    let _ = LAST_AUDITED.try_with(|audited| audited.set(true));
+    mark_clean_with(obj, None);
+}
+
+/// `mark_clean`, remembering that the type's choice is `exchange`, its exchange table.
+fn mark_clean_with(obj: &Bound<'_, PyAny>, exchange: Option<Exchange>) {
+    let ty = obj.get_type_ptr() as usize;
+    let marked = CleanMark { ty, generation: FACTS_GENERATION.load(Ordering::Acquire), exchange };
+    let _ = THREAD_MEMORY.try_with(|memory| memory.clean.set(marked));
+    let _ = THREAD_MEMORY.try_with(|memory| memory.audited.set(true));
+}
+
+/// The exchange table `choose` chose, from the first route on, for the type this thread last
+/// read by an audited path, when `obj` is of that type and the facts have not changed since:
+/// the choice then is the same (a dict, a cai.Array and the routes before the table are told by
+/// the type alone), so it is made again without asking. Marks the negotiation audited.
+fn remembered_exchange(obj: &Bound<'_, PyAny>) -> Option<Exchange> {
+    let ty = obj.get_type_ptr() as usize;
+    let generation = FACTS_GENERATION.load(Ordering::Acquire);
+    let marked = THREAD_MEMORY.try_with(|memory| memory.clean.get()).ok()?;
+    let exchange = marked.exchange.filter(|_| (marked.ty, marked.generation) == (ty, generation))?;
+    let _ = THREAD_MEMORY.try_with(|memory| memory.audited.set(true));
+    Some(exchange)
 }
 
 /// After an entry ran uncounted on `read_cleanly`'s word and succeeded: if this thread's last
@@ -144,7 +187,7 @@ fn mark_clean(obj: &Bound<'_, PyAny>) {
 /// foresee), attaches once, which lets go of what that path dropped (fastcall.rs's
 /// `let_go_of_deferred`). A failure needs none of this: it is raised counted.
 pub fn settle_uncounted_run() {
-    if !LAST_AUDITED.try_with(Cell::get).unwrap_or(false) {
+    if !THREAD_MEMORY.try_with(|memory| memory.audited.get()).unwrap_or(false) {
         let_go_of_deferred();
     }
 }
@@ -388,7 +431,12 @@ fn choose<'py>(
     start: Start,
 ) -> CaiResult<Chosen<'py>> {
     let py = obj.py();
-    let _ = LAST_AUDITED.try_with(|audited| audited.set(false));
+    if start == Start::First {
+        if let Some(exchange) = remembered_exchange(obj) {
+            return Ok(Chosen::Exchange(exchange));
+        }
+    }
+    let _ = THREAD_MEMORY.try_with(|memory| memory.audited.set(false));
     // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
     // a CAI property that may raise (a CPU tensor's does) and cost an exception per call.
     if let Ok(dict) = obj.cast::<PyDict>() {
@@ -407,7 +455,8 @@ fn choose<'py>(
         return Ok(Chosen::CApi(api));
     }
     if let Some(exchange) = facts.exchange {
-        mark_clean(obj);
+        // From the first route on: the type has no C-level table, so the table is its choice.
+        mark_clean_with(obj, Some(exchange).filter(|_| start == Start::First));
         return Ok(Chosen::Exchange(exchange));
     }
     if facts.numpy_array && start < Start::PastNumpyFields {
