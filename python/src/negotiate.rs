@@ -660,6 +660,7 @@ pub fn import_read(py: Python<'_>, read: &Read, options: CaiImportOptions) -> Ca
 /// Imports `array` as `options` say (no pointer check for `host` memory, taken with
 /// allow_host), with the GIL released where the host may wait; `validated` (what validation
 /// found of `array` as it is) spares validating it again.
+#[inline(always)]
 fn import_struct(
     py: Python<'_>,
     array: &CaiArray,
