@@ -62,7 +62,7 @@ fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
 /// bytes the strides touch fit 64 bits, the data pointer is NULL only when empty, and the
 /// touched bytes lie where the memory kind allows. `ndim` is within the limit and `dtype` is
 /// what the typestr describes.
-#[inline]
+#[inline(always)]
 fn layout_is_addressable(array: &CaiArray, ndim: usize, dtype: CaiDtype) -> Result<Validated> {
     let shape = &array.shape[..ndim];
     let element_count = element_count(shape, dtype.itemsize)?;
