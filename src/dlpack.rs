@@ -88,17 +88,26 @@ pub const ALLOW_HOST_RUST_DLPACK_LEGACY: &str = "pass allow_host = true to Array
 
 /// CUDA memory is accepted; host memory (kDLCPU) only when the caller asks for it; every
 /// other device is refused, named.
+#[inline(always)]
 pub fn device_is_cuda_or_allowed_host(device: CaiDLDevice, host: AllowHost) -> Result<()> {
+    match device.device_type {
+        CAI_DL_CUDA | CAI_DL_CUDA_HOST | CAI_DL_CUDA_MANAGED if device.device_id >= 0 => Ok(()),
+        CAI_DL_CPU if host.allowed && device.device_id >= 0 => Ok(()),
+        _ => Err(device_refused(device, host)),
+    }
+}
+
+/// Why `device_is_cuda_or_allowed_host` refuses `device`.
+#[cold]
+fn device_refused(device: CaiDLDevice, host: AllowHost) -> Error {
     if device.device_id < 0 {
-        return Err(Error::new(
+        return Error::new(
             Status::InvalidArgument,
             format!("the tensor's device id is {}; a device id is never negative", device.device_id),
-        ));
+        );
     }
     match device.device_type {
-        CAI_DL_CUDA | CAI_DL_CUDA_HOST | CAI_DL_CUDA_MANAGED => Ok(()),
-        CAI_DL_CPU if host.allowed => Ok(()),
-        CAI_DL_CPU => Err(Error::new(
+        CAI_DL_CPU => Error::new(
             Status::HostMemory,
             format!(
                 "the tensor is on {} device {}, host memory; to take it, {}",
@@ -106,11 +115,11 @@ pub fn device_is_cuda_or_allowed_host(device: CaiDLDevice, host: AllowHost) -> R
                 device.device_id,
                 host.how
             ),
-        )),
-        other => Err(Error::new(
+        ),
+        other => Error::new(
             Status::NotDevicePointer,
             format!("the tensor is on {} device {}, not CUDA memory", device_name(other), device.device_id),
-        )),
+        ),
     }
 }
 
@@ -142,39 +151,48 @@ impl DlTypestr {
 /// The typestr of a DLPack dtype: bool, int, uint, float and complex of whole bytes, one
 /// lane, in this host's byte order. Vector lanes, sub-byte types, bfloat16, the float8/6/4
 /// families and opaque handles have no numpy typestr and are refused, named.
+#[inline(always)]
 pub fn typestr_of_dtype(dtype: CaiDLDataType) -> Result<DlTypestr> {
-    let refuse = |why: &str| {
-        Err(Error::new(
-            Status::InvalidTypestr,
-            format!("DLPack dtype (code {}, bits {}, lanes {}) {why}", dtype.code, dtype.bits, dtype.lanes),
-        ))
-    };
-    if dtype.lanes != 1 {
-        return refuse("has vector lanes, which no typestr describes");
-    }
-    if !dtype.bits.is_multiple_of(8) || dtype.bits == 0 {
-        return refuse("is a sub-byte type, which no typestr describes");
-    }
     let bytes = dtype.bits / 8;
-    let order = if bytes == 1 { b'|' } else { NATIVE_BYTE_ORDER };
+    let whole = dtype.lanes == 1 && dtype.bits.is_multiple_of(8);
     let kind = match (dtype.code, bytes) {
+        _ if !whole => return Err(dtype_refused(dtype)),
         (DL_BOOL, 1) => b'b',
         (DL_INT, 1 | 2 | 4 | 8) => b'i',
         (DL_UINT, 1 | 2 | 4 | 8) => b'u',
         (DL_FLOAT, 2 | 4 | 8) => b'f',
         (DL_COMPLEX, 8 | 16) => b'c',
-        (DL_BFLOAT, _) => return refuse("is bfloat16, which has no numpy typestr"),
-        (DL_OPAQUE_HANDLE, _) => return refuse("is an opaque handle"),
-        (DL_BOOL | DL_INT | DL_UINT | DL_FLOAT | DL_COMPLEX, _) => {
-            return refuse("has a width numpy does not define for its kind")
-        }
-        _ => return refuse("has a type code (float8, float6, float4 or newer) with no numpy typestr"),
+        _ => return Err(dtype_refused(dtype)),
     };
+    let order = if bytes == 1 { b'|' } else { NATIVE_BYTE_ORDER };
     Ok(if bytes < 10 {
         DlTypestr { bytes: [order, kind, b'0' + bytes, 0], len: 3 }
     } else {
         DlTypestr { bytes: [order, kind, b'0' + bytes / 10, b'0' + bytes % 10], len: 4 }
     })
+}
+
+/// Why `typestr_of_dtype` refuses `dtype`.
+#[cold]
+fn dtype_refused(dtype: CaiDLDataType) -> Error {
+    let why = if dtype.lanes != 1 {
+        "has vector lanes, which no typestr describes"
+    } else if !dtype.bits.is_multiple_of(8) || dtype.bits == 0 {
+        "is a sub-byte type, which no typestr describes"
+    } else {
+        match dtype.code {
+            DL_BFLOAT => "is bfloat16, which has no numpy typestr",
+            DL_OPAQUE_HANDLE => "is an opaque handle",
+            DL_BOOL | DL_INT | DL_UINT | DL_FLOAT | DL_COMPLEX => {
+                "has a width numpy does not define for its kind"
+            }
+            _ => "has a type code (float8, float6, float4 or newer) with no numpy typestr",
+        }
+    };
+    Error::new(
+        Status::InvalidTypestr,
+        format!("DLPack dtype (code {}, bits {}, lanes {}) {why}", dtype.code, dtype.bits, dtype.lanes),
+    )
 }
 
 /// The DLPack dtype of a typestr: its kind must have a DLPack code (b, i, u, f, c) and its
