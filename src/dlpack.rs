@@ -8,10 +8,10 @@
 use std::ffi::{c_char, c_void};
 
 use crate::abi::{
-    c_chars_until_nul, copy_into_c_chars, ArrayHead, CaiArray, CaiDLDataType, CaiDLDevice,
-    CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor,
-    CaiDtype, CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU,
-    CAI_DL_CUDA, CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
+    c_chars_until_nul, ArrayHead, CaiArray, CaiDLDataType, CaiDLDevice, CaiDLManagedTensor,
+    CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor, CaiDtype,
+    CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA,
+    CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
 };
 use crate::device::memory::kind_of;
 use crate::dtype::parse_typestr_buffer;
@@ -131,7 +131,8 @@ pub struct DlTypestr {
 }
 
 impl DlTypestr {
-    /// The typestr's ASCII bytes (no NUL), for a struct's buffer without a UTF-8 check.
+    /// The typestr's ASCII bytes (no NUL).
+    #[cfg(test)]
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len]
     }
@@ -327,7 +328,10 @@ pub unsafe fn read_dltensor(
     array.version = 3;
     array.ndim = ndim as i32;
     array.readonly = readonly.into();
-    copy_into_c_chars(&mut array.typestr, typestr.as_bytes());
+    // Cleared: the buffer is zero past the typestr's (at most) four bytes, its NUL included.
+    for (slot, &byte) in array.typestr.iter_mut().zip(&typestr.bytes) {
+        *slot = byte as c_char;
+    }
     array.stream = CAI_STREAM_NONE; // the DLPack exchange did its sync before handing the tensor over
     if ndim > 0 {
         // SAFETY: `ndim` extents (and strides, when not NULL): the caller's contract, which
