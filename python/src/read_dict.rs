@@ -304,15 +304,21 @@ fn frozen(object: Bound<'_, PyAny>, depth: usize) -> PyResult<Bound<'_, PyAny>> 
 }
 
 fn holds_a_list(object: &Bound<'_, PyAny>, depth: usize) -> bool {
+    holds_a_list_borrowed(object.as_borrowed(), depth)
+}
+
+/// `holds_a_list`, its items looked at borrowed: a tuple holds them (no reference taken per
+/// item, which a descr's entries cost twice per call).
+fn holds_a_list_borrowed(object: Borrowed<'_, '_, PyAny>, depth: usize) -> bool {
     // A str (a descr's name or typestr) by one compare of its type.
-    if is_exactly(object.as_borrowed(), &raw mut ffi::PyUnicode_Type) {
+    if is_exactly(object, &raw mut ffi::PyUnicode_Type) {
         return false;
     }
     if object.is_instance_of::<PyList>() {
         return true;
     }
     match object.cast::<PyTuple>() {
-        Ok(tuple) if depth > 0 => tuple.iter().any(|item| holds_a_list(&item, depth - 1)),
+        Ok(tuple) if depth > 0 => tuple.iter_borrowed().any(|item| holds_a_list_borrowed(item, depth - 1)),
         _ => false,
     }
 }
