@@ -100,6 +100,28 @@ def test_every_way_of_calling_gives_the_oracles_array_for_every_producer_fake_dr
         assert fields(call()) == expected, way
 
 
+@pytest.mark.parametrize("producer", list(producers()))
+def test_reads_in_a_row_and_between_other_types_give_the_first_reads_array_fake_driver(producer):
+    """A thread remembers the type it last read by an audited path and, for a type read by its
+    exchange table, that choice (negotiate.rs's `remembered_exchange`), made again without
+    asking for the next object of that type. Reads of one type in a row (the remembered
+    choice), and reads alternating with a numpy array's and a dict's (the choice made anew each
+    time), give the array its first read gave; so do the other types' reads."""
+    obj = producers()[producer]()
+    others = [numpy.arange(6, dtype=numpy.float64), cai_dict()]
+
+    def read(argument):
+        return fields(cai.from_object(argument, sync=False, allow_host=True, pointer_check=NEVER))
+
+    first = read(obj)
+    firsts = [read(other) for other in others]
+    assert [read(obj) for _ in range(3)] == [first] * 3
+    for _ in range(3):
+        for other, expected in zip(others, firsts):
+            assert read(other) == expected
+            assert read(obj) == first
+
+
 BAD_CALLS = {
     "no argument": lambda f, a: f(),
     "too many positional": lambda f, a: f(a, None, None, False, None, False, 7),
