@@ -77,7 +77,7 @@ struct ThreadMemory {
     /// type is let go of only after the generation moved.
     facts: Cell<Option<(usize, u64, TypeFacts)>>,
     /// The type this thread last read by an audited path (see `read_cleanly`), and its choice
-    /// when that was its exchange table (see `remembered_exchange`).
+    /// when that was one of its tables (see `remembered_choice`).
     clean: Cell<CleanMark>,
     /// Whether this thread's last negotiation chose an audited path (see
     /// `settle_uncounted_run`).
@@ -88,20 +88,30 @@ thread_local! {
     static THREAD_MEMORY: ThreadMemory = const {
         ThreadMemory {
             facts: Cell::new(None),
-            clean: Cell::new(CleanMark { ty: 0, generation: u64::MAX, exchange: None }),
+            clean: Cell::new(CleanMark { ty: 0, generation: u64::MAX, choice: None }),
             audited: Cell::new(false),
         }
     };
 }
 
-/// A type read by an audited path: its address, the generation of the facts then, and its
-/// exchange table when `choose` chose it from the first route on (the type offers no C-level
-/// table), which it then chooses again for every instance while the generation stands.
+/// A type read by an audited path: its address, the generation of the facts then, and the
+/// table `choose` chose for it from the first route on, when that was one (see `Remembered`),
+/// which it then chooses again for every instance while the generation stands.
 #[derive(Clone, Copy)]
 struct CleanMark {
     ty: usize,
     generation: u64,
-    exchange: Option<Exchange>,
+    choice: Option<Remembered>,
+}
+
+/// A type's choice that holds for all its instances: the C-level table libcai's glue offered
+/// (which reads every instance, refusing none to the next route), or the DLPack exchange table
+/// of a type that offers no C-level table. Both are found on the type, after only the dict and
+/// cai.Array checks, which the type decides too.
+#[derive(Clone, Copy)]
+enum Remembered {
+    OfferedCApi(CApi),
+    Exchange(Exchange),
 }
 
 /// What libcai knows of `obj`'s type. The exchange table is `__dlpack_c_exchange_api__` (a
@@ -161,25 +171,25 @@ fn mark_clean(obj: &Bound<'_, PyAny>) {
     mark_clean_with(obj, None);
 }
 
-/// `mark_clean`, remembering that the type's choice is `exchange`, its exchange table.
-fn mark_clean_with(obj: &Bound<'_, PyAny>, exchange: Option<Exchange>) {
+/// `mark_clean`, remembering the type's `choice` of one of its tables.
+fn mark_clean_with(obj: &Bound<'_, PyAny>, choice: Option<Remembered>) {
     let ty = obj.get_type_ptr() as usize;
-    let marked = CleanMark { ty, generation: FACTS_GENERATION.load(Ordering::Acquire), exchange };
+    let marked = CleanMark { ty, generation: FACTS_GENERATION.load(Ordering::Acquire), choice };
     let _ = THREAD_MEMORY.try_with(|memory| memory.clean.set(marked));
     let _ = THREAD_MEMORY.try_with(|memory| memory.audited.set(true));
 }
 
-/// The exchange table `choose` chose, from the first route on, for the type this thread last
-/// read by an audited path, when `obj` is of that type and the facts have not changed since:
-/// the choice then is the same (a dict, a cai.Array and the routes before the table are told by
-/// the type alone), so it is made again without asking. Marks the negotiation audited.
-fn remembered_exchange(obj: &Bound<'_, PyAny>) -> Option<Exchange> {
+/// The table `choose` chose, from the first route on, for the type this thread last read by an
+/// audited path, when `obj` is of that type and the facts have not changed since: the choice
+/// then is the same (a dict, a cai.Array and the routes before the table are told by the type
+/// alone), so it is made again without asking. Marks the negotiation audited.
+fn remembered_choice(obj: &Bound<'_, PyAny>) -> Option<Remembered> {
     let ty = obj.get_type_ptr() as usize;
     let generation = FACTS_GENERATION.load(Ordering::Acquire);
     let marked = THREAD_MEMORY.try_with(|memory| memory.clean.get()).ok()?;
-    let exchange = marked.exchange.filter(|_| (marked.ty, marked.generation) == (ty, generation))?;
+    let choice = marked.choice.filter(|_| (marked.ty, marked.generation) == (ty, generation))?;
     let _ = THREAD_MEMORY.try_with(|memory| memory.audited.set(true));
-    Some(exchange)
+    Some(choice)
 }
 
 /// After an entry ran uncounted on `read_cleanly`'s word and succeeded: if this thread's last
@@ -432,8 +442,10 @@ fn choose<'py>(
 ) -> CaiResult<Chosen<'py>> {
     let py = obj.py();
     if start == Start::First {
-        if let Some(exchange) = remembered_exchange(obj) {
-            return Ok(Chosen::Exchange(exchange));
+        match remembered_choice(obj) {
+            Some(Remembered::OfferedCApi(api)) => return Ok(Chosen::CApi(api)),
+            Some(Remembered::Exchange(exchange)) => return Ok(Chosen::Exchange(exchange)),
+            None => {}
         }
     }
     let _ = THREAD_MEMORY.try_with(|memory| memory.audited.set(false));
@@ -449,14 +461,15 @@ fn choose<'py>(
     }
     let facts = type_facts(obj)?;
     if let Some(api) = facts.c_api.filter(|_| start < Start::PastCApi) {
+        // From the first route on (none comes before the C-level table but the type's own).
         if Offered::of(api.table()).is_some() {
-            mark_clean(obj);
+            mark_clean_with(obj, Some(Remembered::OfferedCApi(api)));
         }
         return Ok(Chosen::CApi(api));
     }
     if let Some(exchange) = facts.exchange {
         // From the first route on: the type has no C-level table, so the table is its choice.
-        mark_clean_with(obj, Some(exchange).filter(|_| start == Start::First));
+        mark_clean_with(obj, Some(Remembered::Exchange(exchange)).filter(|_| start == Start::First));
         return Ok(Chosen::Exchange(exchange));
     }
     if facts.numpy_array && start < Start::PastNumpyFields {

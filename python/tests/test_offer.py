@@ -219,6 +219,48 @@ def test_a_subclass_hiding_the_c_level_table_is_still_served_by_the_inherited_ex
     assert tvm_ffi.from_dlpack(image).data_ptr() == values.ctypes.data
 
 
+def test_offered_types_read_in_a_row_and_alternating_give_the_first_reads_array(ext):
+    """A thread remembers that an offered type's choice is its C-level table (negotiate.rs's
+    `remembered_choice`) and makes it again for the next object of that type without asking.
+    Reads of the two offered types and of three subclasses (one inheriting the table, one whose
+    dict is nearer, one hiding the table and read by the inherited exchange table), from Python
+    and from C, in a row and alternating, each give what its first read gave."""
+    values = np.arange(12, dtype=np.uint8)
+
+    class Child(ext.Image):
+        pass
+
+    class Masked(ext.Image):
+        @property
+        def __cuda_array_interface__(self):
+            return {"shape": (12,), "typestr": "|u1", "data": (values.ctypes.data, False), "version": 3,
+                    "stream": None}
+
+    class Hidden(ext.Image):
+        __cuda_array_interface_c_api__ = None
+
+    objects = [kind(values.ctypes.data, 3, 4, host=True, base=values)
+               for kind in (ext.Image, ext.StaticImage, Child, Masked, Hidden)]
+
+    def c_view(obj):
+        try:
+            return ext.view(obj, allow_host=True)
+        except cai.CaiError as refused:  # Hidden's exchange table has no borrowed DLTensor call
+            return str(refused)
+
+    def read(obj):
+        taken = cai.from_object(obj, sync=False, allow_host=True, pointer_check=cai.POINTER_CHECK_NEVER)
+        return (taken.shape, taken.typestr, taken.data_ptr, taken.readonly), c_view(obj)
+
+    firsts = [read(obj) for obj in objects]
+    assert [first[0][0] for first in firsts] == [(3, 4), (3, 4), (3, 4), (12,), (3, 4)]
+    for obj, first in zip(objects, firsts):
+        assert [read(obj) for _ in range(3)] == [first] * 3
+    for _ in range(3):
+        for obj, first in zip(objects, firsts):
+            assert read(obj) == first
+
+
 def test_the_offered_exchange_table_refuses_an_object_of_no_offered_type(ext):
     """The table is shared by the offered types: called with anything else (as a consumer that
     cached it might), it raises a TypeError naming the object's type."""
