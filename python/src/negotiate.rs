@@ -175,8 +175,10 @@ fn mark_clean(obj: &Bound<'_, PyAny>) {
 fn mark_clean_with(obj: &Bound<'_, PyAny>, choice: Option<Remembered>) {
     let ty = obj.get_type_ptr() as usize;
     let marked = CleanMark { ty, generation: FACTS_GENERATION.load(Ordering::Acquire), choice };
-    let _ = THREAD_MEMORY.try_with(|memory| memory.clean.set(marked));
-    let _ = THREAD_MEMORY.try_with(|memory| memory.audited.set(true));
+    let _ = THREAD_MEMORY.try_with(|memory| {
+        memory.clean.set(marked);
+        memory.audited.set(true);
+    });
 }
 
 /// The table `choose` chose, from the first route on, for the type this thread last read by an
@@ -598,7 +600,9 @@ fn read_chosen(
 }
 
 /// A numpy array (`Chosen::NumpyFields`) taken by its fields, its type marked as read by an
-/// audited path; or, where the fields decline it, the protocol chosen past them.
+/// audited path; or, where the fields decline it, the protocol chosen past them. (The view's
+/// twin, in `view_chosen`, reads into its caller's struct: written through one generic reader,
+/// the import's larger result cost about 60 instructions a call in moves.)
 // Inlined into both its callers, as `take_numpy_array` is into it (one call less each).
 #[inline(always)]
 fn numpy_fields_or_next<'py>(

@@ -250,7 +250,7 @@ fn single_entry<'py>(descr: &Bound<'py, PyAny>) -> Option<Bound<'py, PyTuple>> {
         tuple.get_item(0).ok()?
     };
     let entry = entry.cast_into::<PyTuple>().ok()?;
-    (entry.len() <= Limits::DESCR_ENTRY && !holds_a_list(entry.as_any(), 1)).then_some(entry)
+    (entry.len() <= Limits::DESCR_ENTRY && !holds_a_list(entry.as_any().as_borrowed(), 1)).then_some(entry)
 }
 
 #[inline(always)]
@@ -296,20 +296,17 @@ fn interned_keys(py: Python<'_>) -> &[Py<PyString>; 8] {
 fn frozen(object: Bound<'_, PyAny>, depth: usize) -> PyResult<Bound<'_, PyAny>> {
     let (object, _) = tuple_copy(object);
     let Ok(tuple) = object.cast::<PyTuple>() else { return Ok(object) };
-    if depth == 0 || !tuple.iter().any(|item| holds_a_list(&item, depth - 1)) {
+    if depth == 0 || !tuple.iter_borrowed().any(|item| holds_a_list(item, depth - 1)) {
         return Ok(object);
     }
     let items = tuple.iter().map(|item| frozen(item, depth - 1)).collect::<PyResult<Vec<_>>>()?;
     Ok(PyTuple::new(object.py(), items)?.into_any())
 }
 
-fn holds_a_list(object: &Bound<'_, PyAny>, depth: usize) -> bool {
-    holds_a_list_borrowed(object.as_borrowed(), depth)
-}
-
-/// `holds_a_list`, its items looked at borrowed: a tuple holds them (no reference taken per
-/// item, which a descr's entries cost twice per call).
-fn holds_a_list_borrowed(object: Borrowed<'_, '_, PyAny>, depth: usize) -> bool {
+/// Whether `object` is a list, or a tuple holding one down to `depth` levels below it. Its items
+/// are looked at borrowed: a tuple holds them (no reference taken per item, which a descr's
+/// entries cost twice per call).
+fn holds_a_list(object: Borrowed<'_, '_, PyAny>, depth: usize) -> bool {
     // A str (a descr's name or typestr) by one compare of its type.
     if is_exactly(object, &raw mut ffi::PyUnicode_Type) {
         return false;
@@ -318,7 +315,7 @@ fn holds_a_list_borrowed(object: Borrowed<'_, '_, PyAny>, depth: usize) -> bool 
         return true;
     }
     match object.cast::<PyTuple>() {
-        Ok(tuple) if depth > 0 => tuple.iter_borrowed().any(|item| holds_a_list_borrowed(item, depth - 1)),
+        Ok(tuple) if depth > 0 => tuple.iter_borrowed().any(|item| holds_a_list(item, depth - 1)),
         _ => false,
     }
 }
