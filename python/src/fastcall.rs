@@ -30,9 +30,10 @@
 //!   (the interpreter called in), and a drop that waits in PyO3's pool then is the one cost, at
 //!   exit only.
 //! - A callback that may run on any thread, attached or not (a DLPack tensor's deleter, a C
-//!   consumer's release), attaches with the interpreter's own `PyGILState_Ensure` and
-//!   `PyGILState_Release` (`with_thread_attached`): on a thread that is attached already they
-//!   only count it, about 60 instructions less than PyO3's `Python::attach` around them. Its
+//!   consumer's release), runs its body at once where this thread is attached already
+//!   (`attached_here`: the interpreter's own "thread state attached here" query, found at run
+//!   time, compared with this thread's own state), and otherwise attaches with the
+//!   interpreter's `PyGILState_Ensure` and `PyGILState_Release` (`with_thread_attached`). Its
 //!   body, like `run_assumed`'s, drops no `Py<T>` and no `PyErr`.
 //! - The interned names are made once and kept for the life of the process (a few small
 //!   strings), so a pointer read from a signature is always a live str.
@@ -296,6 +297,13 @@ pub fn with_thread_attached(body: impl FnOnce(Python<'_>)) -> bool {
     if unsafe { ffi::Py_IsInitialized() } == 0 {
         return false;
     }
+    if attached_here() {
+        // The common case (a release or deleter run by the consumer's own Python code): no
+        // Ensure/Release pair, which costs about 100 instructions more than the query.
+        // SAFETY: this thread is attached (just asked), and stays so for the body: only this
+        // thread could detach itself.
+        return catch_unwind(AssertUnwindSafe(|| body(unsafe { Python::assume_attached() }))).is_ok();
+    }
     // SAFETY: the interpreter is initialized; Ensure attaches this thread (or counts it where
     // it is attached already) and is paired with the Release below, on every path.
     let state = unsafe { ffi::PyGILState_Ensure() };
@@ -304,6 +312,40 @@ pub fn with_thread_attached(body: impl FnOnce(Python<'_>)) -> bool {
     // SAFETY: the state the Ensure above returned, on the same thread.
     unsafe { ffi::PyGILState_Release(state) };
     ran
+}
+
+/// The interpreter's query for the thread state attached on the calling thread, NULL where
+/// none is, never a fatal error: `PyThreadState_GetUnchecked` (CPython 3.13 and later) or
+/// `_PyThreadState_UncheckedGet` (3.5 to 3.12). Neither is in the limited API, so the abi3
+/// module finds it in the process at run time; None where it cannot (an interpreter loaded
+/// with `RTLD_LOCAL` by an embedding program), and every callback then attaches by Ensure.
+type CurrentThreadState = unsafe extern "C" fn() -> *mut ffi::PyThreadState;
+
+fn current_thread_state_query() -> Option<CurrentThreadState> {
+    static QUERY: std::sync::OnceLock<Option<CurrentThreadState>> = std::sync::OnceLock::new();
+    *QUERY.get_or_init(|| {
+        [c"PyThreadState_GetUnchecked", c"_PyThreadState_UncheckedGet"].into_iter().find_map(|name| {
+            // SAFETY: dlsym in the process's global scope with a NUL-terminated name.
+            let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+            // SAFETY: both names are CPython's `PyThreadState *(void)` functions.
+            (!address.is_null())
+                .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, CurrentThreadState>(address) })
+        })
+    })
+}
+
+/// Whether the calling thread is attached to the interpreter now, with the state the
+/// interpreter's GIL-state API keeps for it. Up to 3.11 the query answers the state that holds
+/// the GIL, whichever thread's: only this thread can make its own state that one, so equality
+/// with its own state means this thread holds it. From 3.12 the query is per thread. A thread
+/// attached with another state (a subinterpreter's) answers false, and attaches by Ensure as
+/// before. The interpreter is initialized (the caller checked).
+pub fn attached_here() -> bool {
+    let Some(current) = current_thread_state_query() else { return false };
+    // SAFETY: both queries may be made from any thread, attached or not, once the interpreter
+    // is initialized; neither fails.
+    let (current, own) = unsafe { (current(), ffi::PyGILState_GetThisThreadState()) };
+    !current.is_null() && current == own
 }
 
 /// Lets go of what PyO3 deferred on this thread: attaching a thread PyO3 did not count empties
