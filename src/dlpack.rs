@@ -6,18 +6,22 @@
 //! the tensor (the array's release runs exactly once, from the tensor's deleter).
 
 use std::ffi::{c_char, c_void};
+use std::mem::MaybeUninit;
 
 use crate::abi::{
     c_chars_until_nul, ArrayHead, CaiArray, CaiDLDataType, CaiDLDevice, CaiDLManagedTensor,
     CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor, CaiDtype,
     CAI_DLPACK_FLAG_READ_ONLY, CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_DL_CPU, CAI_DL_CUDA,
-    CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, CAI_STREAM_NONE, NATIVE_BYTE_ORDER,
+    CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, NATIVE_BYTE_ORDER,
 };
 use crate::device::memory::kind_of;
 use crate::dtype::parse_typestr_buffer;
 use crate::layout::c_strides;
 use crate::status::{Error, Result, Status};
-use crate::validate::{option_is_a_flag, reserved_are_zero, validate, validate_filled, Validated};
+use crate::validate::{
+    option_is_a_flag, reserved_are_zero, validate, validate_extents_of_cuda_memory, validate_filled,
+    Validated,
+};
 
 const DL_INT: u8 = 0;
 const DL_UINT: u8 = 1;
@@ -244,12 +248,11 @@ pub fn dtype_of_typestr(array: &CaiArray) -> Result<CaiDLDataType> {
     Ok(dtype)
 }
 
-/// DLPack strides count elements, CAI's count bytes; written into `out`.
-pub fn strides_in_bytes(strides: &[i64], itemsize: u64, out: &mut [i64]) -> Result<()> {
-    for (i, (&s, slot)) in strides.iter().zip(out).enumerate() {
-        *slot = s.checked_mul(itemsize as i64).ok_or_else(|| stride_overflow(i, s, itemsize))?;
-    }
-    Ok(())
+/// Dimension `i`'s element stride in bytes (DLPack strides count elements, CAI's count bytes),
+/// refused where it overflows.
+#[inline]
+fn stride_in_bytes(i: usize, stride: i64, itemsize: u64) -> Result<i64> {
+    stride.checked_mul(itemsize as i64).ok_or_else(|| stride_overflow(i, stride, itemsize))
 }
 
 /// The refusal of an element stride whose byte stride overflows, naming a producer's likely
@@ -298,21 +301,18 @@ pub fn data_with_byte_offset(data: *mut c_void, byte_offset: u64) -> Result<u64>
     })
 }
 
-/// Reads a DLTensor into `array`, a cleared struct (zeroed, or `clear_head`ed: not yet owning
-/// anything, no descr, no mask, no placement), and validates it:
-/// the reading of `from_dlpack*`, and of a DLTensor nobody hands over (a producer's non-owning
-/// view, a tensor described from an object's own fields), whose array then owns nothing
-/// (`owner` and `release` stay NULL). NULL strides mean C-contiguous (DLPack before 1.2 allowed
-/// them).
-///
-/// # Safety
-/// `tensor`'s shape, and its strides when not NULL, hold `ndim` values valid for the call.
-pub unsafe fn read_dltensor(
-    tensor: &CaiDLTensor,
-    readonly: bool,
-    host: AllowHost,
-    array: &mut CaiArray,
-) -> Result<Validated> {
+/// What the array of a DLTensor takes from it besides its extents, each field checked by its
+/// rule: shared by the two readers below.
+struct DlHead {
+    ndim: usize,
+    typestr: DlTypestr,
+    /// The first element's address: `data` plus `byte_offset`.
+    data: u64,
+}
+
+/// The device, rank, shape pointer, dtype and data of `tensor`, checked.
+#[inline(always)]
+fn dl_head(tensor: &CaiDLTensor, host: AllowHost) -> Result<DlHead> {
     device_is_cuda_or_allowed_host(tensor.device, host)?;
     let ndim = usize::try_from(tensor.ndim).ok().filter(|&n| n <= CAI_MAX_NDIM).ok_or_else(|| {
         Error::new(
@@ -324,28 +324,70 @@ pub unsafe fn read_dltensor(
         return Err(Error::new(Status::InvalidShape, format!("DLPack shape is NULL with ndim {ndim}")));
     }
     let typestr = typestr_of_dtype(tensor.dtype)?;
-    let dtype = typestr.dtype();
+    let data = data_with_byte_offset(tensor.data, tensor.byte_offset)?;
+    Ok(DlHead { ndim, typestr, data })
+}
+
+/// Writes `head` into `array`, a cleared struct (`clear_head`ed or zeroed): the fields a
+/// DLTensor's array has besides its extents. The stream is CAI's None (cleared): the DLPack
+/// exchange did its sync before handing the tensor over.
+#[inline(always)]
+fn write_head(head: &DlHead, readonly: bool, array: &mut CaiArray) {
     array.version = 3;
-    array.ndim = ndim as i32;
+    array.ndim = head.ndim as i32;
     array.readonly = readonly.into();
     // Cleared: the buffer is zero past the typestr's (at most) four bytes, its NUL included.
-    for (slot, &byte) in array.typestr.iter_mut().zip(&typestr.bytes) {
+    for (slot, &byte) in array.typestr.iter_mut().zip(&head.typestr.bytes) {
         *slot = byte as c_char;
     }
-    array.stream = CAI_STREAM_NONE; // the DLPack exchange did its sync before handing the tensor over
-    if ndim > 0 {
-        // SAFETY: `ndim` extents (and strides, when not NULL): the caller's contract, which
-        // DLPack promises of a producer's tensor.
-        let shape = unsafe { std::slice::from_raw_parts(tensor.shape, ndim) };
-        array.shape[..ndim].copy_from_slice(shape);
-        if !tensor.strides.is_null() {
-            // SAFETY: not NULL: `ndim` strides (the caller's contract).
-            let strides = unsafe { std::slice::from_raw_parts(tensor.strides, ndim) };
-            strides_in_bytes(strides, dtype.itemsize, &mut array.strides[..ndim])?;
-            array.strides_given = 1;
-        }
+    array.data = head.data;
+}
+
+/// A DLTensor's `ndim` extents and element strides (None where it gives none).
+///
+/// # Safety
+/// As `read_dltensor`'s; `ndim` is the tensor's, checked.
+#[inline(always)]
+unsafe fn dl_extents(tensor: &CaiDLTensor, ndim: usize) -> (&[i64], Option<&[i64]>) {
+    if ndim == 0 {
+        return (&[], None);
     }
-    array.data = data_with_byte_offset(tensor.data, tensor.byte_offset)?;
+    // SAFETY: `ndim` extents (and strides, when not NULL): the caller's contract, which DLPack
+    // promises of a producer's tensor.
+    unsafe {
+        let shape = std::slice::from_raw_parts(tensor.shape, ndim);
+        (shape, (!tensor.strides.is_null()).then(|| std::slice::from_raw_parts(tensor.strides, ndim)))
+    }
+}
+
+/// Reads a DLTensor into `array`, a cleared struct (zeroed, or `clear_head`ed: not yet owning
+/// anything, no descr, no mask, no placement), and validates it: the reading of
+/// `from_dlpack*`, and of a DLTensor nobody hands over (a tensor described from an object's
+/// own fields), whose array then owns nothing (`owner` and `release` stay NULL). NULL strides
+/// mean C-contiguous (DLPack before 1.2 allowed them). On failure `array` may be part written
+/// (a struct of the reader's own); `check_dltensor` is the reading that writes only on success.
+///
+/// # Safety
+/// `tensor`'s shape, and its strides when not NULL, hold `ndim` values valid for the call.
+pub unsafe fn read_dltensor(
+    tensor: &CaiDLTensor,
+    readonly: bool,
+    host: AllowHost,
+    array: &mut CaiArray,
+) -> Result<Validated> {
+    let head = dl_head(tensor, host)?;
+    let dtype = head.typestr.dtype();
+    write_head(&head, readonly, array);
+    let ndim = head.ndim;
+    // SAFETY: the caller's contract.
+    let (shape, strides) = unsafe { dl_extents(tensor, ndim) };
+    array.shape[..ndim].copy_from_slice(shape);
+    if let Some(strides) = strides {
+        for (i, (&stride, slot)) in strides.iter().zip(&mut array.strides[..ndim]).enumerate() {
+            *slot = stride_in_bytes(i, stride, dtype.itemsize)?;
+        }
+        array.strides_given = 1;
+    }
     // The struct was cleared and every field but the extents and data is written above from
     // what holds by construction: only the rules those can break run (no typestr parsed back).
     let validated = validate_filled(array, dtype)?;
@@ -355,6 +397,77 @@ pub unsafe fn read_dltensor(
         array.data = 0;
     }
     Ok(validated)
+}
+
+/// A DLTensor whose fields passed every rule the `CaiArray` made of them keeps
+/// (`check_dltensor`): what `write_dltensor` writes, once nothing can fail.
+pub struct CheckedDlTensor {
+    head: DlHead,
+    /// What validating the array found, for an import to reuse (`import_validated`).
+    pub validated: Validated,
+}
+
+/// `read_dltensor`'s rules on a DLTensor, with nothing written: for a reader that writes its
+/// caller's struct only on success (`write_dltensor` then writes it, and cannot fail).
+///
+/// # Safety
+/// As `read_dltensor`'s.
+// Inlined into each reader: its result (the facts and the typestr) is then not moved through
+// memory, and the reader's call of it not made (about 70 instructions a view).
+#[inline(always)]
+pub unsafe fn check_dltensor(tensor: &CaiDLTensor, host: AllowHost) -> Result<CheckedDlTensor> {
+    let mut head = dl_head(tensor, host)?;
+    let dtype = head.typestr.dtype();
+    // SAFETY: the caller's contract.
+    let (shape, strides) = unsafe { dl_extents(tensor, head.ndim) };
+    // The byte strides, on the stack for the rules: no struct is written yet.
+    let mut byte_strides = [MaybeUninit::<i64>::uninit(); CAI_MAX_NDIM];
+    let byte_strides = match strides {
+        None => None,
+        Some(strides) => {
+            for (i, (&stride, slot)) in strides.iter().zip(&mut byte_strides).enumerate() {
+                slot.write(stride_in_bytes(i, stride, dtype.itemsize)?);
+            }
+            // SAFETY: the first `ndim` slots were written just above.
+            Some(unsafe { std::slice::from_raw_parts(byte_strides.as_ptr().cast::<i64>(), head.ndim) })
+        }
+    };
+    let validated = validate_extents_of_cuda_memory(shape, byte_strides, head.data, dtype)?;
+    if validated.element_count == 0 {
+        head.data = 0; // as `read_dltensor`
+    }
+    Ok(CheckedDlTensor { head, validated })
+}
+
+/// Writes the array of a DLTensor that `check_dltensor` passed into `array`, whatever it held:
+/// every field (a borrowed array, `owner` and `release` NULL) and the shape and strides of its
+/// `ndim` dimensions (zero strides where the tensor gives none).
+///
+/// # Safety
+/// `tensor` is the one checked, unchanged, its shape and strides valid as `check_dltensor` says.
+#[inline(always)]
+pub unsafe fn write_dltensor(
+    tensor: &CaiDLTensor,
+    checked: &CheckedDlTensor,
+    readonly: bool,
+    array: &mut CaiArray,
+) {
+    let ndim = checked.head.ndim;
+    array.clear_head();
+    write_head(&checked.head, readonly, array);
+    // SAFETY: the caller's contract.
+    let (shape, strides) = unsafe { dl_extents(tensor, ndim) };
+    array.shape[..ndim].copy_from_slice(shape);
+    match strides {
+        Some(strides) => {
+            let itemsize = checked.validated.dtype.itemsize as i64;
+            for (slot, &stride) in array.strides[..ndim].iter_mut().zip(strides) {
+                *slot = stride.wrapping_mul(itemsize); // checked not to overflow
+            }
+            array.strides_given = 1;
+        }
+        None => array.strides[..ndim].fill(0),
+    }
 }
 
 /// Runs the deleter of a tensor (either struct) that is refused before it is read.
@@ -814,7 +927,9 @@ mod tests {
     /// `read_dltensor` runs only the rules its fields can break (`validate_filled`): on
     /// tensors that break each of them, and on ones that break none, it finds what reading
     /// the fields into a struct and running every rule (`validate`) finds, the same facts or
-    /// the same refusal.
+    /// the same refusal. `check_dltensor` (the same rules before anything is written) finds
+    /// the same, and `write_dltensor` then writes what `read_dltensor` wrote into a zeroed
+    /// struct, whatever the struct it writes held.
     #[test]
     fn read_dltensor_validates_as_validate_does_on_the_same_fields() {
         let extents: [&[i64]; 7] =
@@ -856,6 +971,29 @@ mod tests {
                         let mut read = CaiArray::zeroed();
                         // SAFETY: shape and strides of this frame, `ndim` values each.
                         let found = unsafe { read_dltensor(&dl_tensor, false, host, &mut read) };
+                        // The reader that checks first finds the same, and writes what the
+                        // first wrote into a zeroed struct whatever the struct held.
+                        // SAFETY: as above.
+                        match (unsafe { check_dltensor(&dl_tensor, host) }, &found) {
+                            (Ok(checked), Ok(found)) => {
+                                assert_eq!(checked.validated, *found);
+                                let mut written = dirty();
+                                // SAFETY: the tensor just checked.
+                                unsafe { write_dltensor(&dl_tensor, &checked, false, &mut written) };
+                                let mut defined = CaiArray::zeroed();
+                                written.copy_defined_to(&mut defined);
+                                assert_eq!(
+                                    format!("{defined:?}"),
+                                    format!("{read:?}"),
+                                    "{shape:?} {stride:?}"
+                                );
+                            }
+                            (Err(checked), Err(found)) => assert_eq!(checked.message, found.message),
+                            (checked, found) => panic!(
+                                "check_dltensor {:?}, read_dltensor {found:?}",
+                                checked.map(|c| c.validated)
+                            ),
+                        }
                         // The oracle: the same fields written plainly, every rule run.
                         let mut oracle = CaiArray::zeroed();
                         oracle.version = 3;
@@ -893,6 +1031,16 @@ mod tests {
             }
         }
         assert!(compared.0 > 50 && compared.1 > 50, "both kinds compared: {compared:?}");
+    }
+
+    /// A struct with every field and extent set to something no read writes.
+    fn dirty() -> CaiArray {
+        let mut array = CaiArray::zeroed();
+        // SAFETY: a struct of integers and pointers, every byte pattern valid for each but
+        // `release` (an Option of a function pointer), written below.
+        unsafe { std::ptr::write_bytes(&mut array as *mut CaiArray as *mut u8, 0xA5, size_of::<CaiArray>()) };
+        array.release = None;
+        array
     }
 
     #[test]
@@ -973,15 +1121,14 @@ mod tests {
     #[test]
     fn strides_convert_between_elements_and_bytes() {
         let mut out = [0i64; 2];
-        strides_in_bytes(&[3, -1], 4, &mut out).unwrap();
-        assert_eq!(out, [12, -4]);
+        assert_eq!((stride_in_bytes(0, 3, 4).unwrap(), stride_in_bytes(1, -1, 4).unwrap()), (12, -4));
         strides_in_elements(&[12, -4], 4, &mut out).unwrap();
         assert_eq!(out, [3, -1]);
         let e = strides_in_elements(&[6], 4, &mut out).unwrap_err();
         assert_eq!(e.status, Status::InvalidStrides);
         assert!(e.message.contains("strides[0] = 6 bytes"), "{}", e.message);
         // (2^63 - 1) * 4 is no negative byte stride divided as unsigned: no hint.
-        let e = strides_in_bytes(&[i64::MAX], 4, &mut out).unwrap_err();
+        let e = stride_in_bytes(0, i64::MAX, 4).unwrap_err();
         assert_eq!(e.status, Status::Overflow);
         assert!(!e.message.contains("modulo"), "{}", e.message);
     }
@@ -989,8 +1136,7 @@ mod tests {
     #[test]
     fn a_negative_stride_written_unsigned_is_refused_with_its_likely_cause() {
         // CuPy 14.2's __dlpack__ of a float32 array with byte strides (16, -8), as read on a GPU.
-        let mut out = [0i64; 2];
-        let e = strides_in_bytes(&[4, 4_611_686_018_427_387_902], 4, &mut out).unwrap_err();
+        let e = stride_in_bytes(1, 4_611_686_018_427_387_902, 4).unwrap_err();
         assert_eq!(e.status, Status::Overflow);
         assert!(e
             .message

@@ -37,6 +37,19 @@ pub fn import_validated(
     import_with(array, validated, &wanted(options)?, options)
 }
 
+/// Whether `import_validated` of a validated CUDA-memory array whose stream (as its version
+/// reads it) is `producer_stream` would accept `options` and do nothing more: every option
+/// valid, no access or byte-order rule asked (`writable`, `native_only`), no pointer check,
+/// nothing to sync. A reader that writes its caller's struct only once nothing can fail skips
+/// such an import; any other (an invalid option too, which the import then reports) it runs
+/// on a struct of its own. False is always a safe answer.
+#[inline(always)]
+pub fn import_is_inert(options: &CaiImportOptions, producer_stream: u64) -> bool {
+    wanted(options).is_ok_and(|wanted| !wanted.writable && !wanted.native_only)
+        && options.pointer_check == CAI_POINTER_CHECK_NEVER
+        && planned_action(producer_stream, options.consumer_stream, options.sync_mode) == SyncAction::Nothing
+}
+
 /// What the options ask of an import, each checked to be a known value.
 struct Wanted {
     writable: bool,
@@ -44,7 +57,9 @@ struct Wanted {
     host: HostMemory,
 }
 
-#[inline]
+// Inlined into every import (and `import_is_inert`): out of line it costs each import 30
+// instructions.
+#[inline(always)]
 fn wanted(options: &CaiImportOptions) -> Result<Wanted> {
     reserved_are_zero("CaiImportOptions.reserved", &options.reserved)?;
     sync_mode_is_known(options.sync_mode)?;
@@ -138,7 +153,11 @@ pub(crate) fn byte_order_is_native(array: &CaiArray, validated: &Validated) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::{CAI_POINTER_CHECK_NEVER, CAI_SYNC_NONE};
+    use crate::abi::{
+        CAI_IMPORT_OPTIONS_RESERVED_WORDS, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_DEFAULT,
+        CAI_POINTER_CHECK_NEVER, CAI_STREAM_NONE, CAI_SYNC_BLOCKING, CAI_SYNC_DEFAULT, CAI_SYNC_NONE,
+        CAI_SYNC_STREAM_ORDERED,
+    };
 
     /// An import given the array's validation finds what one that validates finds, and still
     /// applies the options (a writable import of a read-only array is refused either way).
@@ -165,5 +184,58 @@ mod tests {
         let writable = CaiImportOptions { writable: 1, ..options };
         let refused = import_validated(&array, validated, &writable).unwrap_err();
         assert_eq!(refused.status, import(&array, &writable).unwrap_err().status);
+    }
+
+    /// Where `import_is_inert` says an import does nothing, the import of a read-only,
+    /// byte-swapped array (which writable or native_only would refuse) succeeds with nothing
+    /// asked of a driver, whatever the options' other values; every cause of an act or a
+    /// refusal makes it say no.
+    #[test]
+    fn an_import_said_inert_accepts_and_asks_no_driver() {
+        let mut array = CaiArray::zeroed();
+        array.version = 3;
+        array.ndim = 1;
+        array.shape[0] = 5;
+        array.set_typestr(if cfg!(target_endian = "little") { ">f4" } else { "<f4" });
+        array.readonly = 1;
+        array.data = 0x1000;
+        let validated = validate(&array).unwrap();
+        let mut inert = 0;
+        for writable in [0, 1, 2] {
+            for native_only in [0, 1] {
+                for pointer_check in
+                    [CAI_POINTER_CHECK_DEFAULT, CAI_POINTER_CHECK_ALWAYS, CAI_POINTER_CHECK_NEVER, 7]
+                {
+                    for sync_mode in
+                        [CAI_SYNC_DEFAULT, CAI_SYNC_STREAM_ORDERED, CAI_SYNC_BLOCKING, CAI_SYNC_NONE, 9]
+                    {
+                        for (producer, consumer) in
+                            [(CAI_STREAM_NONE, 0), (1, 0), (0x1234, 0x1234), (0x1234, 2)]
+                        {
+                            for reserved in [0, 1] {
+                                let options = CaiImportOptions {
+                                    writable,
+                                    native_only,
+                                    pointer_check,
+                                    sync_mode,
+                                    consumer_stream: consumer,
+                                    reserved: [reserved; CAI_IMPORT_OPTIONS_RESERVED_WORDS],
+                                    ..Default::default()
+                                };
+                                if import_is_inert(&options, producer) {
+                                    array.stream = producer;
+                                    let imported = import_validated(&array, validated, &options).unwrap();
+                                    assert_eq!(imported.info.checked, 0);
+                                    inert += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // writable 0, native_only 0, NEVER, unreserved: no stream (4 modes), or a stream with
+        // sync mode NONE (3), or the consumer's own stream in default and stream-ordered mode (2).
+        assert_eq!(inert, 4 + 3 + 2);
     }
 }

@@ -122,7 +122,7 @@ pub mod binding {
     /// The consumer's side: import (validate, check, sync) and what it established.
     pub mod import {
         pub use crate::device::sync::{producer_ordering, ProducerOrdering};
-        pub use crate::import::{import, import_may_wait, import_validated, sync, Imported};
+        pub use crate::import::{import, import_is_inert, import_may_wait, import_validated, sync, Imported};
     }
 
     /// The producer's side: the export form of a struct.
@@ -133,9 +133,9 @@ pub mod binding {
     /// DLPack tensors to and from structs.
     pub mod dlpack {
         pub use crate::dlpack::{
-            device_is_cuda_or_allowed_host, device_of, discard, dl_tensor_of, from_dlpack,
+            check_dltensor, device_is_cuda_or_allowed_host, device_of, discard, dl_tensor_of, from_dlpack,
             from_dlpack_legacy, read_dltensor, to_dlpack, to_dlpack_legacy, to_dlpack_legacy_validated,
-            to_dlpack_validated, AllowHost,
+            to_dlpack_validated, write_dltensor, AllowHost, CheckedDlTensor,
         };
     }
 

@@ -8,7 +8,9 @@ use crate::abi::{
     CaiArray, CaiDtype, CaiLayout, CAI_ABI_VERSION, CAI_LAYOUT_RESERVED_WORDS, CAI_MAX_MASK_DEPTH,
     CAI_MAX_NDIM, CAI_STREAM_NONE,
 };
-use crate::device::memory::{extent_is_addressable, placement_is_valid, Extent};
+use crate::device::memory::{
+    extent_is_addressable, extent_stays_in_address_space, placement_is_valid, Extent,
+};
 use crate::dtype::{parse_typestr_buffer, validate_descr};
 use crate::layout::{
     byte_extent, c_strides, element_count, is_c_contiguous, is_f_contiguous, nbytes, strides_itemsize_aligned,
@@ -64,16 +66,30 @@ fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
 /// what the typestr describes.
 #[inline(always)]
 fn layout_is_addressable(array: &CaiArray, ndim: usize, dtype: CaiDtype) -> Result<Validated> {
-    let shape = &array.shape[..ndim];
+    let strides = (array.strides_given == 1).then(|| &array.strides[..ndim]);
+    layout_reaches(&array.shape[..ndim], strides, array.data, dtype, |extent| {
+        extent_is_addressable(array, extent)
+    })
+}
+
+/// `layout_is_addressable` on extents held apart from a struct (`strides` None: C-contiguous),
+/// with `addressable` the memory kind's rule on where the touched bytes may lie.
+#[inline(always)]
+fn layout_reaches(
+    shape: &[i64],
+    strides: Option<&[i64]>,
+    data: u64,
+    dtype: CaiDtype,
+    addressable: impl FnOnce((i64, i64)) -> Result<()>,
+) -> Result<Validated> {
     let element_count = element_count(shape, dtype.itemsize)?;
     let nbytes = nbytes(element_count, dtype.itemsize)?;
-    let extent = if array.strides_given == 1 {
-        byte_extent(shape, &array.strides[..ndim], dtype.itemsize, element_count)?
-    } else {
-        (0, nbytes as i64)
+    let extent = match strides {
+        Some(strides) => byte_extent(shape, strides, dtype.itemsize, element_count)?,
+        None => (0, nbytes as i64),
     };
-    data_is_null_only_when_empty(array.data, element_count)?;
-    extent_is_addressable(array, extent)?;
+    data_is_null_only_when_empty(data, element_count)?;
+    addressable(extent)?;
     Ok(Validated { dtype, element_count, nbytes, extent })
 }
 
@@ -88,6 +104,22 @@ pub(crate) fn validate_filled(array: &CaiArray, dtype: CaiDtype) -> Result<Valid
     let ndim = array.ndim as usize;
     extents_are_non_negative(&array.shape[..ndim])?;
     layout_is_addressable(array, ndim, dtype)
+}
+
+/// `validate_filled` of the CUDA-memory struct a reader would make from another protocol's fields (a
+/// DLTensor), checked before anything is written: what those fields decide (the extents, the
+/// layout's reach, the data pointer) by the same rules. The rest holds by construction (see
+/// dlpack.rs's `write_dltensor`): version 3, flags of 0 or 1, an `ndim` within the limit, the
+/// typestr made from `dtype`, no placement, descr or mask.
+#[inline(always)]
+pub(crate) fn validate_extents_of_cuda_memory(
+    shape: &[i64],
+    strides: Option<&[i64]>,
+    data: u64,
+    dtype: CaiDtype,
+) -> Result<Validated> {
+    extents_are_non_negative(shape)?;
+    layout_reaches(shape, strides, data, dtype, |extent| extent_stays_in_address_space(data, extent))
 }
 
 /// Validates `array` and computes every layout fact `cai_layout` reports.
@@ -156,6 +188,7 @@ pub fn reserved_are_zero<T: Copy + Into<u64>>(what: &str, reserved: &[T]) -> Res
 }
 
 /// An on/off option is 0 or 1, so that garbage is not read as either.
+#[inline(always)]
 pub fn option_is_a_flag(name: &str, value: u32) -> Result<bool> {
     match value {
         0 => Ok(false),

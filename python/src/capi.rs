@@ -178,11 +178,7 @@ unsafe extern "C" fn python_view(
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
         object_entry("cai_python_view", Negotiated::Yes, obj, options, out, error, |obj, options, out| {
-            // On the stack: zeroing it costs what taking a pooled one would (both measured).
-            let mut view = CaiArray::zeroed();
-            view_object(obj, options, &mut view)?;
-            view.copy_defined_to(out);
-            Ok(())
+            view_object(obj, options, out)
         })
     }
 }

@@ -238,11 +238,11 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
         Protocol::Exchange { owning: false } => {
             let Some(exchange) = lookup_exchange_api(&obj.get_type())? else { return Ok(None) };
             let Some(dltensor) = exchange.dltensor_from_py_object else { return Ok(None) };
+            let view = view_by_exchange(obj, exchange, dltensor, ProducerOrdering::NotWanted, host)?;
             let mut array = Pooled::cleared();
-            let (device, validated) =
-                view_by_exchange(obj, exchange, dltensor, ProducerOrdering::NotWanted, host, &mut array)?;
-            let mut read = Read::borrowing(array, Some(device), keep);
-            read.validated = Some(validated);
+            view.write(&mut array);
+            let mut read = Read::borrowing(array, Some(view.device()), keep);
+            read.validated = Some(view.validated());
             read
         }
         Protocol::Capsule => {

@@ -3,12 +3,12 @@
 
 use std::ffi::c_void;
 
-use cai::binding::dlpack::{from_dlpack, read_dltensor, AllowHost};
+use cai::binding::dlpack::{check_dltensor, from_dlpack, write_dltensor, AllowHost, CheckedDlTensor};
 use cai::binding::import::ProducerOrdering;
 use cai::binding::rules::Validated;
 use cai::{
     CaiArray, CaiDLDevice, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLTensor,
-    CAI_DLPACK_MAJOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY,
+    CAI_DLPACK_MAJOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY, CAI_STREAM_NONE,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
@@ -130,32 +130,68 @@ fn work_stream(
     Ok(Some(if stream.is_null() { CAI_STREAM_LEGACY } else { stream as u64 }))
 }
 
-/// Reads `obj`'s tensor into `array` (zeroed) through the table's non-owning DLTensor call:
-/// nothing taken, nothing to release; valid while the caller holds `obj` and runs no Python
-/// code. Returns the tensor's device and what the core validated of it.
+/// `obj`'s tensor as the table's non-owning DLTensor call gives it, every rule checked
+/// (`check_dltensor`), and the stream the import orders the consumer after: what a borrowed
+/// view writes, once nothing can fail. Nothing taken, nothing to release; valid while the
+/// caller holds `obj` and runs no Python code (none runs in the read).
+pub struct ExchangeView {
+    tensor: CaiDLTensor,
+    checked: CheckedDlTensor,
+    stream: u64,
+}
+
+impl ExchangeView {
+    /// The tensor's device.
+    pub fn device(&self) -> CaiDLDevice {
+        self.tensor.device
+    }
+
+    /// Whether the tensor is host memory.
+    pub fn is_host(&self) -> bool {
+        self.tensor.device.device_type == CAI_DL_CPU
+    }
+
+    /// What validating the array found.
+    pub fn validated(&self) -> Validated {
+        self.checked.validated
+    }
+
+    /// The array's stream (CAI's None where no sync is wanted or the memory is the host's).
+    pub fn stream(&self) -> u64 {
+        self.stream
+    }
+
+    /// Writes the array into `array` (every field, the extents of its rank). Not read-only:
+    /// the table's DLTensor has no flags.
+    pub fn write(&self, array: &mut CaiArray) {
+        // SAFETY: the tensor checked, its shape and strides the producer's, valid while the
+        // caller holds `obj` and runs no Python code (the type's contract).
+        unsafe { write_dltensor(&self.tensor, &self.checked, false, array) };
+        array.stream = self.stream;
+    }
+}
+
+/// Reads `obj`'s tensor through the table's non-owning DLTensor call, checking every rule
+/// before anything is written (see `ExchangeView`).
 pub fn view_by_exchange(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,
     dltensor_from_py_object: DlTensorFromPyObject,
     ordering: ProducerOrdering,
     host: AllowHost,
-    array: &mut CaiArray,
-) -> CaiResult<(CaiDLDevice, Validated)> {
+) -> CaiResult<ExchangeView> {
     // SAFETY: a DLTensor of integers and pointers, for which all zeros is a valid value.
-    let mut dl_tensor = unsafe { std::mem::zeroed::<CaiDLTensor>() };
+    let mut tensor = unsafe { std::mem::zeroed::<CaiDLTensor>() };
     // SAFETY: the producer's function, given the object it was looked up for, and a DLTensor
     // to write.
-    if unsafe { dltensor_from_py_object(obj.as_ptr().cast(), &mut dl_tensor) } != 0 {
+    if unsafe { dltensor_from_py_object(obj.as_ptr().cast(), &mut tensor) } != 0 {
         return Err(PyErr::take(obj.py())
             .unwrap_or_else(|| PyTypeError::new_err("the DLPack exchange table gave no DLTensor"))
             .into());
     }
     // SAFETY: the producer's view of `obj`, valid while the caller holds it and runs no Python
-    // code (none runs in the read). Not read-only: the table's DLTensor has no flags.
-    let validated = unsafe { read_dltensor(&dl_tensor, false, host, array) }?;
-    let device = dl_tensor.device;
-    if let Some(stream) = work_stream(obj.py(), exchange, ordering, device)? {
-        array.stream = stream;
-    }
-    Ok((device, validated))
+    // code (none runs in the read).
+    let checked = unsafe { check_dltensor(&tensor, host) }?;
+    let stream = work_stream(obj.py(), exchange, ordering, tensor.device)?.unwrap_or(CAI_STREAM_NONE);
+    Ok(ExchangeView { tensor, checked, stream })
 }

@@ -21,7 +21,6 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use cai::binding::dlpack::{read_dltensor, AllowHost};
-use cai::binding::rules::Validated;
 use cai::{CaiArray, CaiDLDataType, CaiDLDevice, CaiDLTensor, CAI_DL_CPU, CAI_MAX_NDIM};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -134,8 +133,12 @@ fn is_named_ndarray(ty: &Bound<'_, PyType>) -> bool {
 #[inline(always)]
 pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiResult<Option<TakenTensor>> {
     let mut taken = Taken::new();
+    let read = |tensor: &CaiDLTensor, read_only| {
+        // SAFETY: the array's tensor, valid while this runs (`with_numpy_tensor`).
+        Ok(unsafe { read_dltensor(tensor, read_only, host, taken.array()) }?)
+    };
     // SAFETY: the caller's contract.
-    let Some(validated) = unsafe { read_numpy_array(obj, host, taken.array()) }? else { return Ok(None) };
+    let Some(validated) = unsafe { with_numpy_tensor(obj, read) }? else { return Ok(None) };
     // The struct holds a reference to the array of its own, as numpy's tensor does, besides the
     // one its reader keeps as the owner: numpy's in-place `resize` counts references (refcheck)
     // and must refuse to move the memory while it is viewed, as it does for a DLPack export.
@@ -147,18 +150,18 @@ pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiRe
 /// The host, where a numpy array's memory is.
 const HOST: CaiDLDevice = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
 
-/// `obj` read into `array` (zeroed), borrowed, as `take_numpy_array` reads it: what the core
-/// validated, or None (`array` untouched) where numpy's `__dlpack__` could answer otherwise.
-/// Nothing is owned: the description is valid while the caller holds `obj` and runs no Python
-/// code.
+/// `obj`'s DLTensor as `take_numpy_array` reads it, built on the stack from the array's own
+/// fields and handed to `read` with the array's read-only flag: what `read` returns, or None
+/// (`read` not called) where numpy's `__dlpack__` could answer otherwise. The tensor is valid
+/// while `read` runs, the caller holds `obj` and no Python code runs.
 ///
 /// # Safety
 /// As `take_numpy_array`.
-pub unsafe fn read_numpy_array(
+#[inline(always)]
+pub unsafe fn with_numpy_tensor<R>(
     obj: &Bound<'_, PyAny>,
-    host: AllowHost,
-    array: &mut CaiArray,
-) -> CaiResult<Option<Validated>> {
+    read: impl FnOnce(&CaiDLTensor, bool) -> CaiResult<R>,
+) -> CaiResult<Option<R>> {
     // SAFETY: an ndarray of numpy 2 (the caller's contract), whose fields this reads.
     let fields = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
     // SAFETY: an array's dtype is a live descr for as long as the array is.
@@ -195,9 +198,9 @@ pub unsafe fn read_numpy_array(
         byte_offset: 0,
     };
     let read_only = fields.flags & WRITEABLE == 0;
-    // SAFETY: the array's data and shape, alive while the caller holds it, and its `ndim`
-    // strides written above (the core reads no more).
-    Ok(Some(unsafe { read_dltensor(&dl_tensor, read_only, host, array) }?))
+    // The array's data and shape, alive while the caller holds it, and its `ndim` strides
+    // written above.
+    Ok(Some(read(&dl_tensor, read_only)?))
 }
 
 /// The release of the reference `take_numpy_array` stored in the struct's `owner`. The struct

@@ -95,6 +95,12 @@ def test_reference_counts_return_to_baseline_after_100000_imports_fake_driver(bu
     assert "8 compared" in run_check(built, "refcounts", "fake")
 
 
+def test_row_76_a_c_view_written_straight_is_the_view_through_a_struct_and_a_refusal_writes_nothing_fake_driver(built):
+    """numpy arrays, torch tensors and an exchange-table producer (host and device memory)
+    viewed both ways, and refused early, late and in the import."""
+    assert " compared" in run_check(built, "view_writes_out_only_on_success", "fake")
+
+
 def test_row_64_a_view_of_a_dlpack_producer_asks_for_its_own_memory_and_keeps_no_tensor_fake_driver(built):
     assert "5 compared" in run_check(built, "view_of_dlpack_producers", "fake")
 

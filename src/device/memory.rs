@@ -294,9 +294,9 @@ impl MemoryKind for OpenCl {
     }
 }
 
-/// The bytes the elements touch lie between address 0 and 2^64.
+/// The bytes the elements touch lie between address 0 and 2^64: CUDA memory's rule.
 #[inline]
-fn extent_stays_in_address_space(data: u64, (begin, end): (i64, i64)) -> Result<()> {
+pub(crate) fn extent_stays_in_address_space(data: u64, (begin, end): (i64, i64)) -> Result<()> {
     debug_assert!(begin <= 0 && end >= 0);
     // begin <= 0 <= end: the lowest byte is data - |begin|, one past the highest data + end.
     let low_fits = data >= begin.unsigned_abs();

@@ -35,6 +35,7 @@ pub(crate) fn sync_mode_is_known(mode: i32) -> Result<()> {
 
 /// The sync a consumer owes before touching data produced on `producer` (a CAI stream
 /// value), from `consumer` (a CAI stream value; 0 for none).
+#[inline]
 pub fn planned_action(producer: u64, consumer: u64, mode: i32) -> SyncAction {
     if producer == CAI_STREAM_NONE {
         return SyncAction::Nothing;

@@ -341,6 +341,87 @@ def check_view_of_dlpack_producers():
     return compared + 1
 
 
+def check_view_writes_out_only_on_success():
+    """cai_python_view's two ways of writing `out` agree: straight (every rule checked first,
+    the import left nothing to do: no pointer check, nothing to sync, no access rule asked)
+    and through a struct of its own (native_only asks a rule of the import, or a pointer check
+    is asked) write the same bytes, which describe what cai.from_object makes, the extents past
+    the rank left as they were; a refusal, before or after the rules or in the import, leaves
+    `out` as it was."""
+    import cai_c_ext
+    import numpy
+
+    never, check, none = cai.POINTER_CHECK_NEVER, cai.POINTER_CHECK_DEFAULT, cai.SYNC_NONE
+    untouched = b"\xa5" * ctypes.sizeof(cai.CaiArray)
+
+    def both_ways(obj, allow_host=True, slow_check=check):
+        straight = cai_c_ext.view_bytes(obj, allow_host, 0, never, none)
+        through = cai_c_ext.view_bytes(obj, allow_host, 1, slow_check, none)
+        return straight, through
+
+    def same_both_ways(obj, allow_host=True, slow_check=check):
+        straight, through = both_ways(obj, allow_host, slow_check)
+        assert straight == through, obj
+        assert straight[0] == 0, (obj, straight[0])
+        struct = cai.CaiArray.from_buffer_copy(straight[1])
+        made = cai.from_object(obj, allow_host=allow_host, sync=False)  # no stream asked, as above
+        assert description(struct) == description(cai.CaiArray.from_address(made.ptr)), obj
+        rank = struct.ndim
+        for extents in (struct.shape, struct.strides):
+            assert all(extents[i] == -0x5A5A5A5A5A5A5A5B for i in range(rank, len(extents))), obj
+        return 1
+
+    def refused_both_ways(obj, allow_host=True, slow_check=check):
+        for status, written in both_ways(obj, allow_host, slow_check):
+            assert status != 0 and written == untouched, (obj, status)
+        return 1
+
+    a = numpy.arange(12.0).reshape(3, 4)
+    read_only = a[::-1]
+    read_only.flags.writeable = False
+    arrays = [a, numpy.arange(12, dtype=numpy.int16)[::2], read_only, numpy.array(3.0), numpy.zeros((0, 3)),
+              numpy.asfortranarray(a), numpy.ones(5, dtype=numpy.bool_)]
+    compared = sum(same_both_ways(x) for x in arrays)
+    compared += refused_both_ways(a, allow_host=False)
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):  # the free-threaded leg installs no frameworks
+        import torch
+
+        t = torch.arange(12.0).reshape(3, 4)
+        tensors = [t, t.t(), torch.arange(12, dtype=torch.int16)[::2], torch.tensor(3.0), torch.zeros(0, 3),
+                   torch.ones(5, dtype=torch.bool)]
+        compared += sum(same_both_ways(x) for x in tensors)
+        compared += refused_both_ways(t, allow_host=False)
+        compared += refused_both_ways(t.to(torch.bfloat16))  # no typestr holds it
+    lib, _ = exchange_producer()
+
+    class Producer:
+        __c_dlpack_exchange_api__ = lib.producer_exchange_api_with_dltensor()
+
+    lib.producer_set_device_type(1)  # kDLCPU
+    try:
+        lib.producer_set(0x10000, 0)
+        compared += same_both_ways(Producer())
+        lib.producer_set(2**64 - 64, 0)  # a 128-byte extent past the end of the address space
+        compared += refused_both_ways(Producer())
+        lib.producer_set_device_type(2)  # kDLCUDA: memory of the fake driver
+        lib.producer_set(device_memory(256), 0)
+        compared += same_both_ways(Producer(), allow_host=False)
+        lib.producer_set(0x1000, 0)  # memory no driver allocated: the pointer check refuses it
+        straight, through = both_ways(Producer(), allow_host=False)
+        assert straight[0] == 0 and through[0] != 0 and through[1] == untouched, (straight[0], through[0])
+        compared += 1
+        lib.producer_set(device_memory(256), 0)
+        lib.producer_fail_stream(1)  # a sync is wanted and the work stream cannot be had
+        for status, written in [cai_c_ext.view_bytes(Producer(), False, 0, never, cai.SYNC_DEFAULT)]:
+            assert status != 0 and written == untouched, status
+        compared += 1
+    finally:
+        lib.producer_fail_stream(0)
+        lib.producer_set_device_type(2)
+        lib.producer_set(device_memory(256), 0)
+    return compared
+
+
 def check_producer():
     """A C producer's array (c_ext.c) and a Rust one (a cai::Array through cai_python::to_object)
     handed to Python: released once, also when the last reference dies on another thread; a
