@@ -1,7 +1,9 @@
 //! Consumer side: accept a descriptor for use: validate it, check its pointer with the driver,
 //! and synchronize with the producer's stream.
 
-use crate::abi::{CaiArray, CaiImportOptions, CaiPointerInfo, CaiSyncOptions, CAI_POINTER_CHECK_NEVER};
+use crate::abi::{
+    CaiArray, CaiImportOptions, CaiPointerInfo, CaiSyncOptions, CAI_MEMORY_CUDA, CAI_POINTER_CHECK_NEVER,
+};
 use crate::device::memory::{check_then_sync, kind_of};
 use crate::device::pointer::HostMemory;
 use crate::device::sync::{planned_action, sync_mode_is_known, SyncAction};
@@ -45,9 +47,17 @@ pub fn import_validated(
 /// on a struct of its own. False is always a safe answer.
 #[inline(always)]
 pub fn import_is_inert(options: &CaiImportOptions, producer_stream: u64) -> bool {
-    wanted(options).is_ok_and(|wanted| !wanted.writable && !wanted.native_only)
-        && options.pointer_check == CAI_POINTER_CHECK_NEVER
+    // The cheap tests first: an import that checks a pointer is told by one compare.
+    options.pointer_check == CAI_POINTER_CHECK_NEVER
         && planned_action(producer_stream, options.consumer_stream, options.sync_mode) == SyncAction::Nothing
+        && wanted(options).is_ok_and(|wanted| !wanted.writable && !wanted.native_only)
+}
+
+/// `import_is_inert` of a validated array as it is (CUDA memory; its stream as its version
+/// reads it): where true, `import_validated` of it returns `validated` and no pointer facts.
+#[inline(always)]
+pub fn import_of_array_is_inert(array: &CaiArray, options: &CaiImportOptions) -> bool {
+    array.memory == CAI_MEMORY_CUDA && import_is_inert(options, stream_for_version(array))
 }
 
 /// What the options ask of an import, each checked to be a known value.
@@ -99,6 +109,7 @@ fn import_with(
 /// interpreter's lock around such an import, and only then: a stream-ordered sync only enqueues
 /// an event record and a wait (about 0.4 us on an H200), and letting go around it made
 /// `cai.from_object` 0.1-0.3 us slower there (docs/benchmarks.md, "GPU").
+#[inline(always)]
 pub fn import_may_wait(array: &CaiArray, options: &CaiImportOptions) -> bool {
     let action = planned_action(stream_for_version(array), options.consumer_stream, options.sync_mode);
     let needs_the_driver = action != SyncAction::Nothing || options.pointer_check != CAI_POINTER_CHECK_NEVER;
@@ -188,8 +199,10 @@ mod tests {
 
     /// Where `import_is_inert` says an import does nothing, the import of a read-only,
     /// byte-swapped array (which writable or native_only would refuse) succeeds with nothing
-    /// asked of a driver, whatever the options' other values; every cause of an act or a
-    /// refusal makes it say no.
+    /// asked of a driver, whatever the options' other values, and returns what a binding
+    /// returns in its place (the validation, no pointer facts); every cause of an act or a
+    /// refusal makes it say no. `import_of_array_is_inert` says the same of the array, and no
+    /// of OpenCL memory (whose import this does not foresee).
     #[test]
     fn an_import_said_inert_accepts_and_asks_no_driver() {
         let mut array = CaiArray::zeroed();
@@ -222,10 +235,17 @@ mod tests {
                                     reserved: [reserved; CAI_IMPORT_OPTIONS_RESERVED_WORDS],
                                     ..Default::default()
                                 };
+                                array.stream = producer;
+                                assert_eq!(
+                                    import_of_array_is_inert(&array, &options),
+                                    import_is_inert(&options, producer)
+                                );
                                 if import_is_inert(&options, producer) {
-                                    array.stream = producer;
                                     let imported = import_validated(&array, validated, &options).unwrap();
-                                    assert_eq!(imported.info.checked, 0);
+                                    assert_eq!(
+                                        (imported.validated, imported.info),
+                                        (validated, CaiPointerInfo::default())
+                                    );
                                     inert += 1;
                                 }
                             }
@@ -237,5 +257,12 @@ mod tests {
         // writable 0, native_only 0, NEVER, unreserved: no stream (4 modes), or a stream with
         // sync mode NONE (3), or the consumer's own stream in default and stream-ordered mode (2).
         assert_eq!(inert, 4 + 3 + 2);
+        array.memory = crate::abi::CAI_MEMORY_OPENCL;
+        array.stream = CAI_STREAM_NONE;
+        let inert_options = CaiImportOptions { pointer_check: CAI_POINTER_CHECK_NEVER, ..Default::default() };
+        assert!(
+            import_is_inert(&inert_options, CAI_STREAM_NONE)
+                && !import_of_array_is_inert(&array, &inert_options)
+        );
     }
 }

@@ -25,6 +25,7 @@ pub enum SyncAction {
 }
 
 /// Checks a sync mode value from C.
+#[inline(always)]
 pub(crate) fn sync_mode_is_known(mode: i32) -> Result<()> {
     if (CAI_SYNC_DEFAULT..=CAI_SYNC_NONE).contains(&mode) {
         Ok(())
