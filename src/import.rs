@@ -29,13 +29,17 @@ pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<Imported> 
 
 /// `import` of an array validated already: `validated` is what `validate(array)` returned for
 /// the array as it is now (a reader that validated what it read, such as `from_dlpack`, hands
-/// it on, so that no rule runs twice per import).
-#[inline]
+/// it on, so that no rule runs twice per import). An import with nothing to do
+/// (`import_of_array_is_inert`) answers at once.
+#[inline(always)]
 pub fn import_validated(
     array: &CaiArray,
     validated: Validated,
     options: &CaiImportOptions,
 ) -> Result<Imported> {
+    if import_of_array_is_inert(array, options) {
+        return Ok(Imported { validated, info: CaiPointerInfo::default() });
+    }
     import_with(array, validated, &wanted(options)?, options)
 }
 
@@ -56,7 +60,7 @@ pub fn import_is_inert(options: &CaiImportOptions, producer_stream: u64) -> bool
 /// `import_is_inert` of a validated array as it is (CUDA memory; its stream as its version
 /// reads it): where true, `import_validated` of it returns `validated` and no pointer facts.
 #[inline(always)]
-pub fn import_of_array_is_inert(array: &CaiArray, options: &CaiImportOptions) -> bool {
+fn import_of_array_is_inert(array: &CaiArray, options: &CaiImportOptions) -> bool {
     array.memory == CAI_MEMORY_CUDA && import_is_inert(options, stream_for_version(array))
 }
 
@@ -197,12 +201,12 @@ mod tests {
         assert_eq!(refused.status, import(&array, &writable).unwrap_err().status);
     }
 
-    /// Where `import_is_inert` says an import does nothing, the import of a read-only,
-    /// byte-swapped array (which writable or native_only would refuse) succeeds with nothing
-    /// asked of a driver, whatever the options' other values, and returns what a binding
-    /// returns in its place (the validation, no pointer facts); every cause of an act or a
-    /// refusal makes it say no. `import_of_array_is_inert` says the same of the array, and no
-    /// of OpenCL memory (whose import this does not foresee).
+    /// Where `import_is_inert` says an import does nothing, the import's steps on a read-only,
+    /// byte-swapped array (which writable or native_only would refuse) succeed with nothing
+    /// asked of a driver, whatever the options' other values, and return what
+    /// `import_validated` answers at once in their place (the validation, no pointer facts);
+    /// every cause of an act or a refusal makes it say no. `import_of_array_is_inert` says the
+    /// same of the array, and no of OpenCL memory (whose import this does not foresee).
     #[test]
     fn an_import_said_inert_accepts_and_asks_no_driver() {
         let mut array = CaiArray::zeroed();
@@ -241,10 +245,17 @@ mod tests {
                                     import_is_inert(&options, producer)
                                 );
                                 if import_is_inert(&options, producer) {
-                                    let imported = import_validated(&array, validated, &options).unwrap();
+                                    // The steps the answer at once stands for, run.
+                                    let wanted = wanted(&options).unwrap();
+                                    let stepped = import_with(&array, validated, &wanted, &options).unwrap();
+                                    let answered = import_validated(&array, validated, &options).unwrap();
                                     assert_eq!(
-                                        (imported.validated, imported.info),
+                                        (stepped.validated, stepped.info),
                                         (validated, CaiPointerInfo::default())
+                                    );
+                                    assert_eq!(
+                                        (answered.validated, answered.info),
+                                        (stepped.validated, stepped.info)
                                     );
                                     inert += 1;
                                 }

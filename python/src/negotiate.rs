@@ -13,13 +13,12 @@ use cai::binding::dlpack::{
     check_dltensor, device_is_cuda_or_allowed_host, read_dltensor, write_dltensor, AllowHost,
 };
 use cai::binding::import::{
-    import, import_is_inert, import_may_wait, import_of_array_is_inert, import_validated, producer_ordering,
-    Imported, ProducerOrdering,
+    import, import_is_inert, import_may_wait, import_validated, producer_ordering, Imported, ProducerOrdering,
 };
 use cai::binding::rules::Validated;
 use cai::{
-    CaiArray, CaiDLTensor, CaiImportOptions, CaiPointerInfo, Error, Status, CAI_DL_CPU,
-    CAI_POINTER_CHECK_NEVER, CAI_STREAM_NONE,
+    CaiArray, CaiDLTensor, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER,
+    CAI_STREAM_NONE,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
@@ -692,12 +691,6 @@ fn import_struct(
     host: bool,
 ) -> CaiResult<Imported> {
     let options = options_for_memory(options, host);
-    if let Some(validated) = validated {
-        if import_of_array_is_inert(array, &options) {
-            // What the core's import returns of such an array, without its steps.
-            return Ok(Imported { validated, info: CaiPointerInfo::default() });
-        }
-    }
     let outcome = if import_may_wait(array, &options) {
         let job = Unshared((array as *const CaiArray, &options));
         py.detach(move || {
