@@ -457,16 +457,23 @@ pub unsafe fn write_dltensor(
     write_head(&checked.head, readonly, array);
     // SAFETY: the caller's contract.
     let (shape, strides) = unsafe { dl_extents(tensor, ndim) };
-    array.shape[..ndim].copy_from_slice(shape);
+    let extents = array.shape[..ndim].iter_mut().zip(&mut array.strides[..ndim]).zip(shape);
+    // One loop for both (a copy alone becomes a call of memcpy, dear for a few extents).
     match strides {
         Some(strides) => {
             let itemsize = checked.validated.dtype.itemsize as i64;
-            for (slot, &stride) in array.strides[..ndim].iter_mut().zip(strides) {
-                *slot = stride.wrapping_mul(itemsize); // checked not to overflow
+            for (((shape_slot, stride_slot), &extent), &stride) in extents.zip(strides) {
+                *shape_slot = extent;
+                *stride_slot = stride.wrapping_mul(itemsize); // checked not to overflow
             }
             array.strides_given = 1;
         }
-        None => array.strides[..ndim].fill(0),
+        None => {
+            for ((shape_slot, stride_slot), &extent) in extents {
+                *shape_slot = extent;
+                *stride_slot = 0;
+            }
+        }
     }
 }
 
@@ -505,14 +512,56 @@ pub unsafe fn from_dlpack(
     how_to_allow_host: &'static str,
     array: &mut CaiArray,
 ) -> Result<Validated> {
-    let read = |array: &mut CaiArray| {
-        let host = AllowHost { allowed: options_of(options)?, how: how_to_allow_host };
-        let version = (*tensor).version;
-        major_version_is_known(version.major, version.minor)?;
+    let checked = options_of(options)
+        .and_then(|allowed| check_versioned(&*tensor, AllowHost { allowed, how: how_to_allow_host }));
+    match checked {
+        Ok(checked) => {
+            write_versioned(tensor, &checked, release_taken::<CaiDLManagedTensorVersioned>, array);
+            Ok(checked.validated)
+        }
+        Err(e) => {
+            discard(tensor);
+            Err(e)
+        }
+    }
+}
+
+/// `from_dlpack`'s rules on a versioned tensor, with nothing written and nothing taken: its
+/// major version (of an unknown one nothing else is read), then every rule of its DLTensor
+/// (`check_dltensor`). The caller still holds the tensor, and deletes it on a refusal.
+///
+/// # Safety
+/// `tensor` is a valid DLManagedTensorVersioned.
+#[inline(always)]
+pub unsafe fn check_versioned(
+    tensor: &CaiDLManagedTensorVersioned,
+    host: AllowHost,
+) -> Result<CheckedDlTensor> {
+    major_version_is_known(tensor.version.major, tensor.version.minor)?;
+    // SAFETY: a valid tensor (the caller's contract), its major version known.
+    unsafe { check_dltensor(&tensor.dl_tensor, host) }
+}
+
+/// Writes the array of a versioned tensor that `check_versioned` passed into `array`, whatever
+/// it held, the array owning the tensor: `owner` is the tensor and `release` (which runs its
+/// deleter once) the caller's; read-only where the tensor's flags say so.
+///
+/// # Safety
+/// `tensor` is the one checked, unchanged, handed over to `array`.
+#[inline(always)]
+pub unsafe fn write_versioned(
+    tensor: *mut CaiDLManagedTensorVersioned,
+    checked: &CheckedDlTensor,
+    release: unsafe extern "C" fn(*mut CaiArray),
+    array: &mut CaiArray,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
         let readonly = (*tensor).flags & CAI_DLPACK_FLAG_READ_ONLY != 0;
-        read_dltensor(&(*tensor).dl_tensor, readonly, host, array)
-    };
-    take_tensor(tensor, array, read)
+        write_dltensor(&(*tensor).dl_tensor, checked, readonly, array);
+    }
+    array.owner = tensor.cast();
+    array.release = Some(release);
 }
 
 /// Takes a legacy (unversioned) DLPack tensor, as `from_dlpack` does; legacy tensors have no

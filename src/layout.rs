@@ -92,21 +92,20 @@ fn contiguous_in_order<'a>(
 
 /// Byte offsets [begin, end) from the data pointer that the elements touch. A negative stride
 /// reaches below the pointer (the pointer is at the first element, not the lowest address).
+// Inlined into validation (its one caller), where its result then stays in registers; the
+// refusals are built out of line.
+#[inline]
 pub fn byte_extent(shape: &[i64], strides: &[i64], itemsize: u64, count: u64) -> Result<(i64, i64)> {
     if count == 0 {
         return Ok((0, 0));
     }
     let (mut begin, mut end) = (0i64, itemsize as i64);
     for (i, (&extent, &stride)) in shape.iter().zip(strides).enumerate() {
-        let reach = (extent - 1).checked_mul(stride).ok_or_else(|| {
-            overflow(format!(
-                "strides: shape[{i}] = {extent} times strides[{i}] = {stride} overflows 64 bits"
-            ))
-        })?;
+        let Some(reach) = (extent - 1).checked_mul(stride) else {
+            return Err(reach_overflows(i, extent, stride));
+        };
         let total = if reach < 0 { begin.checked_add(reach) } else { end.checked_add(reach) };
-        let total = total.ok_or_else(|| {
-            overflow(format!("strides: byte extent overflows 64 bits at strides[{i}] = {stride}"))
-        })?;
+        let Some(total) = total else { return Err(extent_overflows(i, stride)) };
         if reach < 0 {
             begin = total;
         } else {
@@ -114,6 +113,16 @@ pub fn byte_extent(shape: &[i64], strides: &[i64], itemsize: u64, count: u64) ->
         }
     }
     Ok((begin, end))
+}
+
+#[cold]
+fn reach_overflows(i: usize, extent: i64, stride: i64) -> Error {
+    overflow(format!("strides: shape[{i}] = {extent} times strides[{i}] = {stride} overflows 64 bits"))
+}
+
+#[cold]
+fn extent_overflows(i: usize, stride: i64) -> Error {
+    overflow(format!("strides: byte extent overflows 64 bits at strides[{i}] = {stride}"))
 }
 
 /// True when every stride is a multiple of the itemsize.

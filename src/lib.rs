@@ -133,9 +133,10 @@ pub mod binding {
     /// DLPack tensors to and from structs.
     pub mod dlpack {
         pub use crate::dlpack::{
-            check_dltensor, device_is_cuda_or_allowed_host, device_of, discard, dl_tensor_of, from_dlpack,
-            from_dlpack_legacy, read_dltensor, to_dlpack, to_dlpack_legacy, to_dlpack_legacy_validated,
-            to_dlpack_validated, write_dltensor, AllowHost, CheckedDlTensor,
+            check_dltensor, check_versioned, device_is_cuda_or_allowed_host, device_of, discard,
+            dl_tensor_of, from_dlpack, from_dlpack_legacy, read_dltensor, to_dlpack, to_dlpack_legacy,
+            to_dlpack_legacy_validated, to_dlpack_validated, write_dltensor, write_versioned, AllowHost,
+            CheckedDlTensor,
         };
     }
 

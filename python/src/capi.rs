@@ -27,8 +27,10 @@ use crate::dlpack::Taken;
 use crate::errors::{cai_error_type, to_python, Failure};
 use crate::fastcall::with_thread_attached;
 use crate::negotiate::{
-    import_for_c, import_read, read_cleanly, settle_uncounted_run, view_object, ForC, Held,
+    import_for_c, import_read, own_by_exchange_table, read_cleanly, remembered_exchange,
+    settle_uncounted_run, view_by_exchange_table, view_object, ForC,
 };
+use crate::read_exchange::Exchange;
 
 /// The table every extension reads: static, immutable, its members functions of this module.
 pub static PYTHON_API: PythonApi = PythonApi {
@@ -77,25 +79,25 @@ unsafe extern "C" fn python_from_object(
     out: *mut CaiArray,
     error: *mut CaiError,
 ) -> i32 {
+    const NAME: &str = "cai_python_from_object";
+    let own_by_exchange = |obj: &Bound<'_, PyAny>, exchange, options, out: &mut CaiArray| {
+        own_by_exchange_table(obj, exchange, options, release_tensor, out)
+    };
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
-        object_entry(
-            "cai_python_from_object",
-            Negotiated::Yes,
-            obj,
-            options,
-            out,
-            error,
-            |obj, options, out| {
-                // Matched whole, not through `?`: the large result is then not moved once more.
-                match import_for_c(obj, options) {
-                    Ok(ForC::Held(taken, held)) => own_held(taken, held, out),
-                    Ok(ForC::Read(read, imported)) => own(read, imported, out),
-                    Err(failure) => return Err(failure),
-                }
-                Ok(())
-            },
-        )
+        if let Some(status) = exchange_entry(NAME, obj, options, out, error, own_by_exchange) {
+            return status;
+        }
+        object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
+            // Matched whole, not through `?`: the large result is then not moved once more.
+            match import_for_c(obj, options, release_tensor, out) {
+                Ok(ForC::Written) => {}
+                Ok(ForC::NumpyArray(taken)) => own_numpy_array(taken, out),
+                Ok(ForC::Read(read, imported)) => own(read, imported, out),
+                Err(failure) => return Err(failure),
+            }
+            Ok(())
+        })
     }
 }
 
@@ -134,33 +136,29 @@ fn own(read: Read, imported: cai::binding::import::Imported, out: &mut CaiArray)
     out.release = Some(release_imported);
 }
 
-/// Writes into `out` the struct that holds what keeps the data alive (see `ForC::Held`): a
-/// producer's managed tensor, as the core's reader set it, or a reference to a numpy array; its
-/// release runs attached to the interpreter, as an Array's does, on whatever thread the consumer
-/// releases it.
-fn own_held(taken: Taken, held: Held, out: &mut CaiArray) {
+/// Writes into `out` the struct that holds a reference to the numpy array read by its fields
+/// (see `ForC::NumpyArray`); its release runs attached to the interpreter, as an Array's does,
+/// on whatever thread the consumer releases it.
+fn own_numpy_array(taken: Taken, out: &mut CaiArray) {
     taken.into_inner().copy_defined_to(out);
-    out.release = Some(match held {
-        Held::Tensor => release_tensor,
-        Held::NumpyArray => release_reference,
-    });
+    out.release = Some(release_reference);
 }
 
-/// The release of a struct `own_held` wrote for a managed tensor: runs the tensor's deleter
+/// The release of a struct that owns a managed tensor an exchange table gave: runs the tensor's deleter
 /// attached to the interpreter, on whatever thread the consumer releases it (a deleter that
 /// needs the interpreter then has it). Once the interpreter is finalizing nothing may attach, so the
 /// tensor is then leaked on purpose.
 unsafe extern "C" fn release_tensor(array: *mut CaiArray) {
-    // SAFETY: `owner` is the managed tensor own_held handed over; cai_release runs this once.
+    // SAFETY: `owner` is the managed tensor the import handed over; cai_release runs this once.
     let tensor = unsafe { (*array).owner.cast::<CaiDLManagedTensorVersioned>() };
     // SAFETY: the tensor the producer handed over, deleted once, here.
     with_thread_attached(|_| unsafe { discard(tensor) });
 }
 
-/// The release of a struct `own_held` wrote for a numpy array's reference. Once the
+/// The release of a struct `own_numpy_array` wrote. Once the
 /// interpreter is finalizing nothing may attach, so the reference is then leaked on purpose.
 unsafe extern "C" fn release_reference(array: *mut CaiArray) {
-    // SAFETY: `owner` is the strong reference own_held handed over; cai_release runs this
+    // SAFETY: `owner` is the strong reference own_numpy_array handed over; cai_release runs this
     // once.
     let object = unsafe { (*array).owner.cast::<PyObject>() };
     // SAFETY: attached for the call; the reference is let go of once, here.
@@ -175,12 +173,47 @@ unsafe extern "C" fn python_view(
     out: *mut CaiArray,
     error: *mut CaiError,
 ) -> i32 {
+    const NAME: &str = "cai_python_view";
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
-        object_entry("cai_python_view", Negotiated::Yes, obj, options, out, error, |obj, options, out| {
+        if let Some(status) = exchange_entry(NAME, obj, options, out, error, view_by_exchange_table) {
+            return status;
+        }
+        object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
             view_object(obj, options, out)
         })
     }
+}
+
+/// The way in of a loop over one producer type: where this thread chose `obj`'s type's DLPack
+/// exchange table before, the facts unchanged since (`remembered_exchange`), `body` reads `obj`
+/// through that table without a negotiation; None (nothing done) otherwise. Its success drops
+/// nothing PyO3 would defer (the audited path `read_cleanly` names), so it runs on the caller's
+/// attachment alone, as `object_entry`'s clean way does; a failure is reported attached.
+///
+/// # Safety
+/// As `object_entry`'s.
+#[inline(always)]
+unsafe fn exchange_entry(
+    name: &str,
+    obj: *mut PyObject,
+    options: *const CaiImportOptions,
+    out: *mut CaiArray,
+    error: *mut CaiError,
+    body: impl FnOnce(&Bound<'_, PyAny>, Exchange, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
+) -> Option<i32> {
+    // SAFETY: `obj` checked non-NULL, a live object (the contract).
+    let exchange = (!obj.is_null()).then(|| unsafe { remembered_exchange(obj) }).flatten()?;
+    // SAFETY: attached (the contract); the caller's arguments.
+    let run = unsafe {
+        read_entry(Python::assume_attached(), name, obj, options, out, |obj, options, out| {
+            body(obj, exchange, options, out)
+        })
+    };
+    Some(match run {
+        Ok(()) => CAI_OK,
+        Err(failure) => Python::attach(|py| report(py, *failure, error)),
+    })
 }
 
 /// Whether an entry reads its object through the negotiation (whose audited paths may run
@@ -222,12 +255,12 @@ unsafe fn object_entry(
                 settle_uncounted_run();
                 CAI_OK
             }
-            Err(failure) => Python::attach(|py| report(py, failure, error)),
+            Err(failure) => Python::attach(|py| report(py, *failure, error)),
         }
     } else {
         Python::attach(|py| match run(py) {
             Ok(()) => CAI_OK,
-            Err(failure) => report(py, failure, error),
+            Err(failure) => report(py, *failure, error),
         })
     }
 }
@@ -243,11 +276,13 @@ fn read_entry(
     options: *const CaiImportOptions,
     out: *mut CaiArray,
     body: impl FnOnce(&Bound<'_, PyAny>, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
-) -> Result<(), Failure> {
+) -> Result<(), Box<Failure>> {
+    // The failure boxed: what crosses the boundary and returns is one word, not the failure's
+    // 64 bytes moved through memory (about 40 instructions a call).
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if obj.is_null() || out.is_null() {
             let which = if obj.is_null() { "obj" } else { "out" };
-            return Err(Failure::Cai(Error::new(Status::NullArgument, format!("{which} is NULL"))));
+            return Err(Box::new(Failure::Cai(Error::new(Status::NullArgument, format!("{which} is NULL")))));
         }
         // SAFETY: NULL (the defaults) or the caller's options.
         let options = unsafe { options.as_ref() }.copied().unwrap_or_default();
@@ -255,14 +290,14 @@ fn read_entry(
         let obj = unsafe { pyo3::Borrowed::from_ptr(py, obj) };
         // SAFETY: the caller's out-parameter, checked non-NULL; `body` writes it only on
         // success.
-        body(&obj, options, unsafe { &mut *out })
+        body(&obj, options, unsafe { &mut *out }).map_err(Box::new)
     }));
     match outcome {
         Ok(result) => result,
-        Err(_) => Err(Failure::Cai(Error::new(
+        Err(_) => Err(Box::new(Failure::Cai(Error::new(
             Status::Panic,
             format!("libcai panicked in {name} (a bug; please report it)"),
-        ))),
+        )))),
     }
 }
 

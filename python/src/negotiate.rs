@@ -36,7 +36,9 @@ use crate::read_array::read_array;
 use crate::read_c_api::{call_c_api, interface_defined_nearer, lookup_c_api, request_of, CApi, Called};
 use crate::read_dict::{interface_of, read_dict, read_interface};
 use crate::read_dlpack::{reported_device, take_from_producer, KnownDevice};
-use crate::read_exchange::{lookup_exchange_api, take_by_exchange, view_by_exchange, Exchange, ExchangeView};
+use crate::read_exchange::{
+    lookup_exchange_api, own_by_exchange, take_by_exchange, view_by_exchange, Exchange, ExchangeView,
+};
 use crate::read_numpy::{is_numpy_array_type, take_numpy_array, with_numpy_tensor};
 use crate::values::TypeOf;
 
@@ -199,6 +201,27 @@ fn remembered_choice(obj: &Bound<'_, PyAny>) -> Option<Remembered> {
     Some(choice)
 }
 
+/// The exchange table this thread chose last, from the first route on, for `obj`'s type, while
+/// the facts stand (`remembered_choice`'s answer, asked without a `Bound` and without marking
+/// the negotiation audited: a caller that takes it runs no negotiation and settles nothing).
+/// A borrowed view of `obj` is then that table's DLTensor call, as `view_object` would make it.
+///
+/// # Safety
+/// `obj` is a live object.
+#[inline(always)]
+pub unsafe fn remembered_exchange(obj: *mut pyo3::ffi::PyObject) -> Option<Exchange> {
+    // SAFETY: a live object (the caller's contract).
+    let ty = unsafe { pyo3::ffi::Py_TYPE(obj) } as usize;
+    let generation = FACTS_GENERATION.load(Ordering::Acquire);
+    let marked = THREAD_MEMORY.try_with(|memory| memory.clean.get()).ok()?;
+    match marked.choice {
+        Some(Remembered::Exchange(exchange)) if (marked.ty, marked.generation) == (ty, generation) => {
+            Some(exchange)
+        }
+        _ => None,
+    }
+}
+
 /// After an entry ran uncounted on `read_cleanly`'s word and succeeded: if this thread's last
 /// negotiation did not choose an audited path after all (an instance its type's mark did not
 /// foresee), attaches once, which lets go of what that path dropped (fastcall.rs's
@@ -335,48 +358,67 @@ pub fn import_object(
 // per import, the cost this type exists to avoid.
 #[allow(clippy::large_enum_variant)]
 pub enum ForC {
-    /// A struct that holds, in its `owner`, what keeps the data alive, as `Held` says; nothing
-    /// else is kept and nothing allocated.
-    Held(Taken, Held),
+    /// Written into the caller's struct already: the managed tensor its type's DLPack exchange
+    /// table gave, imported (the struct's release, the caller's, runs the tensor's deleter).
+    Written,
+    /// A struct that holds, in its `owner`, a reference to the numpy array read by its fields
+    /// (its release lets go of it): its in-place resize refuses while the reference is held, as
+    /// for numpy's own DLPack export. Nothing else is kept and nothing allocated.
+    NumpyArray(Taken),
     /// What the reader read and its import, for an Array to own (the object kept alive).
     Read(Read, Imported),
 }
 
-/// What the struct of a `ForC::Held` holds.
-#[derive(Clone, Copy)]
-pub enum Held {
-    /// The managed tensor its type's DLPack exchange table gave (its release runs the tensor's
-    /// deleter).
-    Tensor,
-    /// A reference to the numpy array read by its fields (its release lets go of it): its
-    /// in-place resize refuses while the reference is held, as for numpy's own DLPack export.
-    NumpyArray,
-}
-
 /// `import_object` for `cai_python_from_object`: an object read through its type's DLPack
 /// exchange table is handed over as the table gave it (the managed tensor, imported in
-/// place), as any DLPack consumer holds it; a numpy array read by its fields as the struct read
-/// with a reference to the array; any other as `import_object` reads it.
-pub fn import_for_c(obj: &Bound<'_, PyAny>, options: CaiImportOptions) -> CaiResult<ForC> {
+/// place), as any DLPack consumer holds it, written into `out` with `release_tensor` as its
+/// release (`own_by_exchange_table`); a numpy array read by its fields as the struct read with a
+/// reference to the array; any other as `import_object` reads it.
+pub fn import_for_c(
+    obj: &Bound<'_, PyAny>,
+    options: CaiImportOptions,
+    release_tensor: unsafe extern "C" fn(*mut CaiArray),
+    out: &mut CaiArray,
+) -> CaiResult<ForC> {
     let host = Caller::CApi.host(&options);
     match choose(obj, &options, Holder::Import, host, Start::First)? {
         Chosen::Exchange(exchange) => {
-            let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
-            let TakenTensor { mut taken, device, validated } =
-                take_by_exchange(obj, exchange, ordering, host)?;
-            // On failure `taken` is dropped, which deletes the tensor.
-            import_struct(
-                obj.py(),
-                taken.array(),
-                Some(validated),
-                options,
-                device.device_type == CAI_DL_CPU,
-            )?;
-            Ok(ForC::Held(taken, Held::Tensor))
+            own_by_exchange_table(obj, exchange, options, release_tensor, out)?;
+            Ok(ForC::Written)
         }
         Chosen::NumpyFields => import_numpy_for_c(obj, options, host),
         chosen => import_read_for_c(obj, chosen, options, host),
     }
+}
+
+/// `import_for_c` of an object whose type the negotiation chose (or chose before:
+/// `remembered_exchange`) its exchange table for: the managed tensor the table gives, every
+/// rule checked, written into `out`, which owns it (`release` runs its deleter). Where the
+/// import has nothing to do it is written at once; else it is imported in a struct of its own
+/// first. `out` is written only on success; a refused tensor is deleted.
+#[inline(always)]
+pub fn own_by_exchange_table(
+    obj: &Bound<'_, PyAny>,
+    exchange: Exchange,
+    options: CaiImportOptions,
+    release: unsafe extern "C" fn(*mut CaiArray),
+    out: &mut CaiArray,
+) -> CaiResult<()> {
+    let allow = Caller::CApi.host(&options);
+    let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
+    let tensor = own_by_exchange(obj, exchange, ordering, allow)?;
+    let (host, validated) = (tensor.is_host(), tensor.validated());
+    let options = options_for_memory(options, host);
+    if import_is_inert(&options, tensor.stream()) {
+        tensor.write(release, out);
+        return Ok(());
+    }
+    let mut taken = Taken::new();
+    // From here `taken` owns the tensor: dropped on a failure, which deletes it.
+    tensor.write(release, taken.array());
+    import_struct(obj.py(), taken.array(), Some(validated), options, host)?;
+    taken.into_inner().copy_defined_to(out);
+    Ok(())
 }
 
 /// `import_for_c` of a numpy array by its fields, or by the next protocol where they decline it.
@@ -385,7 +427,7 @@ fn import_numpy_for_c(obj: &Bound<'_, PyAny>, options: CaiImportOptions, host: A
         Ok(TakenTensor { mut taken, validated, .. }) => {
             // On failure `taken` is dropped, which lets go of the reference.
             import_struct(obj.py(), taken.array(), Some(validated), options, true)?;
-            Ok(ForC::Held(taken, Held::NumpyArray))
+            Ok(ForC::NumpyArray(taken))
         }
         Err(next) => import_read_for_c(obj, next, options, host),
     }
@@ -755,11 +797,7 @@ pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, out: &mut 
     let allow = Caller::CApi.host(&options);
     let chosen = choose(obj, &options, Holder::View, allow, Start::First)?;
     match chosen {
-        Chosen::Exchange(exchange) => {
-            let view = exchange_view(obj, exchange, &options, allow)?;
-            let write = |array: &mut CaiArray| view.write(array);
-            view_written(obj.py(), write, view.validated(), view.is_host(), view.stream(), options, out)
-        }
+        Chosen::Exchange(exchange) => view_by_exchange_table(obj, exchange, options, out),
         Chosen::NumpyFields => {
             if view_numpy_array(obj, options, allow, out)? {
                 return Ok(());
@@ -769,6 +807,22 @@ pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, out: &mut 
         }
         chosen => view_in_own_struct(obj, chosen, options, allow, out),
     }
+}
+
+/// `view_object` of an object whose type the negotiation chose (or chose before:
+/// `remembered_exchange`) its exchange table for: the table's non-owning DLTensor, every rule
+/// checked, written into `out` (refused where the table has no such call).
+#[inline(always)]
+pub fn view_by_exchange_table(
+    obj: &Bound<'_, PyAny>,
+    exchange: Exchange,
+    options: CaiImportOptions,
+    out: &mut CaiArray,
+) -> CaiResult<()> {
+    let allow = Caller::CApi.host(&options);
+    let view = exchange_view(obj, exchange, &options, allow)?;
+    let write = |array: &mut CaiArray| view.write(array);
+    view_written(obj.py(), write, view.validated(), view.is_host(), view.stream(), options, out)
 }
 
 /// `view_object` of a numpy array by its own fields (`with_numpy_tensor`); false (nothing
@@ -854,7 +908,9 @@ fn import_then_copy(
 }
 
 /// `obj`'s tensor through its type's exchange table, borrowed (the table's non-owning DLTensor
-/// call; refused where the table has none), every rule checked.
+/// call; refused where the table has none), every rule checked. Inlined into the view: its
+/// result is then not moved through memory.
+#[inline(always)]
 fn exchange_view(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,

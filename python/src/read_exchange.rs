@@ -3,7 +3,10 @@
 
 use std::ffi::c_void;
 
-use cai::binding::dlpack::{check_dltensor, from_dlpack, write_dltensor, AllowHost, CheckedDlTensor};
+use cai::binding::dlpack::{
+    check_dltensor, check_versioned, discard, from_dlpack, write_dltensor, write_versioned, AllowHost,
+    CheckedDlTensor,
+};
 use cai::binding::import::ProducerOrdering;
 use cai::binding::rules::Validated;
 use cai::{
@@ -90,13 +93,7 @@ pub fn take_by_exchange(
     ordering: ProducerOrdering,
     host: AllowHost,
 ) -> CaiResult<TakenTensor> {
-    let mut tensor: *mut CaiDLManagedTensorVersioned = std::ptr::null_mut();
-    // SAFETY: the producer's function, given the object it was looked up for.
-    if unsafe { (exchange.from_py_object)(obj.as_ptr().cast(), &mut tensor) } != 0 || tensor.is_null() {
-        return Err(PyErr::take(obj.py())
-            .unwrap_or_else(|| PyTypeError::new_err("the DLPack exchange table gave no tensor"))
-            .into());
-    }
+    let tensor = managed_tensor(obj, exchange)?;
     let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
     let mut taken = Taken::new();
     // SAFETY: a tensor handed over by the producer; the core takes it (deleting it on failure).
@@ -107,6 +104,88 @@ pub fn take_by_exchange(
         taken.array().stream = stream;
     }
     Ok(TakenTensor { taken, device, validated })
+}
+
+/// The managed tensor the table's call gives for `obj`, handed over to the caller.
+#[inline(always)]
+fn managed_tensor(obj: &Bound<'_, PyAny>, exchange: Exchange) -> CaiResult<*mut CaiDLManagedTensorVersioned> {
+    let mut tensor: *mut CaiDLManagedTensorVersioned = std::ptr::null_mut();
+    // SAFETY: the producer's function, given the object it was looked up for.
+    if unsafe { (exchange.from_py_object)(obj.as_ptr().cast(), &mut tensor) } != 0 || tensor.is_null() {
+        return Err(PyErr::take(obj.py())
+            .unwrap_or_else(|| PyTypeError::new_err("the DLPack exchange table gave no tensor"))
+            .into());
+    }
+    Ok(tensor)
+}
+
+/// `obj`'s managed tensor as the table gives it, every rule checked (`check_versioned`), and
+/// the stream the import orders the consumer after: what an owning import writes, once nothing
+/// can fail (`write`). Deleted when dropped unwritten.
+pub struct ExchangeTensor {
+    tensor: *mut CaiDLManagedTensorVersioned,
+    checked: CheckedDlTensor,
+    stream: u64,
+}
+
+impl ExchangeTensor {
+    /// Whether the tensor is host memory.
+    pub fn is_host(&self) -> bool {
+        // SAFETY: the tensor is held until written or dropped.
+        unsafe { (*self.tensor).dl_tensor.device.device_type == CAI_DL_CPU }
+    }
+
+    /// What validating the array found.
+    pub fn validated(&self) -> Validated {
+        self.checked.validated
+    }
+
+    /// The array's stream (CAI's None where no sync is wanted or the memory is the host's).
+    pub fn stream(&self) -> u64 {
+        self.stream
+    }
+
+    /// Writes the array into `array` (every field, the extents of its rank), which owns the
+    /// tensor from then on: `release` runs its deleter once.
+    pub fn write(self, release: unsafe extern "C" fn(*mut CaiArray), array: &mut CaiArray) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the tensor checked, handed over to `array` (not deleted here: ManuallyDrop).
+        unsafe { write_versioned(this.tensor, &this.checked, release, array) };
+        array.stream = this.stream;
+    }
+}
+
+impl Drop for ExchangeTensor {
+    fn drop(&mut self) {
+        // SAFETY: the tensor the producer handed over, unwritten: deleted once, here.
+        unsafe { discard(self.tensor) };
+    }
+}
+
+/// Takes `obj`'s managed tensor through the table's call, checking every rule before anything
+/// is written (see `ExchangeTensor`); a refused tensor is deleted at once.
+#[inline(always)]
+pub fn own_by_exchange(
+    obj: &Bound<'_, PyAny>,
+    exchange: Exchange,
+    ordering: ProducerOrdering,
+    host: AllowHost,
+) -> CaiResult<ExchangeTensor> {
+    let tensor = managed_tensor(obj, exchange)?;
+    // SAFETY: a tensor the producer handed over, valid until its deleter runs.
+    let checked = match unsafe { check_versioned(&*tensor, host) } {
+        Ok(checked) => checked,
+        Err(refused) => {
+            // SAFETY: handed over, and refused: deleted once, here.
+            unsafe { discard(tensor) };
+            return Err(refused.into());
+        }
+    };
+    let mut taken = ExchangeTensor { tensor, checked, stream: CAI_STREAM_NONE };
+    // SAFETY: the tensor held by `taken` (which deletes it should the stream be refused).
+    let device = unsafe { (*tensor).dl_tensor.device };
+    taken.stream = work_stream(obj.py(), exchange, ordering, device)?.unwrap_or(CAI_STREAM_NONE);
+    Ok(taken)
 }
 
 /// The producer's current work stream on `device`, for the import to order the consumer after
@@ -172,7 +251,9 @@ impl ExchangeView {
 }
 
 /// Reads `obj`'s tensor through the table's non-owning DLTensor call, checking every rule
-/// before anything is written (see `ExchangeView`).
+/// before anything is written (see `ExchangeView`). Inlined into the view: its result is then
+/// not moved through memory.
+#[inline(always)]
 pub fn view_by_exchange(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,

@@ -101,6 +101,14 @@ def test_row_76_a_c_view_written_straight_is_the_view_through_a_struct_and_a_ref
     assert " compared" in run_check(built, "view_writes_out_only_on_success", "fake")
 
 
+def test_row_77_an_entry_on_a_type_whose_exchange_table_was_chosen_before_gives_the_negotiations_outcome_fake_driver(
+    built,
+):
+    """Torch tensors and an exchange-table producer, viewed and imported after a numpy array
+    (negotiated) and again (the table remembered): same bytes, errors and deleted tensors."""
+    assert " compared" in run_check(built, "remembered_exchange_entries_give_the_negotiations_outcome", "fake")
+
+
 def test_row_64_a_view_of_a_dlpack_producer_asks_for_its_own_memory_and_keeps_no_tensor_fake_driver(built):
     assert "5 compared" in run_check(built, "view_of_dlpack_producers", "fake")
 

@@ -94,6 +94,45 @@ static PyObject *view_bytes(PyObject *self, PyObject *args) {
   return Py_BuildValue("(iy#)", status, (const char *)&a, (Py_ssize_t)sizeof a);
 }
 
+/* (status, the struct's bytes, the CaiError message, the exception's type name) of
+   cai_python_from_object (own) or cai_python_view into a struct first filled with 0xA5, with
+   the options given; an owning struct is released once its bytes are copied. For comparing the
+   entries' two ways in (a negotiation, and the choice this thread remembers for the type). */
+static PyObject *entry_outcome(PyObject *self, PyObject *args) {
+  PyObject *obj;
+  int own, allow_host, native_only, pointer_check, sync_mode;
+  if (!PyArg_ParseTuple(args, "Opipii", &obj, &own, &allow_host, &native_only, &pointer_check, &sync_mode))
+    return NULL;
+  CaiImportOptions options;
+  memset(&options, 0, sizeof options);
+  options.allow_host = (uint32_t)allow_host;
+  options.native_only = (uint32_t)native_only;
+  options.pointer_check = pointer_check;
+  options.sync_mode = sync_mode;
+  CaiArray a;
+  memset(&a, 0xA5, sizeof a);
+  CaiError e;
+  memset(&e, 0, sizeof e);
+  int32_t status = own ? cai_python_from_object(obj, &options, &a, &e) : cai_python_view(obj, &options, &a, &e);
+  if (status == CAI_OK) {
+    PyObject *result = Py_BuildValue("(iy#ss)", status, (const char *)&a, (Py_ssize_t)sizeof a, "", "");
+    if (own) cai_release(&a, NULL);
+    return result;
+  }
+  if (!PyErr_Occurred()) {
+    PyErr_SetString(PyExc_AssertionError, "a refusal set no exception");
+    return NULL;
+  }
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyObject *result = Py_BuildValue("(iy#ss)", status, (const char *)&a, (Py_ssize_t)sizeof a, e.message,
+                                   ((PyTypeObject *)type)->tp_name);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  return result;
+}
+
 /* n imports and releases of obj, in C; with view, n views (nothing to release). */
 static PyObject *import_many(PyObject *self, PyObject *args) {
   PyObject *obj;
@@ -218,6 +257,7 @@ static PyMethodDef methods[] = {
     {"refusal", (PyCFunction)(void (*)(void))refusal, METH_VARARGS | METH_KEYWORDS, NULL},
     {"view_describe", view_describe, METH_VARARGS, NULL},
     {"view_bytes", view_bytes, METH_VARARGS, NULL},
+    {"entry_outcome", entry_outcome, METH_VARARGS, NULL},
     {"import_many", import_many, METH_VARARGS, NULL},
     {"release_on_a_thread", release_on_a_thread, METH_O, NULL},
     {"hand_back", hand_back, METH_VARARGS, NULL},

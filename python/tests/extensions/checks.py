@@ -422,6 +422,96 @@ def check_view_writes_out_only_on_success():
     return compared
 
 
+def check_remembered_exchange_entries_give_the_negotiations_outcome():
+    """cai_python_view and cai_python_from_object on a type whose DLPack exchange table this
+    thread chose last (capi.rs's `exchange_entry`: the entry reads by the table without a
+    negotiation) give what the negotiation gives: the same status, bytes (an owning struct's
+    tensor address aside), CaiError message and exception; a refusal (by a rule, by the import,
+    by the producer's work stream) leaves `out` untouched; every tensor taken is deleted once.
+    Each object is read first after a numpy array (this thread then remembers no table), then
+    again (the table remembered)."""
+    import cai_c_ext
+    import numpy
+
+    never, check = cai.POINTER_CHECK_NEVER, cai.POINTER_CHECK_DEFAULT
+    none, default = cai.SYNC_NONE, cai.SYNC_DEFAULT
+    untouched = b"\xa5" * ctypes.sizeof(cai.CaiArray)
+    owner = slice(cai.CaiArray.owner.offset, cai.CaiArray.owner.offset + cai.CaiArray.owner.size)
+    forget = numpy.zeros(1)
+
+    def masked(outcome, own):
+        status, written, message, raised = outcome
+        if own and status == 0:
+            assert written[owner] != untouched[owner], "an owning struct without its tensor"
+            written = written[: owner.start] + bytes(owner.stop - owner.start) + written[owner.stop :]
+        return status, written, message, raised
+
+    def both_ways(obj, allow_host=True, native_only=0, pointer_check=never, sync=none):
+        outcomes = []
+        for own in (False, True):
+            options = (allow_host, native_only, pointer_check, sync)
+            cai_c_ext.entry_outcome(forget, own, True, 0, never, none)
+            negotiated = cai_c_ext.entry_outcome(obj, own, *options)
+            remembered = cai_c_ext.entry_outcome(obj, own, *options)
+            assert masked(negotiated, own) == masked(remembered, own), (obj, own, options, negotiated[2:])
+            if negotiated[0] != 0:
+                assert negotiated[1] == untouched and negotiated[2] and negotiated[3], (obj, own, negotiated[2:])
+            outcomes.append(negotiated[0])
+            said.append(negotiated[2])
+        return outcomes
+
+    said = []
+
+    compared = 0
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):  # the free-threaded leg installs no frameworks
+        import torch
+
+        t = torch.arange(12.0).reshape(3, 4)
+        for tensor in [t, t.t(), t[:, ::2], torch.arange(12, dtype=torch.int16)[::2], torch.tensor(3.0),
+                       torch.zeros(0, 3), torch.ones(5, dtype=torch.bool)]:
+            assert both_ways(tensor) == [0, 0], tensor
+            assert both_ways(tensor, native_only=1) == [0, 0], tensor  # the import asked a rule
+            compared += 4
+        assert both_ways(t, allow_host=False) == [cai._native.STATUS_CODES["CAI_ERROR_HOST_MEMORY"]] * 2
+        assert both_ways(t.to(torch.bfloat16))[0] != 0  # no typestr holds it
+        compared += 4
+    lib, _ = exchange_producer()
+
+    class Producer:
+        __c_dlpack_exchange_api__ = lib.producer_exchange_api_with_dltensor()
+
+    handed, deleted = lib.producer_handed_out(), lib.producer_deleted()
+    try:
+        memory = device_memory(256)
+        lib.producer_set(memory, 0)
+        assert both_ways(Producer(), allow_host=False) == [0, 0]
+        assert both_ways(Producer(), allow_host=False, pointer_check=check) == [0, 0]  # the pointer checked
+        # A sync wanted: the producer's work stream (NULL: the legacy stream) synchronized.
+        assert both_ways(Producer(), allow_host=False, pointer_check=check, sync=default) == [0, 0], said[-2:]
+        lib.producer_fail_stream(1)  # a sync is wanted and the work stream cannot be had
+        assert 0 not in both_ways(Producer(), allow_host=False, pointer_check=check, sync=default)
+        lib.producer_fail_stream(0)
+        lib.producer_set(0x1000, 0)  # memory no driver allocated: the pointer check refuses it
+        assert both_ways(Producer(), allow_host=False) == [0, 0]
+        assert 0 not in both_ways(Producer(), allow_host=False, pointer_check=check)
+        lib.producer_set_device_type(1)  # kDLCPU
+        lib.producer_set(2**64 - 64, 0)  # a 128-byte extent past the end of the address space
+        assert 0 not in both_ways(Producer())
+        lib.producer_set(0x10000, 0)
+        assert both_ways(Producer(), allow_host=False) == [cai._native.STATUS_CODES["CAI_ERROR_HOST_MEMORY"]] * 2
+        assert both_ways(Producer()) == [0, 0]
+        compared += 18
+    finally:
+        lib.producer_fail_stream(0)
+        lib.producer_set_device_type(2)
+        lib.producer_set(device_memory(256), 0)
+    gc.collect()
+    taken = lib.producer_handed_out() - handed
+    # Two owning imports per object and options (the views take none), each deleted once.
+    assert taken == 2 * 9 and lib.producer_deleted() - deleted == taken, (taken, lib.producer_deleted() - deleted)
+    return compared
+
+
 def check_producer():
     """A C producer's array (c_ext.c) and a Rust one (a cai::Array through cai_python::to_object)
     handed to Python: released once, also when the last reference dies on another thread; a
