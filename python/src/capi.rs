@@ -24,13 +24,12 @@ use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
 use crate::dlpack::Taken;
-use crate::errors::{cai_error_type, to_python, Failure};
+use crate::errors::{cai_error_type, to_python, CaiResult, Failure};
 use crate::fastcall::with_thread_attached;
 use crate::negotiate::{
-    import_for_c, import_read, own_by_exchange_table, read_cleanly, remembered_exchange,
-    settle_uncounted_run, view_by_exchange_table, view_object, ForC,
+    import_for_c, import_offered_for_c, import_read, own_by_exchange_table, read_cleanly, remembered_table,
+    settle_uncounted_run, view_by_exchange_table, view_object, view_offered, ForC, Remembered,
 };
-use crate::read_exchange::Exchange;
 
 /// The table every extension reads: static, immutable, its members functions of this module.
 pub static PYTHON_API: PythonApi = PythonApi {
@@ -80,25 +79,38 @@ unsafe extern "C" fn python_from_object(
     error: *mut CaiError,
 ) -> i32 {
     const NAME: &str = "cai_python_from_object";
-    let own_by_exchange = |obj: &Bound<'_, PyAny>, exchange, options, out: &mut CaiArray| {
-        own_by_exchange_table(obj, exchange, options, release_tensor, out)
-    };
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
-        if let Some(status) = exchange_entry(NAME, obj, options, out, error, own_by_exchange) {
-            return status;
+        match remembered(obj) {
+            Some(Remembered::Exchange(exchange)) => {
+                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
+                    own_by_exchange_table(obj, exchange, options, release_tensor, out)
+                })
+            }
+            Some(Remembered::OfferedCApi(api)) => {
+                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
+                    own_for_c(import_offered_for_c(obj, api, options), out)
+                })
+            }
+            None => {}
         }
         object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
-            // Matched whole, not through `?`: the large result is then not moved once more.
-            match import_for_c(obj, options, release_tensor, out) {
-                Ok(ForC::Written) => {}
-                Ok(ForC::NumpyArray(taken)) => own_numpy_array(taken, out),
-                Ok(ForC::Read(read, imported)) => own(read, imported, out),
-                Err(failure) => return Err(failure),
-            }
-            Ok(())
+            own_for_c(import_for_c(obj, options, release_tensor, out), out)
         })
     }
+}
+
+/// Writes into `out` the struct that owns what `import_for_c` read (where it did not write it
+/// already). Matched whole, not through `?`: the large result is then not moved once more.
+#[inline(always)]
+fn own_for_c(imported: CaiResult<ForC>, out: &mut CaiArray) -> CaiResult<()> {
+    match imported {
+        Ok(ForC::Written) => {}
+        Ok(ForC::NumpyArray(taken)) => own_numpy_array(taken, out),
+        Ok(ForC::Read(read, imported)) => own(read, imported, out),
+        Err(failure) => return Err(failure),
+    }
+    Ok(())
 }
 
 /// `cai_python_from_buffer_interface`: `cai.from_buffer_interface`'s reading and import (the
@@ -176,8 +188,18 @@ unsafe extern "C" fn python_view(
     const NAME: &str = "cai_python_view";
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
-        if let Some(status) = exchange_entry(NAME, obj, options, out, error, view_by_exchange_table) {
-            return status;
+        match remembered(obj) {
+            Some(Remembered::Exchange(exchange)) => {
+                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
+                    view_by_exchange_table(obj, exchange, options, out)
+                })
+            }
+            Some(Remembered::OfferedCApi(api)) => {
+                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
+                    view_offered(obj, api, options, out)
+                })
+            }
+            None => {}
         }
         object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
             view_object(obj, options, out)
@@ -185,35 +207,40 @@ unsafe extern "C" fn python_view(
     }
 }
 
-/// The way in of a loop over one producer type: where this thread chose `obj`'s type's DLPack
-/// exchange table before, the facts unchanged since (`remembered_exchange`), `body` reads `obj`
-/// through that table without a negotiation; None (nothing done) otherwise. Its success drops
-/// nothing PyO3 would defer (the audited path `read_cleanly` names), so it runs on the caller's
-/// attachment alone, as `object_entry`'s clean way does; a failure is reported attached.
+/// The table this thread chose before for `obj`'s type (its DLPack exchange table, or a
+/// C-level table libcai's glue offered), the facts unchanged since (`remembered_table`): the
+/// way in of a loop over one producer type, which reads `obj` through that table without a
+/// negotiation (`remembered_entry`). None for a NULL `obj`.
+///
+/// # Safety
+/// `obj` is NULL or a live object.
+#[inline(always)]
+unsafe fn remembered(obj: *mut PyObject) -> Option<Remembered> {
+    // SAFETY: `obj` checked non-NULL, a live object (the contract).
+    (!obj.is_null()).then(|| unsafe { remembered_table(obj) }).flatten()
+}
+
+/// The entry of a read through a remembered table (`remembered`): its success drops nothing
+/// PyO3 would defer (the audited paths `read_cleanly` names), so it runs on the caller's
+/// attachment alone, as `object_entry`'s clean way does; a failure is reported attached. One
+/// instance per table kind: the exchange table's stays as lean as a body of its own.
 ///
 /// # Safety
 /// As `object_entry`'s.
 #[inline(always)]
-unsafe fn exchange_entry(
+unsafe fn remembered_entry(
     name: &str,
     obj: *mut PyObject,
     options: *const CaiImportOptions,
     out: *mut CaiArray,
     error: *mut CaiError,
-    body: impl FnOnce(&Bound<'_, PyAny>, Exchange, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
-) -> Option<i32> {
-    // SAFETY: `obj` checked non-NULL, a live object (the contract).
-    let exchange = (!obj.is_null()).then(|| unsafe { remembered_exchange(obj) }).flatten()?;
+    body: impl FnOnce(&Bound<'_, PyAny>, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
+) -> i32 {
     // SAFETY: attached (the contract); the caller's arguments.
-    let run = unsafe {
-        read_entry(Python::assume_attached(), name, obj, options, out, |obj, options, out| {
-            body(obj, exchange, options, out)
-        })
-    };
-    Some(match run {
+    match unsafe { read_entry(Python::assume_attached(), name, obj, options, out, body) } {
         Ok(()) => CAI_OK,
         Err(failure) => Python::attach(|py| report(py, *failure, error)),
-    })
+    }
 }
 
 /// Whether an entry reads its object through the negotiation (whose audited paths may run

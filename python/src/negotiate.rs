@@ -116,7 +116,7 @@ struct CleanMark {
 /// of a type that offers no C-level table. Both are found on the type, after only the dict and
 /// cai.Array checks, which the type decides too.
 #[derive(Clone, Copy)]
-enum Remembered {
+pub enum Remembered {
     OfferedCApi(CApi),
     Exchange(Exchange),
 }
@@ -201,25 +201,20 @@ fn remembered_choice(obj: &Bound<'_, PyAny>) -> Option<Remembered> {
     Some(choice)
 }
 
-/// The exchange table this thread chose last, from the first route on, for `obj`'s type, while
-/// the facts stand (`remembered_choice`'s answer, asked without a `Bound` and without marking
-/// the negotiation audited: a caller that takes it runs no negotiation and settles nothing).
-/// A borrowed view of `obj` is then that table's DLTensor call, as `view_object` would make it.
+/// The table this thread chose last, from the first route on, for `obj`'s type, while the
+/// facts stand (`remembered_choice`'s answer, asked without a `Bound` and without marking the
+/// negotiation audited: a caller that takes it runs no negotiation and settles nothing, its
+/// reader being audited: see `read_cleanly`). The negotiation would choose it again.
 ///
 /// # Safety
 /// `obj` is a live object.
 #[inline(always)]
-pub unsafe fn remembered_exchange(obj: *mut pyo3::ffi::PyObject) -> Option<Exchange> {
+pub unsafe fn remembered_table(obj: *mut pyo3::ffi::PyObject) -> Option<Remembered> {
     // SAFETY: a live object (the caller's contract).
     let ty = unsafe { pyo3::ffi::Py_TYPE(obj) } as usize;
     let generation = FACTS_GENERATION.load(Ordering::Acquire);
     let marked = THREAD_MEMORY.try_with(|memory| memory.clean.get()).ok()?;
-    match marked.choice {
-        Some(Remembered::Exchange(exchange)) if (marked.ty, marked.generation) == (ty, generation) => {
-            Some(exchange)
-        }
-        _ => None,
-    }
+    marked.choice.filter(|_| (marked.ty, marked.generation) == (ty, generation))
 }
 
 /// After an entry ran uncounted on `read_cleanly`'s word and succeeded: if this thread's last
@@ -391,8 +386,15 @@ pub fn import_for_c(
     }
 }
 
+/// `import_for_c` of an object whose type's offered C-level table this thread chose before
+/// (`remembered_table`): what the negotiation would do, without it.
+#[inline(never)]
+pub fn import_offered_for_c(obj: &Bound<'_, PyAny>, api: CApi, options: CaiImportOptions) -> CaiResult<ForC> {
+    import_read_for_c(obj, Chosen::CApi(api), options, Caller::CApi.host(&options))
+}
+
 /// `import_for_c` of an object whose type the negotiation chose (or chose before:
-/// `remembered_exchange`) its exchange table for: the managed tensor the table gives, every
+/// `remembered_table`) its exchange table for: the managed tensor the table gives, every
 /// rule checked, written into `out`, which owns it (`release` runs its deleter). Where the
 /// import has nothing to do it is written at once; else it is imported in a struct of its own
 /// first. `out` is written only on success; a refused tensor is deleted.
@@ -809,8 +811,20 @@ pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, out: &mut 
     }
 }
 
+/// `view_object` of an object whose type's offered C-level table this thread chose before
+/// (`remembered_table`): what the negotiation would do, without it.
+#[inline(never)]
+pub fn view_offered(
+    obj: &Bound<'_, PyAny>,
+    api: CApi,
+    options: CaiImportOptions,
+    out: &mut CaiArray,
+) -> CaiResult<()> {
+    view_in_own_struct(obj, Chosen::CApi(api), options, Caller::CApi.host(&options), out)
+}
+
 /// `view_object` of an object whose type the negotiation chose (or chose before:
-/// `remembered_exchange`) its exchange table for: the table's non-owning DLTensor, every rule
+/// `remembered_table`) its exchange table for: the table's non-owning DLTensor, every rule
 /// checked, written into `out` (refused where the table has no such call).
 #[inline(always)]
 pub fn view_by_exchange_table(

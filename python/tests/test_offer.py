@@ -319,6 +319,38 @@ def test_a_broken_fill_is_a_clear_error_on_every_protocol_fake_driver(kind, ext,
     assert out.value is None
 
 
+def outcome_of(read):
+    """What `read()` gave: its value, or the exception's type and words."""
+    try:
+        return read()
+    except Exception as error:
+        return type(error), str(error)
+
+
+@pytest.mark.parametrize("fault", ["FAULT_NONE", *sorted(FAULTS)])
+def test_c_entries_on_a_type_whose_table_was_chosen_before_give_the_negotiations_outcome_fake_driver(
+    kind, ext, fault
+):
+    """cai_python_view and cai_python_from_object on an offered type whose C-level table this
+    thread chose last (capi.rs's `remembered`: read with no negotiation) give what the
+    negotiation gives (the object read first after a numpy array, which this thread then
+    remembers with no table): the same struct or the same refusal."""
+    forget = np.zeros(1)
+    values = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    images = [kind(DEVICE_BUFFER, 2, 3, typestr="<f4", readonly=True, fault=getattr(ext, fault, 0)),
+              kind(values.ctypes.data, 2, 3, host=True, base=values, fault=getattr(ext, fault, 0))]
+    compared = 0
+    for image in images:
+        for read in (lambda **k: ext.view(image, **k), lambda **k: ext.import_kept(image, **k)[0]):
+            for allow_host in (False, True):
+                ext.view(forget, allow_host=True)
+                negotiated = outcome_of(lambda: read(allow_host=allow_host))
+                remembered = outcome_of(lambda: read(allow_host=allow_host))
+                assert negotiated == remembered, (image, allow_host)
+                compared += negotiated == remembered
+    assert compared == 8
+
+
 def test_a_fill_that_changes_between_calls_is_described_anew_each_time_fake_driver(ext):
     image = ext.Image(DEVICE_BUFFER, 2, 3, fault=ext.FAULT_CHANGES)
     first = cai.from_object(image, sync=False).shape
