@@ -4,21 +4,20 @@
 use std::ffi::c_void;
 
 use cai::binding::dlpack::{
-    check_dltensor, check_versioned, discard, from_dlpack, write_dltensor, write_versioned, AllowHost,
-    CheckedDlTensor,
+    check_dltensor, check_versioned, discard, write_dltensor, write_versioned, AllowHost, CheckedDlTensor,
 };
 use cai::binding::import::ProducerOrdering;
 use cai::binding::rules::Validated;
 use cai::{
-    CaiArray, CaiDLDevice, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLTensor,
-    CAI_DLPACK_MAJOR_VERSION, CAI_DL_CPU, CAI_STREAM_LEGACY, CAI_STREAM_NONE,
+    CaiArray, CaiDLDevice, CaiDLManagedTensorVersioned, CaiDLTensor, CAI_DLPACK_MAJOR_VERSION, CAI_DL_CPU,
+    CAI_STREAM_LEGACY, CAI_STREAM_NONE,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyType};
 
-use crate::dlpack::{device_of_taken, Taken, TakenTensor};
+use crate::dlpack::{Taken, TakenTensor};
 use crate::errors::CaiResult;
 use crate::exchange_api::{
     CurrentWorkStream, DlTensorFromPyObject, ExchangeApi, ExchangeApiHeader, FromPyObject, EXCHANGE_API,
@@ -84,26 +83,29 @@ pub fn lookup_exchange_api(ty: &Bound<'_, PyType>) -> PyResult<Option<Exchange>>
     )))
 }
 
-/// Takes the tensor of `obj` through its type's exchange table. When the consumer wants a sync,
-/// the array's stream is the producer's current work stream on the tensor's device, so that
-/// the import orders the consumer after it (the table's calls do no sync).
+/// Takes the tensor of `obj` through its type's exchange table into a pooled struct that owns
+/// it (its release runs the tensor's deleter). When the consumer wants a sync, the array's
+/// stream is the producer's current work stream on the tensor's device, so that the import
+/// orders the consumer after it (the table's calls do no sync).
 pub fn take_by_exchange(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,
     ordering: ProducerOrdering,
     host: AllowHost,
 ) -> CaiResult<TakenTensor> {
-    let tensor = managed_tensor(obj, exchange)?;
-    let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
+    let tensor = own_by_exchange(obj, exchange, ordering, host)?;
+    let (device, validated) = (tensor.device(), tensor.validated());
     let mut taken = Taken::new();
-    // SAFETY: a tensor handed over by the producer; the core takes it (deleting it on failure).
-    let validated = unsafe { from_dlpack(tensor, &options, host.how, taken.array()) }?;
-    // SAFETY: taken by from_dlpack, as a versioned tensor.
-    let device = unsafe { device_of_taken(taken.array(), true) };
-    if let Some(stream) = work_stream(obj.py(), exchange, ordering, device)? {
-        taken.array().stream = stream;
-    }
+    tensor.write(delete_tensor, taken.array());
     Ok(TakenTensor { taken, device, validated })
+}
+
+/// The release of a struct an exchange table's tensor was written into (`take_by_exchange`):
+/// runs the tensor's deleter. A struct of an Array, released by an attached thread only (see
+/// array.rs's `Kept`), as any deleter may want.
+unsafe extern "C" fn delete_tensor(array: *mut CaiArray) {
+    // SAFETY: `owner` is the tensor `write` handed over; cai_release runs this once.
+    unsafe { discard((*array).owner.cast::<CaiDLManagedTensorVersioned>()) };
 }
 
 /// The managed tensor the table's call gives for `obj`, handed over to the caller.
@@ -129,10 +131,15 @@ pub struct ExchangeTensor {
 }
 
 impl ExchangeTensor {
+    /// The tensor's device.
+    pub fn device(&self) -> CaiDLDevice {
+        // SAFETY: the tensor is held until written or dropped.
+        unsafe { (*self.tensor).dl_tensor.device }
+    }
+
     /// Whether the tensor is host memory.
     pub fn is_host(&self) -> bool {
-        // SAFETY: the tensor is held until written or dropped.
-        unsafe { (*self.tensor).dl_tensor.device.device_type == CAI_DL_CPU }
+        self.device().device_type == CAI_DL_CPU
     }
 
     /// What validating the array found.
