@@ -491,7 +491,6 @@ fn choose<'py>(
     host: AllowHost,
     start: Start,
 ) -> CaiResult<Chosen<'py>> {
-    let py = obj.py();
     if start == Start::First {
         match remembered_choice(obj) {
             Some(Remembered::OfferedCApi(api)) => return Ok(Chosen::CApi(api)),
@@ -499,6 +498,18 @@ fn choose<'py>(
             None => {}
         }
     }
+    choose_anew(obj, options, holder, host, start)
+}
+
+/// `choose` past the choice this thread remembers for the type (none, or not asked).
+fn choose_anew<'py>(
+    obj: &Bound<'py, PyAny>,
+    options: &CaiImportOptions,
+    holder: Holder,
+    host: AllowHost,
+    start: Start,
+) -> CaiResult<Chosen<'py>> {
+    let py = obj.py();
     let _ = THREAD_MEMORY.try_with(|memory| memory.audited.set(false));
     // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
     // a CAI property that may raise (a CPU tensor's does) and cost an exception per call.
@@ -610,7 +621,26 @@ fn interface_or<'py>(obj: &Bound<'py, PyAny>, otherwise: CaiResult<Chosen<'py>>)
 
 /// `obj` read by the protocol chosen for it, to be owned.
 fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions, host: AllowHost) -> CaiResult<Read> {
-    read_chosen(obj, choose(obj, options, Holder::Import, host, Start::First)?, options, host)
+    // The negotiation's first step (`choose`'s), asked here: a loop over one type read by its
+    // exchange table makes that choice again with no `Chosen` made and moved.
+    let chosen = match remembered_choice(obj) {
+        Some(Remembered::Exchange(exchange)) => return read_by_exchange(obj, exchange, options, host),
+        Some(Remembered::OfferedCApi(api)) => Chosen::CApi(api),
+        None => choose_anew(obj, options, Holder::Import, host, Start::First)?,
+    };
+    read_chosen(obj, chosen, options, host)
+}
+
+/// `obj` read by its type's exchange table, to be owned.
+#[inline(always)]
+fn read_by_exchange(
+    obj: &Bound<'_, PyAny>,
+    exchange: Exchange,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Read> {
+    let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
+    Ok(taken_from(obj, take_by_exchange(obj, exchange, ordering, host)?))
 }
 
 /// `obj` read by the protocol chosen, to be owned: by the next one when its C-level table
@@ -636,10 +666,7 @@ fn read_chosen(
             }
             Ok(read)
         }
-        Chosen::Exchange(exchange) => {
-            let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
-            Ok(taken_from(obj, take_by_exchange(obj, exchange, ordering, host)?))
-        }
+        Chosen::Exchange(exchange) => read_by_exchange(obj, exchange, options, host),
         Chosen::Taken(tensor) => Ok(taken_from(obj, tensor)),
         Chosen::NumpyFields => match numpy_fields_or_next(obj, options, host)? {
             Ok(tensor) => Ok(taken_from(obj, tensor)),
