@@ -470,6 +470,8 @@ enum Chosen<'py> {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Start {
     First,
+    /// The first route, this thread's remembered choice for the type asked already (none).
+    PastRemembered,
     PastCApi,
     PastNumpyFields,
 }
@@ -498,17 +500,6 @@ fn choose<'py>(
             None => {}
         }
     }
-    choose_anew(obj, options, holder, host, start)
-}
-
-/// `choose` past the choice this thread remembers for the type (none, or not asked).
-fn choose_anew<'py>(
-    obj: &Bound<'py, PyAny>,
-    options: &CaiImportOptions,
-    holder: Holder,
-    host: AllowHost,
-    start: Start,
-) -> CaiResult<Chosen<'py>> {
     let py = obj.py();
     let _ = THREAD_MEMORY.try_with(|memory| memory.audited.set(false));
     // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
@@ -531,7 +522,7 @@ fn choose_anew<'py>(
     }
     if let Some(exchange) = facts.exchange {
         // From the first route on: the type has no C-level table, so the table is its choice.
-        mark_clean_with(obj, Some(Remembered::Exchange(exchange)).filter(|_| start == Start::First));
+        mark_clean_with(obj, Some(Remembered::Exchange(exchange)).filter(|_| start <= Start::PastRemembered));
         return Ok(Chosen::Exchange(exchange));
     }
     if facts.numpy_array && start < Start::PastNumpyFields {
@@ -626,7 +617,7 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions, host: AllowHo
     let chosen = match remembered_choice(obj) {
         Some(Remembered::Exchange(exchange)) => return read_by_exchange(obj, exchange, options, host),
         Some(Remembered::OfferedCApi(api)) => Chosen::CApi(api),
-        None => choose_anew(obj, options, Holder::Import, host, Start::First)?,
+        None => choose(obj, options, Holder::Import, host, Start::PastRemembered)?,
     };
     read_chosen(obj, chosen, options, host)
 }
@@ -847,7 +838,17 @@ pub fn view_offered(
     options: CaiImportOptions,
     out: &mut CaiArray,
 ) -> CaiResult<()> {
-    view_in_own_struct(obj, Chosen::CApi(api), options, Caller::CApi.host(&options), out)
+    let allow = Caller::CApi.host(&options);
+    // A remembered C-level table is one libcai's glue offered (`choose` remembers no other):
+    // described by its fill straight, as `view_chosen` would.
+    let Some(offered) = Offered::of(api.table()) else {
+        return view_in_own_struct(obj, Chosen::CApi(api), options, allow, out);
+    };
+    // Pooled: only its head is cleared (the fill writes the extents of its rank), where a
+    // struct zeroed on the stack costs a 1,160-byte memset.
+    let mut array = Pooled::cleared();
+    let described = offered.describe_object(obj, allow, &mut array)?;
+    import_then_copy(obj.py(), &array, Some(described.validated), options, described.is_host(), out)
 }
 
 /// `view_object` of an object whose type the negotiation chose (or chose before:
