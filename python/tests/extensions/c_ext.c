@@ -74,30 +74,11 @@ static PyObject *refusal(PyObject *self, PyObject *args, PyObject *kwargs) {
   return result;
 }
 
-/* (status, the whole struct's bytes) of cai_python_view into a struct first filled with 0xA5,
-   with the options given: what out held after the call, for comparing two ways of viewing. A
-   failure's exception is cleared (the status says it). */
-static PyObject *view_bytes(PyObject *self, PyObject *args) {
-  PyObject *obj;
-  int allow_host, native_only, pointer_check, sync_mode;
-  if (!PyArg_ParseTuple(args, "Opiii", &obj, &allow_host, &native_only, &pointer_check, &sync_mode)) return NULL;
-  CaiImportOptions options;
-  memset(&options, 0, sizeof options);
-  options.allow_host = (uint32_t)allow_host;
-  options.native_only = (uint32_t)native_only;
-  options.pointer_check = pointer_check;
-  options.sync_mode = sync_mode;
-  CaiArray a;
-  memset(&a, 0xA5, sizeof a);
-  int32_t status = cai_python_view(obj, &options, &a, NULL);
-  if (status != CAI_OK) PyErr_Clear();
-  return Py_BuildValue("(iy#)", status, (const char *)&a, (Py_ssize_t)sizeof a);
-}
-
 /* (status, the struct's bytes, the CaiError message, the exception's type name) of
    cai_python_from_object (own) or cai_python_view into a struct first filled with 0xA5, with
-   the options given; an owning struct is released once its bytes are copied. For comparing the
-   entries' two ways in (a negotiation, and the choice this thread remembers for the type). */
+   the options given; an owning struct is released once its bytes are copied. For comparing two
+   ways of writing `out` (straight, or through a struct of libcai's), and the entries' two ways
+   in (a negotiation, and the choice this thread remembers for the type). */
 static PyObject *entry_outcome(PyObject *self, PyObject *args) {
   PyObject *obj;
   int own, allow_host, native_only, pointer_check, sync_mode;
@@ -256,7 +237,6 @@ static PyMethodDef methods[] = {
     {"describe", describe, METH_VARARGS, NULL},
     {"refusal", (PyCFunction)(void (*)(void))refusal, METH_VARARGS | METH_KEYWORDS, NULL},
     {"view_describe", view_describe, METH_VARARGS, NULL},
-    {"view_bytes", view_bytes, METH_VARARGS, NULL},
     {"entry_outcome", entry_outcome, METH_VARARGS, NULL},
     {"import_many", import_many, METH_VARARGS, NULL},
     {"release_on_a_thread", release_on_a_thread, METH_O, NULL},
