@@ -156,10 +156,10 @@ fn own_numpy_array(taken: Taken, out: &mut CaiArray) {
     out.release = Some(release_reference);
 }
 
-/// The release of a struct that owns a managed tensor an exchange table gave: runs the tensor's deleter
-/// attached to the interpreter, on whatever thread the consumer releases it (a deleter that
-/// needs the interpreter then has it). Once the interpreter is finalizing nothing may attach, so the
-/// tensor is then leaked on purpose.
+/// The release of a struct that owns a managed tensor an exchange table gave: runs the
+/// tensor's deleter attached to the interpreter, on whatever thread the consumer releases it (a
+/// deleter that needs the interpreter then has it). Once the interpreter is finalizing nothing
+/// may attach, so the tensor is then leaked on purpose.
 unsafe extern "C" fn release_tensor(array: *mut CaiArray) {
     // SAFETY: `owner` is the managed tensor the import handed over; cai_release runs this once.
     let tensor = unsafe { (*array).owner.cast::<CaiDLManagedTensorVersioned>() };
@@ -167,11 +167,11 @@ unsafe extern "C" fn release_tensor(array: *mut CaiArray) {
     with_thread_attached(|_| unsafe { discard(tensor) });
 }
 
-/// The release of a struct `own_numpy_array` wrote. Once the
-/// interpreter is finalizing nothing may attach, so the reference is then leaked on purpose.
+/// The release of a struct `own_numpy_array` wrote. Once the interpreter is finalizing nothing
+/// may attach, so the reference is then leaked on purpose.
 unsafe extern "C" fn release_reference(array: *mut CaiArray) {
-    // SAFETY: `owner` is the strong reference own_numpy_array handed over; cai_release runs this
-    // once.
+    // SAFETY: `owner` is the strong reference own_numpy_array handed over; cai_release runs
+    // this once.
     let object = unsafe { (*array).owner.cast::<PyObject>() };
     // SAFETY: attached for the call; the reference is let go of once, here.
     with_thread_attached(|_| unsafe { pyo3::ffi::Py_DecRef(object) });
