@@ -23,12 +23,11 @@ use pyo3::prelude::*;
 use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
-use crate::dlpack::Taken;
 use crate::errors::{cai_error_type, to_python, CaiResult, Failure};
 use crate::fastcall::with_thread_attached;
 use crate::negotiate::{
     import_for_c, import_offered_for_c, import_read, own_by_exchange_table, read_cleanly, remembered_table,
-    settle_uncounted_run, view_by_exchange_table, view_object, view_offered, ForC, Remembered,
+    settle_uncounted_run, view_by_exchange_table, view_object, view_offered, CReleases, ForC, Remembered,
 };
 
 /// The table every extension reads: static, immutable, its members functions of this module.
@@ -95,7 +94,8 @@ unsafe extern "C" fn python_from_object(
             None => {}
         }
         object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
-            own_for_c(import_for_c(obj, options, release_tensor, out), out)
+            let releases = CReleases { tensor: release_tensor, reference: release_reference };
+            own_for_c(import_for_c(obj, options, releases, out), out)
         })
     }
 }
@@ -106,7 +106,6 @@ unsafe extern "C" fn python_from_object(
 fn own_for_c(imported: CaiResult<ForC>, out: &mut CaiArray) -> CaiResult<()> {
     match imported {
         Ok(ForC::Written) => {}
-        Ok(ForC::NumpyArray(taken)) => own_numpy_array(taken, out),
         Ok(ForC::Read(read, imported)) => own(read, imported, out),
         Err(failure) => return Err(failure),
     }
@@ -148,14 +147,6 @@ fn own(read: Read, imported: cai::binding::import::Imported, out: &mut CaiArray)
     out.release = Some(release_imported);
 }
 
-/// Writes into `out` the struct that holds a reference to the numpy array read by its fields
-/// (see `ForC::NumpyArray`); its release runs attached to the interpreter, as an Array's does,
-/// on whatever thread the consumer releases it.
-fn own_numpy_array(taken: Taken, out: &mut CaiArray) {
-    taken.into_inner().copy_defined_to(out);
-    out.release = Some(release_reference);
-}
-
 /// The release of a struct that owns a managed tensor an exchange table gave: runs the
 /// tensor's deleter attached to the interpreter, on whatever thread the consumer releases it (a
 /// deleter that needs the interpreter then has it). Once the interpreter is finalizing nothing
@@ -167,11 +158,11 @@ unsafe extern "C" fn release_tensor(array: *mut CaiArray) {
     with_thread_attached(|_| unsafe { discard(tensor) });
 }
 
-/// The release of a struct `own_numpy_array` wrote. Once the interpreter is finalizing nothing
-/// may attach, so the reference is then leaked on purpose.
+/// The release of a struct that holds a reference to a numpy array read by its fields. Once the
+/// interpreter is finalizing nothing may attach, so the reference is then leaked on purpose.
 unsafe extern "C" fn release_reference(array: *mut CaiArray) {
-    // SAFETY: `owner` is the strong reference own_numpy_array handed over; cai_release runs
-    // this once.
+    // SAFETY: `owner` is the strong reference the import handed over; cai_release runs this
+    // once.
     let object = unsafe { (*array).owner.cast::<PyObject>() };
     // SAFETY: attached for the call; the reference is let go of once, here.
     with_thread_attached(|_| unsafe { pyo3::ffi::Py_DecRef(object) });

@@ -353,35 +353,42 @@ pub fn import_object(
 // per import, the cost this type exists to avoid.
 #[allow(clippy::large_enum_variant)]
 pub enum ForC {
-    /// Written into the caller's struct already: the managed tensor its type's DLPack exchange
-    /// table gave, imported (the struct's release, the caller's, runs the tensor's deleter).
+    /// Written into the caller's struct already, holding what keeps the data alive: the managed
+    /// tensor its type's DLPack exchange table gave, imported, or a reference to a numpy array
+    /// read by its fields; nothing else is kept and nothing allocated (see `CReleases`).
     Written,
-    /// A struct that holds, in its `owner`, a reference to the numpy array read by its fields
-    /// (its release lets go of it): its in-place resize refuses while the reference is held, as
-    /// for numpy's own DLPack export. Nothing else is kept and nothing allocated.
-    NumpyArray(Taken),
     /// What the reader read and its import, for an Array to own (the object kept alive).
     Read(Read, Imported),
 }
 
+/// The releases of the structs `import_for_c` writes itself (capi.rs's: each attaches to the
+/// interpreter on whatever thread a consumer releases the struct).
+#[derive(Clone, Copy)]
+pub struct CReleases {
+    /// Runs the deleter of the managed tensor that is the struct's `owner`.
+    pub tensor: unsafe extern "C" fn(*mut CaiArray),
+    /// Lets go of the reference to an object that is the struct's `owner`.
+    pub reference: unsafe extern "C" fn(*mut CaiArray),
+}
+
 /// `import_object` for `cai_python_from_object`: an object read through its type's DLPack
 /// exchange table is handed over as the table gave it (the managed tensor, imported in
-/// place), as any DLPack consumer holds it, written into `out` with `release_tensor` as its
-/// release (`own_by_exchange_table`); a numpy array read by its fields as the struct read with a
-/// reference to the array; any other as `import_object` reads it.
+/// place), as any DLPack consumer holds it, written into `out` (`own_by_exchange_table`); a
+/// numpy array read by its fields written into `out` with a reference to the array
+/// (`import_numpy_for_c`); any other as `import_object` reads it.
 pub fn import_for_c(
     obj: &Bound<'_, PyAny>,
     options: CaiImportOptions,
-    release_tensor: unsafe extern "C" fn(*mut CaiArray),
+    releases: CReleases,
     out: &mut CaiArray,
 ) -> CaiResult<ForC> {
     let host = Caller::CApi.host(&options);
     match choose(obj, &options, Holder::Import, host, Start::First)? {
         Chosen::Exchange(exchange) => {
-            own_by_exchange_table(obj, exchange, options, release_tensor, out)?;
+            own_by_exchange_table(obj, exchange, options, releases.tensor, out)?;
             Ok(ForC::Written)
         }
-        Chosen::NumpyFields => import_numpy_for_c(obj, options, host),
+        Chosen::NumpyFields => import_numpy_for_c(obj, options, host, releases, out),
         chosen => import_read_for_c(obj, chosen, options, host),
     }
 }
@@ -423,13 +430,43 @@ pub fn own_by_exchange_table(
     Ok(())
 }
 
-/// `import_for_c` of a numpy array by its fields, or by the next protocol where they decline it.
-fn import_numpy_for_c(obj: &Bound<'_, PyAny>, options: CaiImportOptions, host: AllowHost) -> CaiResult<ForC> {
+/// `import_for_c` of a numpy array by its fields, written into `out` holding a reference to the
+/// array of its own (numpy's in-place `resize` then refuses, as for its own DLPack export; see
+/// `take_numpy_array`), let go of by `releases.reference`; or by the next protocol where the
+/// fields decline it. Where the import has nothing to do, every rule is checked on the
+/// array's fields before `out` is written at once; else the import runs on a pooled struct.
+fn import_numpy_for_c(
+    obj: &Bound<'_, PyAny>,
+    options: CaiImportOptions,
+    host: AllowHost,
+    releases: CReleases,
+    out: &mut CaiArray,
+) -> CaiResult<ForC> {
+    if import_is_inert(&options_for_memory(options, true), CAI_STREAM_NONE) {
+        let write = |tensor: &CaiDLTensor, read_only| {
+            // SAFETY: the array's tensor, valid while this runs (`with_numpy_tensor`).
+            let checked = unsafe { check_dltensor(tensor, host) }?;
+            // SAFETY: the tensor just checked.
+            unsafe { write_dltensor(tensor, &checked, read_only, out) };
+            Ok(())
+        };
+        // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
+        if unsafe { with_numpy_tensor(obj, write) }?.is_some() {
+            mark_clean(obj);
+            out.owner = obj.clone().into_ptr().cast();
+            out.release = Some(releases.reference);
+            return Ok(ForC::Written);
+        }
+        let next = choose(obj, &options, Holder::Import, host, Start::PastNumpyFields)?;
+        return import_read_for_c(obj, next, options, host);
+    }
     match numpy_fields_or_next(obj, &options, host)? {
         Ok(TakenTensor { mut taken, validated, .. }) => {
             // On failure `taken` is dropped, which lets go of the reference.
             import_struct(obj.py(), taken.array(), Some(validated), options, true)?;
-            Ok(ForC::NumpyArray(taken))
+            taken.into_inner().copy_defined_to(out);
+            out.release = Some(releases.reference);
+            Ok(ForC::Written)
         }
         Err(next) => import_read_for_c(obj, next, options, host),
     }

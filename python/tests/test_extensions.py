@@ -101,6 +101,12 @@ def test_row_76_a_c_view_written_straight_is_the_view_through_a_struct_and_a_ref
     assert " compared" in run_check(built, "view_writes_out_only_on_success", "fake")
 
 
+def test_row_75_a_c_import_of_a_numpy_array_written_straight_is_the_import_through_a_struct_fake_driver(built):
+    """numpy arrays imported from C with nothing left for the import, and with native_only and
+    a pointer check: the same struct, the array its owner, references let go of."""
+    assert " compared" in run_check(built, "numpy_import_written_straight_is_the_import_through_a_struct", "fake")
+
+
 def test_row_77_an_entry_on_a_type_whose_exchange_table_was_chosen_before_gives_the_negotiations_outcome_fake_driver(
     built,
 ):

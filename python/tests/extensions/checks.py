@@ -422,6 +422,43 @@ def check_view_writes_out_only_on_success():
     return compared
 
 
+def check_numpy_import_written_straight_is_the_import_through_a_struct():
+    """cai_python_from_object of a numpy array read by its fields, written straight (every rule
+    checked first, the import left nothing to do) and through a pooled struct (native_only asks
+    a rule of the import, or a pointer check is asked): the same bytes, the owner the array
+    itself with a reference of the struct's own, let go of by the release; a refusal leaves
+    `out` untouched and takes no reference."""
+    import cai_c_ext
+    import numpy
+
+    never, check, none = cai.POINTER_CHECK_NEVER, cai.POINTER_CHECK_DEFAULT, cai.SYNC_NONE
+    untouched = b"\xa5" * ctypes.sizeof(cai.CaiArray)
+    owner = slice(cai.CaiArray.owner.offset, cai.CaiArray.owner.offset + cai.CaiArray.owner.size)
+    a = numpy.arange(12.0).reshape(3, 4)
+    read_only = a[::-1]
+    read_only.flags.writeable = False
+    arrays = [a, numpy.arange(12, dtype=numpy.int16)[::2], read_only, numpy.array(3.0), numpy.zeros((0, 3)),
+              numpy.asfortranarray(a), numpy.ones(5, dtype=numpy.bool_)]
+    compared = 0
+    for x in arrays:
+        references = sys.getrefcount(x)
+        straight = cai_c_ext.entry_outcome(x, True, True, 0, never, none)
+        through = cai_c_ext.entry_outcome(x, True, True, 1, check, none)
+        assert straight == through and straight[0] == 0, (x, straight[2:], through[2:])
+        assert int.from_bytes(straight[1][owner], sys.byteorder) == id(x), "the owner is the array"
+        assert sys.getrefcount(x) == references, "the release let go of the struct's reference"
+        struct = cai.CaiArray.from_buffer_copy(straight[1])
+        made = cai.from_object(x, allow_host=True, sync=False)
+        assert description(struct) == description(cai.CaiArray.from_address(made.ptr)), x
+        del struct, made
+        for status, written, _, _ in (cai_c_ext.entry_outcome(x, True, False, 0, never, none),
+                                      cai_c_ext.entry_outcome(x, True, False, 1, check, none)):
+            assert status != 0 and written == untouched, (x, status)
+        assert sys.getrefcount(x) == references, "a refusal took no reference"
+        compared += 1
+    return compared
+
+
 def check_remembered_exchange_entries_give_the_negotiations_outcome():
     """cai_python_view and cai_python_from_object on a type whose DLPack exchange table this
     thread chose last (capi.rs's `exchange_entry`: the entry reads by the table without a
