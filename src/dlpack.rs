@@ -487,6 +487,13 @@ pub unsafe fn discard<T: Managed>(tensor: *mut T) {
     }
 }
 
+/// The release of a struct that owns a versioned tensor (`from_dlpack`'s, and any
+/// `write_versioned` caller's without a release of its own): runs the tensor's deleter. Rust's
+/// only (the C API has no such constant).
+/// cbindgen:ignore
+pub const RELEASE_VERSIONED: unsafe extern "C" fn(*mut CaiArray) =
+    release_taken::<CaiDLManagedTensorVersioned>;
+
 /// Releases a CaiArray made by `from_dlpack*` from a tensor of struct `T`: runs its deleter.
 unsafe extern "C" fn release_taken<T: Managed>(array: *mut CaiArray) {
     discard::<T>((*array).owner.cast());
@@ -516,7 +523,7 @@ pub unsafe fn from_dlpack(
         .and_then(|allowed| check_versioned(&*tensor, AllowHost { allowed, how: how_to_allow_host }));
     match checked {
         Ok(checked) => {
-            write_versioned(tensor, &checked, release_taken::<CaiDLManagedTensorVersioned>, array);
+            write_versioned(tensor, &checked, RELEASE_VERSIONED, array);
             Ok(checked.validated)
         }
         Err(e) => {

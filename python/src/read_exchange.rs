@@ -5,6 +5,7 @@ use std::ffi::c_void;
 
 use cai::binding::dlpack::{
     check_dltensor, check_versioned, discard, write_dltensor, write_versioned, AllowHost, CheckedDlTensor,
+    RELEASE_VERSIONED,
 };
 use cai::binding::import::ProducerOrdering;
 use cai::binding::rules::Validated;
@@ -96,16 +97,10 @@ pub fn take_by_exchange(
     let tensor = own_by_exchange(obj, exchange, ordering, host)?;
     let (device, validated) = (tensor.device(), tensor.validated());
     let mut taken = Taken::new();
-    tensor.write(delete_tensor, taken.array());
+    // The struct of an Array, released by an attached thread only (see array.rs's `Kept`), as
+    // any deleter may want.
+    tensor.write(RELEASE_VERSIONED, taken.array());
     Ok(TakenTensor { taken, device, validated })
-}
-
-/// The release of a struct an exchange table's tensor was written into (`take_by_exchange`):
-/// runs the tensor's deleter. A struct of an Array, released by an attached thread only (see
-/// array.rs's `Kept`), as any deleter may want.
-unsafe extern "C" fn delete_tensor(array: *mut CaiArray) {
-    // SAFETY: `owner` is the tensor `write` handed over; cai_release runs this once.
-    unsafe { discard((*array).owner.cast::<CaiDLManagedTensorVersioned>()) };
 }
 
 /// The managed tensor the table's call gives for `obj`, handed over to the caller.
