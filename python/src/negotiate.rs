@@ -402,9 +402,8 @@ pub fn import_offered_for_c(obj: &Bound<'_, PyAny>, api: CApi, options: CaiImpor
 
 /// `import_for_c` of an object whose type the negotiation chose (or chose before:
 /// `remembered_table`) its exchange table for: the managed tensor the table gives, every
-/// rule checked, written into `out`, which owns it (`release` runs its deleter). Where the
-/// import has nothing to do it is written at once; else it is imported in a struct of its own
-/// first. `out` is written only on success; a refused tensor is deleted.
+/// rule checked, written into `out`, which owns it (`release` runs its deleter; see
+/// `owned_written`). `out` is written only on success; a refused tensor is deleted.
 #[inline(always)]
 pub fn own_by_exchange_table(
     obj: &Bound<'_, PyAny>,
@@ -416,25 +415,14 @@ pub fn own_by_exchange_table(
     let allow = Caller::CApi.host(&options);
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
     let tensor = own_by_exchange(obj, exchange, ordering, allow)?;
-    let (host, validated) = (tensor.is_host(), tensor.validated());
-    let options = options_for_memory(options, host);
-    if import_is_inert(&options, tensor.stream()) {
-        tensor.write(release, out);
-        return Ok(());
-    }
-    let mut taken = Taken::new();
-    // From here `taken` owns the tensor: dropped on a failure, which deletes it.
-    tensor.write(release, taken.array());
-    import_struct(obj.py(), taken.array(), Some(validated), options, host)?;
-    taken.into_inner().copy_defined_to(out);
-    Ok(())
+    let (host, validated, stream) = (tensor.is_host(), tensor.validated(), tensor.stream());
+    owned_written(obj.py(), |array| tensor.write(release, array), validated, host, stream, options, out)
 }
 
-/// `import_for_c` of a numpy array by its fields, written into `out` holding a reference to the
-/// array of its own (numpy's in-place `resize` then refuses, as for its own DLPack export; see
-/// `take_numpy_array`), let go of by `releases.reference`; or by the next protocol where the
-/// fields decline it. Where the import has nothing to do, every rule is checked on the
-/// array's fields before `out` is written at once; else the import runs on a pooled struct.
+/// `import_for_c` of a numpy array by its fields, every rule checked on them, written into
+/// `out` holding a reference to the array of its own (numpy's in-place `resize` then refuses,
+/// as for its own DLPack export; see `take_numpy_array`), let go of by `releases.reference`
+/// (see `owned_written`); or by the next protocol where the fields decline it.
 fn import_numpy_for_c(
     obj: &Bound<'_, PyAny>,
     options: CaiImportOptions,
@@ -442,34 +430,51 @@ fn import_numpy_for_c(
     releases: CReleases,
     out: &mut CaiArray,
 ) -> CaiResult<ForC> {
-    if import_is_inert(&options_for_memory(options, true), CAI_STREAM_NONE) {
-        let write = |tensor: &CaiDLTensor, read_only| {
-            // SAFETY: the array's tensor, valid while this runs (`with_numpy_tensor`).
-            let checked = unsafe { check_dltensor(tensor, host) }?;
-            // SAFETY: the tensor just checked.
-            unsafe { write_dltensor(tensor, &checked, read_only, out) };
-            Ok(())
+    let import = |tensor: &CaiDLTensor, read_only| {
+        // SAFETY: the array's tensor, valid while this runs (`with_numpy_tensor`).
+        let checked = unsafe { check_dltensor(tensor, host) }?;
+        mark_clean(obj);
+        let write = |array: &mut CaiArray| {
+            // SAFETY: the tensor just checked; it is not read after this write.
+            unsafe { write_dltensor(tensor, &checked, read_only, array) };
+            array.owner = obj.clone().into_ptr().cast();
+            array.release = Some(releases.reference);
         };
-        // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
-        if unsafe { with_numpy_tensor(obj, write) }?.is_some() {
-            mark_clean(obj);
-            out.owner = obj.clone().into_ptr().cast();
-            out.release = Some(releases.reference);
-            return Ok(ForC::Written);
-        }
-        let next = choose(obj, &options, Holder::Import, host, Start::PastNumpyFields)?;
-        return import_read_for_c(obj, next, options, host);
+        owned_written(obj.py(), write, checked.validated, true, CAI_STREAM_NONE, options, out)
+    };
+    // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
+    if unsafe { with_numpy_tensor(obj, import) }?.is_some() {
+        return Ok(ForC::Written);
     }
-    match numpy_fields_or_next(obj, &options, host)? {
-        Ok(TakenTensor { mut taken, validated, .. }) => {
-            // On failure `taken` is dropped, which lets go of the reference.
-            import_struct(obj.py(), taken.array(), Some(validated), options, true)?;
-            taken.into_inner().copy_defined_to(out);
-            out.release = Some(releases.reference);
-            Ok(ForC::Written)
-        }
-        Err(next) => import_read_for_c(obj, next, options, host),
+    let next = choose(obj, &options, Holder::Import, host, Start::PastNumpyFields)?;
+    import_read_for_c(obj, next, options, host)
+}
+
+/// An owning import's last step where every rule was checked before anything was written
+/// (`write` then writes the whole array, its owner and release included, and cannot fail):
+/// where the import has nothing to do, `out` is written at once; else a pooled struct is, which
+/// owns what `write` handed it (released should the import refuse), is imported, then copied
+/// into `out`. The owning twin of `view_written`.
+#[inline(always)]
+fn owned_written(
+    py: Python<'_>,
+    write: impl FnOnce(&mut CaiArray),
+    validated: Validated,
+    host: bool,
+    stream: u64,
+    options: CaiImportOptions,
+    out: &mut CaiArray,
+) -> CaiResult<()> {
+    let options = options_for_memory(options, host);
+    if import_is_inert(&options, stream) {
+        write(out);
+        return Ok(());
     }
+    let mut taken = Taken::new();
+    write(taken.array());
+    import_struct(py, taken.array(), Some(validated), options, host)?;
+    taken.into_inner().copy_defined_to(out);
+    Ok(())
 }
 
 /// `import_for_c` of what a reader reads, for an Array to own.
