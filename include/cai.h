@@ -248,7 +248,7 @@ typedef struct CaiArray {
   void *owner;
   // NULL for a borrowed array; else called exactly once by `cai_release`, with the array
   // where it then lies: arrays move (cai_move, cai.Array), so it finds its state by `owner`,
-  // never by the address it filled.
+  // never by the address it filled, and reads no extent past `ndim` (those may be unwritten).
   void (*release)(struct CaiArray *array);
   // Number of dimensions, 0 to CAI_MAX_NDIM.
   int32_t ndim;

@@ -75,7 +75,7 @@ pub struct CaiArray {
     pub owner: *mut c_void,
     /// NULL for a borrowed array; else called exactly once by `cai_release`, with the array
     /// where it then lies: arrays move (cai_move, cai.Array), so it finds its state by `owner`,
-    /// never by the address it filled.
+    /// never by the address it filled, and reads no extent past `ndim` (those may be unwritten).
     pub release: Option<unsafe extern "C" fn(array: *mut CaiArray)>,
     /// Number of dimensions, 0 to CAI_MAX_NDIM.
     pub ndim: i32,
@@ -249,23 +249,38 @@ impl ArrayHead {
     /// Writes these fields into `out`, its extents untouched.
     #[inline(always)]
     pub(crate) fn write_to(&self, out: &mut CaiArray) {
-        out.abi_version = self.abi_version;
-        out.version = self.version;
-        out.owner = self.owner;
-        out.release = self.release;
-        out.ndim = self.ndim;
-        out.readonly = self.readonly;
-        out.strides_given = self.strides_given;
-        out.descr_count = self.descr_count;
-        out.data = self.data;
-        out.stream = self.stream;
-        out.typestr = self.typestr;
-        out.mask = self.mask;
-        out.descr = self.descr;
-        out.memory = self.memory;
-        out.stream_kind = self.stream_kind;
-        out.byte_offset = self.byte_offset;
-        out.reserved = self.reserved;
+        // SAFETY: a reference is valid for writes.
+        unsafe { self.write_into(out) }
+    }
+
+    /// `write_to` a struct that may be uninitialized: each field written in place, none read
+    /// (the extents are left as they are).
+    ///
+    /// # Safety
+    /// `out` is valid for writes of a CaiArray.
+    #[inline(always)]
+    pub(crate) unsafe fn write_into(&self, out: *mut CaiArray) {
+        use std::ptr::addr_of_mut;
+        // SAFETY: each place is a field of the struct the caller lends for writing.
+        unsafe {
+            addr_of_mut!((*out).abi_version).write(self.abi_version);
+            addr_of_mut!((*out).version).write(self.version);
+            addr_of_mut!((*out).owner).write(self.owner);
+            addr_of_mut!((*out).release).write(self.release);
+            addr_of_mut!((*out).ndim).write(self.ndim);
+            addr_of_mut!((*out).readonly).write(self.readonly);
+            addr_of_mut!((*out).strides_given).write(self.strides_given);
+            addr_of_mut!((*out).descr_count).write(self.descr_count);
+            addr_of_mut!((*out).data).write(self.data);
+            addr_of_mut!((*out).stream).write(self.stream);
+            addr_of_mut!((*out).typestr).write(self.typestr);
+            addr_of_mut!((*out).mask).write(self.mask);
+            addr_of_mut!((*out).descr).write(self.descr);
+            addr_of_mut!((*out).memory).write(self.memory);
+            addr_of_mut!((*out).stream_kind).write(self.stream_kind);
+            addr_of_mut!((*out).byte_offset).write(self.byte_offset);
+            addr_of_mut!((*out).reserved).write(self.reserved);
+        }
     }
 }
 

@@ -15,7 +15,6 @@ use crate::abi::{
     CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED, CAI_MAX_NDIM, NATIVE_BYTE_ORDER,
 };
 use crate::device::memory::kind_of;
-use crate::dtype::parse_typestr_buffer;
 use crate::layout::c_strides;
 use crate::status::{Error, Result, Status};
 use crate::validate::{
@@ -200,10 +199,10 @@ fn dtype_refused(dtype: CaiDLDataType) -> Error {
     )
 }
 
-/// The DLPack dtype of a typestr: its kind must have a DLPack code (b, i, u, f, c) and its
-/// byte order be this host's (DLPack is native-only).
-pub fn dtype_of_typestr(array: &CaiArray) -> Result<CaiDLDataType> {
-    let parsed = parse_typestr_buffer(&array.typestr, "typestr")?;
+/// The DLPack dtype of `array`'s typestr, given it parsed (`parsed`, what validating `array`
+/// found): its kind must have a DLPack code (b, i, u, f, c) and its byte order be this host's
+/// (DLPack is native-only). The typestr is read again only to name it in a refusal.
+fn dl_dtype_of(parsed: CaiDtype, array: &CaiArray) -> Result<CaiDLDataType> {
     // Spelled out for a refusal only: a string made per export costs an allocation.
     let typestr =
         || String::from_utf8_lossy(c_chars_until_nul(&array.typestr).unwrap_or_default()).into_owned();
@@ -666,17 +665,28 @@ impl Extents {
 }
 
 /// Frees an exported tensor of struct `T`: runs the array's release (once), given the array
-/// as it was handed over, then frees the allocation.
+/// as it was handed over (every field, and the extents of its `ndim` dimensions: a release
+/// reads no entry past them, cai.h), then frees the allocation.
 unsafe extern "C" fn delete_exported<T: Managed>(tensor: *mut T) {
     let exported = Box::from_raw((*tensor).manager_context().cast::<Exported<T>>());
     if exported.head.release.is_some() {
         let extents = exported.extents.as_slice();
         let ndim = extents.len() / 3;
-        let mut array = CaiArray::zeroed();
-        exported.head.write_to(&mut array);
-        array.shape[..ndim].copy_from_slice(&extents[..ndim]);
-        array.strides[..ndim].copy_from_slice(&extents[2 * ndim..]);
-        crate::abi::release(&mut array);
+        // Not zeroed: the 1,024 bytes of extents past `ndim` are never read, and zeroing them
+        // cost a memset per deleted tensor.
+        let mut array = std::mem::MaybeUninit::<CaiArray>::uninit();
+        let array = array.as_mut_ptr();
+        exported.head.write_into(array);
+        // SAFETY: `ndim` entries (within CAI_MAX_NDIM, validated at export) from the extents,
+        // written into the struct's own arrays; the struct is read by nothing but the release,
+        // through the raw pointer.
+        std::ptr::copy_nonoverlapping(extents.as_ptr(), std::ptr::addr_of_mut!((*array).shape).cast(), ndim);
+        std::ptr::copy_nonoverlapping(
+            extents[2 * ndim..].as_ptr(),
+            std::ptr::addr_of_mut!((*array).strides).cast(),
+            ndim,
+        );
+        crate::abi::release(array);
     }
 }
 
@@ -758,7 +768,7 @@ fn dl_tensor_of_validated(
     if !array.mask.is_null() {
         return Err(Error::new(Status::InvalidMask, "the array has a mask, which DLPack cannot carry"));
     }
-    let dtype = dtype_of_typestr(array)?;
+    let dtype = dl_dtype_of(validated.dtype, array)?;
     let ndim = array.ndim as usize;
     if array.strides_given == 1 {
         strides_in_elements(&array.strides[..ndim], validated.dtype.itemsize, &mut strides[..ndim])?;
@@ -866,6 +876,10 @@ pub fn to_dlpack_legacy_validated(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn dtype_of_typestr(array: &CaiArray) -> Result<CaiDLDataType> {
+        dl_dtype_of(crate::dtype::parse_typestr_buffer(&array.typestr, "typestr")?, array)
+    }
 
     fn dt(code: u8, bits: u8, lanes: u16) -> CaiDLDataType {
         CaiDLDataType { code, bits, lanes }
@@ -1243,16 +1257,19 @@ mod tests {
         /// What a release saw: ndim, shape, strides, data, stream, owner.
         type Seen = (i32, Vec<i64>, Vec<i64>, u64, u64, usize);
         static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
+        // Fields read in place, and extents only within the rank: past it they are unwritten.
         unsafe extern "C" fn record(array: *mut CaiArray) {
-            let a = &*array;
-            let n = a.ndim as usize;
+            let n = (*array).ndim as usize;
+            let extents = |first: *const [i64; CAI_MAX_NDIM]| {
+                std::slice::from_raw_parts(first.cast::<i64>(), n).to_vec()
+            };
             SEEN.lock().unwrap().push((
-                a.ndim,
-                a.shape[..n].to_vec(),
-                a.strides[..n].to_vec(),
-                a.data,
-                a.stream,
-                a.owner as usize,
+                (*array).ndim,
+                extents(std::ptr::addr_of!((*array).shape)),
+                extents(std::ptr::addr_of!((*array).strides)),
+                (*array).data,
+                (*array).stream,
+                (*array).owner as usize,
             ));
         }
         let host = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };

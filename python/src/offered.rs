@@ -33,7 +33,7 @@ use crate::described::Read;
 use crate::dlpack::{device_of_array, tensor_of};
 use crate::errors::{CaiResult, Failure};
 use crate::fastcall::with_thread_attached;
-use crate::pool::Pooled;
+use crate::pool::{with_fill_error, Pooled};
 
 /// One offered type: the table first, so that the `api` a consumer passes back is the
 /// record's address.
@@ -182,25 +182,23 @@ impl Offered {
         }
         write_defaults(out);
         let mut device = CaiDLDevice { device_type: CAI_DL_CUDA, device_id: -1 };
-        let mut error = CaiError { code: 0, driver_result: 0, message: [0; cai::CAI_ERROR_MESSAGE_CAPACITY] };
-        // SAFETY: the author's function, called as cai_python.h's CaiPythonFill says: attached,
-        // a live `self`, writable out-parameters.
-        let status = unsafe { (self.fill)(obj, out, &mut device, &mut error) };
+        // SAFETY: the caller's contract (attached, a live `obj`); `out` and `device` writable.
+        let filled = unsafe { self.call_fill(obj, out, &mut device) };
         // SAFETY: a plain query of this thread's exception state.
         let raised = unsafe { !ffi::PyErr_Occurred().is_null() };
         if raised {
             return Err(Refusal::Python);
         }
-        if status == Status::Python.code() {
+        if let Err(error) = filled {
+            if error.status != Status::Python {
+                return Err(Refusal::Cai(error));
+            }
             let message = format!(
                 "the fill function of '{}' returned CAI_ERROR_PYTHON without an exception set",
                 self.name
             );
             set_system_error(&message);
             return Err(Refusal::Python);
-        }
-        if status != CAI_OK {
-            return Err(Refusal::Cai(self.fill_refused(status, &error)));
         }
         if !out.owner.is_null() || out.release.is_some() {
             return Err(self.invalid(
@@ -286,7 +284,28 @@ impl Offered {
         device_of_array(array, described.known_device())
     }
 
+    /// Calls the author's fill; on a status other than CAI_OK, the error its `CaiError` says.
+    /// The CaiError is this thread's (`with_fill_error`), not one zeroed per call.
+    ///
+    /// # Safety
+    /// As `describe`'s.
+    #[inline(always)]
+    unsafe fn call_fill(
+        &self,
+        obj: *mut ffi::PyObject,
+        out: &mut CaiArray,
+        device: &mut CaiDLDevice,
+    ) -> Result<(), Error> {
+        // SAFETY: the author's function, called as cai_python.h's CaiPythonFill says: attached,
+        // a live `self`, writable out-parameters.
+        with_fill_error(
+            |error| unsafe { (self.fill)(obj, out, device, error) },
+            |status, error| self.fill_refused(status, error),
+        )
+    }
+
     /// The fill's own refusal, its message prefixed with the type (or made, when it wrote none).
+    #[cold]
     fn fill_refused(&self, status: CaiStatus, error: &CaiError) -> Error {
         let status = Status::from_code(status).unwrap_or(Status::InvalidArgument);
         let written = error.message_str();
@@ -452,10 +471,17 @@ unsafe extern "C" fn acquire(
 /// Lets go of the object an `acquire` referenced, attached to the interpreter from any thread;
 /// once the interpreter is finalizing it is leaked on purpose (nothing may attach then).
 unsafe extern "C" fn release_acquired(array: *mut CaiArray) {
-    // SAFETY: NULL or the struct `acquire` wrote (cai_release runs this once).
-    let Some(array) = (unsafe { array.as_mut() }) else { return };
-    let owner = std::mem::replace(&mut array.owner, std::ptr::null_mut()).cast::<ffi::PyObject>();
-    array.release = None;
+    if array.is_null() {
+        return;
+    }
+    // SAFETY: the struct `acquire` wrote (cai_release runs this once), its two fields used in
+    // place: no reference to the whole struct, whose extents past `ndim` a release may be
+    // handed unwritten (a DLPack export's deleter).
+    let owner = unsafe {
+        std::ptr::addr_of_mut!((*array).release).write(None);
+        std::ptr::addr_of_mut!((*array).owner).replace(std::ptr::null_mut())
+    }
+    .cast::<ffi::PyObject>();
     if owner.is_null() {
         return;
     }

@@ -1,11 +1,11 @@
-//! Heap room for CaiArrays (1160 bytes each), reused per thread: an import needs one, and an
-//! allocation of that size is past the allocator's fast per-thread cache, so a small pool of
-//! our own is the cheaper way.
+//! Room reused per thread: heap boxes for CaiArrays (1160 bytes each; an import needs one, and
+//! an allocation of that size is past the allocator's fast per-thread cache, so a small pool of
+//! our own is the cheaper way), and the CaiError a fill writes (512 bytes not zeroed per call).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::ops::{Deref, DerefMut};
 
-use cai::CaiArray;
+use cai::{CaiArray, CaiError, CaiStatus, CAI_ERROR_MESSAGE_CAPACITY, CAI_OK};
 
 /// Boxes kept for reuse per thread, at most.
 const KEPT: usize = 32;
@@ -66,4 +66,57 @@ impl DerefMut for Pooled {
     fn deref_mut(&mut self) -> &mut CaiArray {
         self.0.as_deref_mut().expect("present until dropped")
     }
+}
+
+/// The CaiError fills write on failure, one per thread: zeroed when the thread first uses it;
+/// before each fill its code and the first byte of its message are reset, so that what is
+/// read on failure is the message that fill wrote (up to its NUL, within the buffer). Lent to
+/// one fill at a time (`lent`): a fill that reads another offered object gets a zeroed one.
+/// No destructor: nothing to free.
+struct FillError {
+    lent: Cell<bool>,
+    error: UnsafeCell<CaiError>,
+}
+
+const ZEROED_ERROR: CaiError =
+    CaiError { code: 0, driver_result: 0, message: [0; CAI_ERROR_MESSAGE_CAPACITY] };
+
+thread_local! {
+    static FILL_ERROR: FillError = const { FillError { lent: Cell::new(false), error: UnsafeCell::new(ZEROED_ERROR) } };
+}
+
+/// Runs `fill` (a call that writes the CaiError it is given only when it fails, and cannot
+/// unwind) with a CaiError that reads as fresh; on a status other than CAI_OK, what `refused`
+/// makes of that status and the CaiError as the fill left it.
+#[inline(always)]
+pub fn with_fill_error<E>(
+    fill: impl FnOnce(*mut CaiError) -> CaiStatus,
+    refused: impl FnOnce(CaiStatus, &CaiError) -> E,
+) -> Result<(), E> {
+    FILL_ERROR.with(|scratch| {
+        if scratch.lent.replace(true) {
+            // A fill that reads an offered object itself: the scratch is its caller's.
+            let mut error = ZEROED_ERROR;
+            let status = fill(&mut error);
+            return if status == CAI_OK { Ok(()) } else { Err(refused(status, &error)) };
+        }
+        let error = scratch.error.get();
+        // SAFETY: this thread's scratch, lent to nobody else (`lent`), every byte of it
+        // initialized (zeroed when made, written since only by fills); reset as a fresh
+        // CaiError reads: no code, an empty message.
+        unsafe {
+            (*error).code = 0;
+            (*error).driver_result = 0;
+            (*error).message[0] = 0;
+        }
+        let status = fill(error);
+        // `fill` cannot unwind (its contract), so the scratch is always given back here.
+        scratch.lent.set(false);
+        if status == CAI_OK {
+            return Ok(());
+        }
+        // SAFETY: the scratch, no longer lent, read for this call only: a message shorter than
+        // a stale one ends at its own NUL, and no byte past it is read.
+        Err(refused(status, unsafe { &*error }))
+    })
 }

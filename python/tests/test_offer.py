@@ -319,6 +319,39 @@ def test_a_broken_fill_is_a_clear_error_on_every_protocol_fake_driver(kind, ext,
     assert out.value is None
 
 
+def offered_reads(ext, image):
+    """Every read of an offered object that calls its fill, from Python and from C."""
+    out = ctypes.c_void_p()
+    return (lambda: cai.from_object(image, sync=False), lambda: image.__dlpack__(), lambda: image.__dlpack_device__(),
+            lambda: np.from_dlpack(image), lambda: ext.view(image), lambda: ext.table_view(image),
+            lambda: exchange_table_entry(type(image), EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT)(
+                image, ctypes.addressof(out)))
+
+
+def test_a_refusal_reads_the_message_its_own_fill_wrote_fake_driver(kind, ext):
+    """The CaiError a fill is handed is reused per thread, not zeroed per call: a silent refusal
+    after one with a message still reads as silent, on every read."""
+    loud = kind(DEVICE_BUFFER, 2, 3, fault=ext.FAULT_REFUSES)
+    silent = kind(DEVICE_BUFFER, 2, 3, fault=ext.FAULT_SILENT_REFUSAL)
+    for read_loud, read_silent in zip(offered_reads(ext, loud), offered_reads(ext, silent)):
+        with pytest.raises((cai.CaiError, ValueError), match="height is not set yet"):
+            read_loud()
+        with pytest.raises((cai.CaiError, ValueError), match="INVALID_TYPESTR without a message"):
+            read_silent()
+
+
+def test_a_fill_that_reads_another_offered_object_keeps_its_own_refusal_fake_driver(kind, ext):
+    """A fill that writes its refusal, then views another offered object through libcai (whose
+    fill runs meanwhile on the same thread), then refuses: its message is the one reported."""
+    base = kind(DEVICE_BUFFER, 4, 5, typestr="<f4", host=True)
+    outer = kind(DEVICE_BUFFER, 2, 3, fault=ext.FAULT_REFUSES_AROUND_A_VIEW, base=base)
+    for read in offered_reads(ext, outer):
+        calls = base.calls
+        with pytest.raises((cai.CaiError, ValueError), match="INVALID_SHAPE: '.*Image': the outer image refuses"):
+            read()
+        assert base.calls == calls + 1
+
+
 def outcome_of(read):
     """What `read()` gave: its value, or the exception's type and words."""
     try:

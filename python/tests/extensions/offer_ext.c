@@ -21,6 +21,7 @@ enum Fault {
   FAULT_BAD_DEVICE,      // a device type other than CUDA or CPU
   FAULT_SILENT_REFUSAL,  // returns CAI_ERROR_INVALID_TYPESTR with no message
   VIEWS_BASE,            // not a fault: views `base` through cai_python_view first (re-enters libcai)
+  FAULT_REFUSES_AROUND_A_VIEW,  // writes its refusal, views `base` (re-enters libcai), then refuses
 };
 
 typedef struct {
@@ -80,6 +81,16 @@ static CaiStatus image_fill(PyObject *self, CaiArray *out, CaiDLDevice *device, 
       CaiArray inner;
       if (cai_python_view(im->base, &options, &inner, NULL) != CAI_OK) return CAI_ERROR_PYTHON;  // raised
       break;
+    }
+    case FAULT_REFUSES_AROUND_A_VIEW: {  // the message must survive the view made meanwhile
+      error->code = CAI_ERROR_INVALID_SHAPE;
+      strcpy(error->message, "the outer image refuses");
+      CaiImportOptions options = {0};
+      options.allow_host = 1;
+      options.sync_mode = CAI_SYNC_NONE;
+      CaiArray inner;
+      if (cai_python_view(im->base, &options, &inner, NULL) != CAI_OK) return CAI_ERROR_PYTHON;  // raised
+      return CAI_ERROR_INVALID_SHAPE;
     }
   }
   return CAI_OK;
@@ -440,6 +451,7 @@ PyMODINIT_FUNC PyInit_cai_offer_ext(void) {
   PyModule_AddIntConstant(m, "FAULT_SETS_RELEASE", FAULT_SETS_RELEASE);
   PyModule_AddIntConstant(m, "FAULT_SILENT_PYTHON", FAULT_SILENT_PYTHON);
   PyModule_AddIntConstant(m, "FAULT_CHANGES", FAULT_CHANGES);
+  PyModule_AddIntConstant(m, "FAULT_REFUSES_AROUND_A_VIEW", FAULT_REFUSES_AROUND_A_VIEW);
   PyModule_AddIntConstant(m, "FAULT_BAD_DEVICE", FAULT_BAD_DEVICE);
   PyModule_AddIntConstant(m, "FAULT_SILENT_REFUSAL", FAULT_SILENT_REFUSAL);
   PyModule_AddIntConstant(m, "VIEWS_BASE", VIEWS_BASE);
