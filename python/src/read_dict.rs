@@ -203,15 +203,18 @@ pub fn read_dict<'py>(
     let (descr_held, descr_copy);
     let mut descr_storage = None;
     let mut no_items = Items::<0>::new(Value::Absent);
-    let descr_value = if let Some(entry) = &single {
+    let descr_value = if let Some(SingleEntry { entry, list }) = &single {
         single_items = first_items::<{ Limits::DESCR_ENTRY }>(Some(entry.as_borrowed()));
-        if let Some(name) = item(entry.as_borrowed(), 0).and_then(|n| n.cast::<PyTuple>().ok()) {
-            single_name = first_items::<{ Limits::DESCR_NAME }>(Some(name));
-            single_items[0] = Value::Seq { list: false, len: name.len(), items: &single_name[..name.len()] };
+        // A (title, name) pair for a name: its items too (a str name reads as a str).
+        if let Value::Seq { list: false, .. } = single_items[0] {
+            if let Some(name) = item(entry.as_borrowed(), 0).and_then(|n| n.cast::<PyTuple>().ok()) {
+                single_name = first_items::<{ Limits::DESCR_NAME }>(Some(name));
+                single_items[0] =
+                    Value::Seq { list: false, len: name.len(), items: &single_name[..name.len()] };
+            }
         }
         single_top = [Value::Seq { list: false, len: entry.len(), items: &single_items[..entry.len()] }];
-        let list = descr.as_ref().is_some_and(|d| d.is_instance_of::<PyList>());
-        Value::Seq { list, len: 1, items: &single_top }
+        Value::Seq { list: *list, len: 1, items: &single_top }
     } else {
         descr_held = Held::new(descr);
         match descr_held.tuple() {
@@ -240,17 +243,25 @@ pub fn read_dict<'py>(
     Ok(if has_mask { mask.object.clone() } else { None })
 }
 
-/// The one entry of a descr that is a list or tuple of exactly one tuple of at most 3 items,
-/// with no list inside (held by a strong reference; a tuple never changes).
-fn single_entry<'py>(descr: &Bound<'py, PyAny>) -> Option<Bound<'py, PyTuple>> {
-    let entry = if let Ok(list) = descr.cast::<PyList>() {
-        (list.len() == 1).then(|| list.get_item(0).ok()).flatten()?
+/// The one entry of a descr that is a list or tuple of exactly one tuple (`entry`, held by a
+/// strong reference; a tuple never changes) of at most 3 items with no list inside; `list`:
+/// the descr is a list.
+struct SingleEntry<'py> {
+    entry: Bound<'py, PyTuple>,
+    list: bool,
+}
+
+fn single_entry<'py>(descr: &Bound<'py, PyAny>) -> Option<SingleEntry<'py>> {
+    let (entry, list) = if let Ok(list) = descr.cast::<PyList>() {
+        ((list.len() == 1).then(|| list.get_item(0).ok()).flatten()?, true)
     } else {
         let tuple = descr.cast::<PyTuple>().ok().filter(|t| t.len() == 1)?;
-        tuple.get_item(0).ok()?
+        (tuple.get_item(0).ok()?, false)
     };
     let entry = entry.cast_into::<PyTuple>().ok()?;
-    (entry.len() <= Limits::DESCR_ENTRY && !holds_a_list(entry.as_any().as_borrowed(), 1)).then_some(entry)
+    // Its items looked at borrowed; numpy's (name, typestr) strs by one compare of type each.
+    let no_list = entry.iter_borrowed().all(|item| !holds_a_list(item, 0));
+    (entry.len() <= Limits::DESCR_ENTRY && no_list).then_some(SingleEntry { entry, list })
 }
 
 #[inline(always)]

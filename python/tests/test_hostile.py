@@ -242,6 +242,37 @@ def test_descr_entries_that_are_lists_and_titles():
     assert a.__cuda_array_interface__["descr"] == [("x", "<f4"), ("y", "<f4")]
 
 
+def outcome(read):
+    try:
+        return read()
+    except Exception as error:
+        return type(error), str(error)
+
+
+@pytest.mark.parametrize("typestr, entry", [
+    ("<f4", ("", "<f4")),                  # numpy's default: the typestr restated
+    ("<f4", ("", "<i4")),                  # one unnamed field of another type
+    ("<f4", ("x", "<f4")),                 # one named field
+    ("<f4", (("title", "x"), "<f4")),      # a (title, name) pair
+    ("<f4", (("title", ["x"]), "<f4")),    # a pair holding a list
+    ("<f4", ("", ["<f4"])),                # a list for the field's typestr
+    ("<f4", ("", "<f4", (2,))),            # a subarray shape
+    ("<f4", ("",)),                        # no typestr
+    ("|V8", ("x", "<f4")),                 # fewer bytes than the item
+])
+def test_a_one_entry_descr_reads_as_the_general_reading_does(typestr, entry):
+    """A descr of one tuple entry is read straight from the entry; the same entry as a list
+    (the general reading, through tuple copies) gives the same array or the same error, the
+    descr a list or a tuple."""
+    def read(descr):
+        d = plain(typestr=typestr, descr=descr)
+        return outcome(lambda: imported(d).__cuda_array_interface__)
+
+    general = read([list(entry)])
+    assert read([entry]) == general
+    assert read((entry,)) == general
+
+
 def test_dict_subclasses_are_read_as_dicts():
     class Sub(dict):
         def __getitem__(self, key):
