@@ -635,17 +635,21 @@ enum Extents {
 
 impl Extents {
     /// The extents of `array`'s `ndim` dimensions: its shape twice (the second copy becomes the
-    /// strides in elements), then its strides, each copied slice by slice.
+    /// strides in elements), then its strides, in one pass (three slice copies were three
+    /// memcpy calls of a few words each).
     fn of(array: &CaiArray, ndim: usize) -> Extents {
         let mut extents = if ndim <= INLINE_RANK {
             Extents::Inline { len: 3 * ndim, values: [0; 3 * INLINE_RANK] }
         } else {
             Extents::Spilled(vec![0; 3 * ndim].into_boxed_slice())
         };
-        let values = extents.as_mut_slice();
-        values[..ndim].copy_from_slice(&array.shape[..ndim]);
-        values[ndim..2 * ndim].copy_from_slice(&array.shape[..ndim]);
-        values[2 * ndim..].copy_from_slice(&array.strides[..ndim]);
+        let (shape, rest) = extents.as_mut_slice().split_at_mut(ndim);
+        let (in_elements, strides) = rest.split_at_mut(ndim);
+        for (i, (&extent, &stride)) in array.shape[..ndim].iter().zip(&array.strides[..ndim]).enumerate() {
+            shape[i] = extent;
+            in_elements[i] = extent;
+            strides[i] = stride;
+        }
         extents
     }
 
@@ -677,15 +681,14 @@ unsafe extern "C" fn delete_exported<T: Managed>(tensor: *mut T) {
         let mut array = std::mem::MaybeUninit::<CaiArray>::uninit();
         let array = array.as_mut_ptr();
         exported.head.write_into(array);
-        // SAFETY: `ndim` entries (within CAI_MAX_NDIM, validated at export) from the extents,
-        // written into the struct's own arrays; the struct is read by nothing but the release,
-        // through the raw pointer.
-        std::ptr::copy_nonoverlapping(extents.as_ptr(), std::ptr::addr_of_mut!((*array).shape).cast(), ndim);
-        std::ptr::copy_nonoverlapping(
-            extents[2 * ndim..].as_ptr(),
-            std::ptr::addr_of_mut!((*array).strides).cast(),
-            ndim,
-        );
+        let shape = std::ptr::addr_of_mut!((*array).shape).cast::<i64>();
+        let strides = std::ptr::addr_of_mut!((*array).strides).cast::<i64>();
+        for (i, (&extent, &stride)) in extents[..ndim].iter().zip(&extents[2 * ndim..]).enumerate() {
+            // SAFETY: entry `i` < ndim <= CAI_MAX_NDIM (validated at export) of the struct's own
+            // arrays, which nothing but the release reads, through the raw pointer.
+            shape.add(i).write(extent);
+            strides.add(i).write(stride);
+        }
         crate::abi::release(array);
     }
 }
@@ -800,21 +803,39 @@ fn export_as<T: Managed>(
         None => validate(array)?,
     };
     let ndim = array.ndim as usize;
-    let mut extents = Extents::of(array, ndim);
-    let dl_tensor =
-        dl_tensor_of_validated(array, &validated, device, &mut extents.as_mut_slice()[ndim..2 * ndim])?;
-    let tensor = make(dl_tensor, array.readonly == 1);
-    let raw = Box::into_raw(Box::new(Exported { tensor, head: ArrayHead::of(array), extents }));
-    // SAFETY: just allocated; the pointers stored are into its extents (inside this allocation
-    // or a heap slice it owns, neither of which moves) and to itself, which live until the
-    // tensor's deleter frees them.
-    unsafe {
-        let extents = (*raw).extents.as_mut_slice().as_mut_ptr();
-        let (dl_tensor, manager_ctx) = (*raw).tensor.parts();
-        dl_tensor.shape = extents;
-        dl_tensor.strides = extents.add(ndim);
-        *manager_ctx = raw.cast();
-    }
+    // Built where it will live, field by field: a struct made on the stack and moved into its
+    // box cost a copy of its 330 bytes per export.
+    let mut exported = Box::<Exported<T>>::new_uninit();
+    let place = exported.as_mut_ptr();
+    // SAFETY: the allocation's own field, written before it is borrowed.
+    let extents = unsafe {
+        std::ptr::addr_of_mut!((*place).extents).write(Extents::of(array, ndim));
+        &mut *std::ptr::addr_of_mut!((*place).extents)
+    };
+    let strides = &mut extents.as_mut_slice()[ndim..2 * ndim];
+    let dl_tensor = match dl_tensor_of_validated(array, &validated, device, strides) {
+        Ok(dl_tensor) => dl_tensor,
+        Err(error) => {
+            // SAFETY: the one field written; the box then frees the allocation, uninitialized.
+            unsafe { std::ptr::addr_of_mut!((*place).extents).drop_in_place() };
+            return Err(error);
+        }
+    };
+    let mut tensor = make(dl_tensor, array.readonly == 1);
+    let values = extents.as_mut_slice().as_mut_ptr();
+    let (dl_tensor, manager_ctx) = tensor.parts();
+    // The tensor points into the extents (inside this allocation, or a heap slice it owns:
+    // neither moves) and at the allocation, which live until its deleter frees them.
+    dl_tensor.shape = values;
+    // SAFETY: `ndim` entries past the start of the 3 * ndim values.
+    dl_tensor.strides = unsafe { values.add(ndim) };
+    *manager_ctx = place.cast();
+    // SAFETY: the remaining fields written in place; every field is then initialized.
+    let raw = unsafe {
+        std::ptr::addr_of_mut!((*place).tensor).write(tensor);
+        std::ptr::addr_of_mut!((*place).head).write(ArrayHead::of(array));
+        Box::into_raw(exported.assume_init())
+    };
     array.release = None;
     // The tensor is the Exported's first field (repr(C)).
     Ok(raw.cast())
