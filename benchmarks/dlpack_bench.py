@@ -12,7 +12,10 @@ child process (instructions per call inside a C loop of calls, less the same loo
 empty lambda; benchmarks/extension/loops.c's counted_calls): repeatable where time on a shared
 machine is not.
 
-    OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/dlpack_bench.py [--instructions]
+    OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/dlpack_bench.py [--instructions] [--processes K]
+
+With --processes K the timing runs in K fresh processes: each cell the median of their runs,
+each ratio the median of the ratios taken within each run, with its range (processes.py).
 """
 
 import os
@@ -32,6 +35,7 @@ import numpy  # noqa: E402
 
 import cai  # noqa: E402
 
+import processes  # noqa: E402
 from extension_bench import build_loops, callgrind_dumps, cpu_name  # noqa: E402
 from framework_dicts import PRODUCERS  # noqa: E402
 
@@ -164,14 +168,19 @@ def main():
     if sys.argv[1:2] == ["--count-child"]:
         count_child(sys.argv[2], {(argument, column): call for argument, column, call in cells()})
         return
+    table = {(argument, column): call for argument, column, call in cells()}
+    if processes.is_child():
+        processes.emit({label(key): ns for key, ns in timed(table).items()})
+        return
     print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, numpy {numpy.__version__}, "
           f"cai {cai.__version__}; {versions()}")
-    table = {(argument, column): call for argument, column, call in cells()}
-    times = timed(table)
+    runs = timed_runs(table, __file__)
+    times = {key: processes.median_and_range([run[key] for run in runs])[0] for key in table}
     instructions = counted(table) if "--instructions" in sys.argv else {}
     columns = list(dict.fromkeys(column for _, column in table))
-    print("\nns per call (best of %d interleaved rounds of %d calls)%s" %
-          (ROUNDS, NUMBER, "; instructions per call (callgrind) after the /" if instructions else ""))
+    print("\nns per call (best of %d interleaved rounds of %d calls%s)%s" %
+          (ROUNDS, NUMBER, f"; the median of {len(runs)} processes" if len(runs) > 1 else "",
+           "; instructions per call (callgrind) after the /" if instructions else ""))
     print("| argument | " + " | ".join(f"`{c}`" for c in columns) + " | vs fastest goal peer | goal |")
     print("|---|" + "---:|" * len(columns) + "---:|---|")
     for argument in dict.fromkeys(argument for argument, _ in table):
@@ -182,14 +191,25 @@ def main():
             names, limit = goal
             present = [(argument, name) for name in names if (argument, name) in times]
             if present:
+                # Against the fastest goal peer of each process's own run.
+                ratios = [run[(argument, "cai.from_object")] / min(run[key] for key in present) for run in runs]
                 fastest = min(present, key=times.get)
-                ratio = f"{times[(argument, 'cai.from_object')] / times[fastest]:.2f}x"
+                ratio = processes.ratio_text(ratios)
                 if fastest in instructions:
                     ratio += f" / {instructions[(argument, 'cai.from_object')] / instructions[fastest]:.2f}x"
                 ratio += f" ({fastest[1]})"
             bound = f"<= {limit}x"
         print(f"| {argument} | " + " | ".join(row) + f" | {ratio} | {bound} |")
     return 0
+
+
+def timed_runs(table, script):
+    """The table timed once here, or in --processes K fresh processes: one {key: ns} per run."""
+    count = processes.requested()
+    if count == 1:
+        return [timed(table)]
+    by_label = {label(key): key for key in table}
+    return [{by_label[name]: ns for name, ns in run.items()} for run in processes.collect(script, count)]
 
 
 def cell_text(times, instructions, key):
@@ -216,20 +236,32 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-def run_table(cells, script, width):
+def run_table(cells, script, width, goals=()):
     """The main of a benchmark whose rows are `cells()` ((argument, column, call) triples):
-    times every row, counts its instructions with --instructions (in a child running `script`
-    with --count-child), and prints one line per row, the column `width` wide."""
+    times every row (in --processes K fresh processes if asked), counts its instructions with
+    --instructions (in a child running `script` with --count-child), and prints one line per
+    row, the column `width` wide, then each of `goals` ((row, peer row) pairs) as the ratio of
+    the two, taken within each run."""
     table = {(argument, column): call for argument, column, call in cells()}
     if sys.argv[1:2] == ["--count-child"]:
         count_child(sys.argv[2], table)
         return
+    if processes.is_child():
+        processes.emit({label(key): ns for key, ns in timed(table).items()})
+        return
     print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, "
           f"numpy {numpy.__version__}, cai {cai.__version__}")
-    times = timed(table)
+    runs = timed_runs(table, script)
+    if len(runs) > 1:
+        print(f"(ns: the median of {len(runs)} processes' runs; a ratio: its median, lowest and highest)")
     instructions = counted(table, script=script) if "--instructions" in sys.argv else {}
     for key in table:
-        cell = f"{times[key]:7.0f} ns"
+        cell = f"{processes.median_and_range([run[key] for run in runs])[0]:7.0f} ns"
         if key in instructions:
             cell += f" / {instructions[key]:7,.0f} instructions"
         print(f"{key[0]:18} {key[1]:{width}} {cell}")
+    for key, peer in goals:
+        if key in table and peer in table:
+            ratio = processes.ratio_text([run[key] / run[peer] for run in runs])
+            counts = f" / {instructions[key] / instructions[peer]:.2f}x" if key in instructions else ""
+            print(f"{' '.join(key)} vs {' '.join(peer)}: {ratio}{counts}")

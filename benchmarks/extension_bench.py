@@ -19,7 +19,10 @@ Builds its three modules (benchmarks/extension/) against the installed package f
 of one call less the same loop of none, run 2,000 times inside loops.c's counted_calls, per
 call (the frameworks import uninstrumented): repeatable where time on a shared machine is not.
 
-    OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/extension_bench.py [--instructions]
+    OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/extension_bench.py [--instructions] [--processes K]
+
+With --processes K the timing runs in K fresh processes, each row reported as the median of
+their runs with the range of its ratio (processes.py says why).
 """
 
 import os
@@ -38,6 +41,7 @@ import cai
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python" / "tests" / "extensions"))
 import build  # noqa: E402
+import processes  # noqa: E402
 from framework_dicts import PRODUCERS  # noqa: E402
 
 ROUNDS, CALLS, COUNTED = 9, 20_000, 2000
@@ -166,14 +170,29 @@ def main():
     if sys.argv[1:2] == ["--count-child"]:
         count_child()
         return
+    if processes.is_child():
+        processes.emit(timing_tables())
+        return
+    print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, numpy {np.__version__}")
+    count = processes.requested()
+    runs = [timing_tables()] if count == 1 else processes.collect(__file__, count)
+    if count > 1:
+        print(f"(each row: the median of {count} processes' runs; after a ratio, its lowest and highest)")
+    for title in runs[0]:
+        print("\n" + title)
+        report_runs([run[title] for run in runs], " ns")
+    if "--instructions" in sys.argv:
+        instructions()
+
+
+def timing_tables():
+    """{title: {row: ns per call}} of the three timing tables, each one interleaved run."""
     import cai_bench_pybind11 as calls
 
-    print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, numpy {np.__version__}")
-    print("\nC loop: cai_python_from_object + cai_release (sync off: the dicts name streams no driver here knows)"
-          " vs PyArray_FromAny of the numpy twin; on CPU tensors (allow_host) vs the producer's exchange table")
-    report(best([(name, lambda c=call: c(CALLS)) for name, call in c_loop_rows()]), " ns")
-
-    print("\npybind11, called from Python: f(cai::Array) vs f(py::handle) with py::array::ensure of the numpy twin")
+    tables = {}
+    tables["C loop: cai_python_from_object + cai_release (sync off: the dicts name streams no driver here knows)"
+           " vs PyArray_FromAny of the numpy twin; on CPU tensors (allow_host) vs the producer's exchange table"] = \
+        best([(name, lambda c=call: c(CALLS)) for name, call in c_loop_rows()])
     rows = []
     for name, (cuda, host) in PRODUCERS.items():
         rows.append((f"{name}: py::array::ensure", python_call(calls.take_numpy, host)))
@@ -184,13 +203,11 @@ def main():
             rows.append((f"{name}: cai::Array caster", python_call(calls.take_cai, cuda)))
             if view_borrows(lambda n, c=cuda: calls.take_view(c)):
                 rows.append((f"{name}: cai::ArrayView caster", python_call(calls.take_view, cuda)))
-    report(best(rows), " ns")
-
-    print("\nnanobind, called from Python, on objects both read: f(cai::HostOrDeviceArray) and a borrowed view"
-          " (cai_python_view, allow_host) vs f(nb::ndarray<>)")
-    report(best(nanobind_rows()), " ns")
-    if "--instructions" in sys.argv:
-        instructions()
+    tables["pybind11, called from Python: f(cai::Array) vs f(py::handle) with py::array::ensure of the numpy twin"] = \
+        best(rows)
+    tables["nanobind, called from Python, on objects both read: f(cai::HostOrDeviceArray) and a borrowed view"
+           " (cai_python_view, allow_host) vs f(nb::ndarray<>)"] = best(nanobind_rows())
+    return tables
 
 
 def nanobind_rows():
@@ -235,11 +252,22 @@ def dlpack_tensors():
 
 def report(results, unit):
     """Each row and its ratio to the first row of its group (the rows of one argument)."""
-    peer = {}
-    for name, value in results.items():
+    report_runs([results], unit)
+
+
+def report_runs(runs, unit):
+    """`report` of one table timed in several processes (`runs`, one {row: value} each): each
+    row's median value, and the median of its ratios, each taken within one process, to the
+    first row of its group, with their range."""
+    peers = [{} for _ in runs]
+    for name in runs[0]:
         group = name.split(":")[0]
-        peer.setdefault(group, value)
-        print(f"  {name:<70} {value:8.1f}{unit}  {value / peer[group]:5.2f}x")
+        ratios = []
+        for peer, run in zip(peers, runs):
+            peer.setdefault(group, run[name])
+            ratios.append(run[name] / peer[group])
+        value = processes.median_and_range([run[name] for run in runs])[0]
+        print(f"  {name:<70} {value:8.1f}{unit}  {processes.ratio_text(ratios)}")
 
 
 def cpu_name():

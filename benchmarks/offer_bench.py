@@ -4,7 +4,7 @@ issue 36's goals compare them with, in one interleaved run (dlpack_bench.py's ti
 ROUNDS rounds of NUMBER calls, ns per call); with --instructions, instructions per call counted
 by callgrind in a C loop, less the empty loop.
 
-    OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/offer_bench.py [--instructions]
+    OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/offer_bench.py [--instructions] [--processes K]
 
 Rows (argument | reader): libcai reading the offered type (through its C-level table) against
 tvm_ffi.from_dlpack of a torch tensor; tvm_ffi and numpy reading the offered type against their
@@ -66,8 +66,18 @@ def cells():
                                                                            pointer_check=NEVER))
 
 
+# Issue 36's goals: each read against the one it is compared with.
+GOALS = (
+    (("offered Image", "cai.from_object"), ("torch CPU tensor", "tvm_ffi.from_dlpack")),
+    (("offered Image", "tvm_ffi.from_dlpack"), ("torch CPU tensor", "tvm_ffi.from_dlpack")),
+    (("offered Image", "numpy.from_dlpack"), ("numpy array", "numpy.from_dlpack")),
+    (("offered Image", "__cuda_array_interface__"), ("numpy array", "__array_interface__")),
+    (("torch CPU tensor", "cai.from_object"), ("torch CPU tensor", "tvm_ffi.from_dlpack")),
+)
+
+
 def main():
-    run_table(cells, __file__, 26)
+    run_table(cells, __file__, 26, GOALS)
 
 
 if __name__ == "__main__":
