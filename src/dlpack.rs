@@ -804,9 +804,8 @@ fn export_as<T: Managed>(
     };
     let ndim = array.ndim as usize;
     // Built where it will live, field by field: a struct made on the stack and moved into its
-    // box cost a copy of its 330 bytes per export.
-    let mut exported = Box::<Exported<T>>::new_uninit();
-    let place = exported.as_mut_ptr();
+    // box cost a copy of its 330 bytes per export. Every pointer into it derives from `place`.
+    let place = Box::into_raw(Box::<Exported<T>>::new_uninit()).cast::<Exported<T>>();
     // SAFETY: the allocation's own field, written before it is borrowed.
     let extents = unsafe {
         std::ptr::addr_of_mut!((*place).extents).write(Extents::of(array, ndim));
@@ -816,8 +815,12 @@ fn export_as<T: Managed>(
     let dl_tensor = match dl_tensor_of_validated(array, &validated, device, strides) {
         Ok(dl_tensor) => dl_tensor,
         Err(error) => {
-            // SAFETY: the one field written; the box then frees the allocation, uninitialized.
-            unsafe { std::ptr::addr_of_mut!((*place).extents).drop_in_place() };
+            // SAFETY: the one field written is dropped, then the allocation freed as the
+            // uninitialized box it was made as.
+            unsafe {
+                std::ptr::addr_of_mut!((*place).extents).drop_in_place();
+                drop(Box::from_raw(place.cast::<std::mem::MaybeUninit<Exported<T>>>()));
+            }
             return Err(error);
         }
     };
@@ -830,15 +833,15 @@ fn export_as<T: Managed>(
     // SAFETY: `ndim` entries past the start of the 3 * ndim values.
     dl_tensor.strides = unsafe { values.add(ndim) };
     *manager_ctx = place.cast();
-    // SAFETY: the remaining fields written in place; every field is then initialized.
-    let raw = unsafe {
+    // SAFETY: the remaining fields written in place; every field is then initialized, and the
+    // deleter takes the allocation back as a Box<Exported<T>> (the layout it was made with).
+    unsafe {
         std::ptr::addr_of_mut!((*place).tensor).write(tensor);
         std::ptr::addr_of_mut!((*place).head).write(ArrayHead::of(array));
-        Box::into_raw(exported.assume_init())
-    };
+    }
     array.release = None;
     // The tensor is the Exported's first field (repr(C)).
-    Ok(raw.cast())
+    Ok(place.cast())
 }
 
 /// Moves `array` into a new versioned DLPack tensor on `device` (None: asked of the driver).
