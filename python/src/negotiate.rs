@@ -403,7 +403,7 @@ pub fn import_offered_for_c(obj: &Bound<'_, PyAny>, api: CApi, options: CaiImpor
 /// `import_for_c` of an object whose type the negotiation chose (or chose before:
 /// `remembered_table`) its exchange table for: the managed tensor the table gives, every
 /// rule checked, written into `out`, which owns it (`release` runs its deleter; see
-/// `owned_written`). `out` is written only on success; a refused tensor is deleted.
+/// `written`). `out` is written only on success; a refused tensor is deleted.
 #[inline(always)]
 pub fn own_by_exchange_table(
     obj: &Bound<'_, PyAny>,
@@ -416,13 +416,13 @@ pub fn own_by_exchange_table(
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
     let tensor = own_by_exchange(obj, exchange, ordering, allow)?;
     let (host, validated, stream) = (tensor.is_host(), tensor.validated(), tensor.stream());
-    owned_written(obj.py(), |array| tensor.write(release, array), validated, host, stream, options, out)
+    written(obj.py(), |array| tensor.write(release, array), validated, host, stream, options, out)
 }
 
 /// `import_for_c` of a numpy array by its fields, every rule checked on them, written into
 /// `out` holding a reference to the array of its own (numpy's in-place `resize` then refuses,
 /// as for its own DLPack export; see `take_numpy_array`), let go of by `releases.reference`
-/// (see `owned_written`); or by the next protocol where the fields decline it.
+/// (see `written`); or by the next protocol where the fields decline it.
 fn import_numpy_for_c(
     obj: &Bound<'_, PyAny>,
     options: CaiImportOptions,
@@ -440,7 +440,7 @@ fn import_numpy_for_c(
             array.owner = obj.clone().into_ptr().cast();
             array.release = Some(releases.reference);
         };
-        owned_written(obj.py(), write, checked.validated, true, CAI_STREAM_NONE, options, out)
+        written(obj.py(), write, checked.validated, true, CAI_STREAM_NONE, options, out)
     };
     // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
     if unsafe { with_numpy_tensor(obj, import) }?.is_some() {
@@ -450,13 +450,14 @@ fn import_numpy_for_c(
     import_read_for_c(obj, next, options, host)
 }
 
-/// An owning import's last step where every rule was checked before anything was written
-/// (`write` then writes the whole array, its owner and release included, and cannot fail):
-/// where the import has nothing to do, `out` is written at once; else a pooled struct is, which
-/// owns what `write` handed it (released should the import refuse), is imported, then copied
-/// into `out`. The owning twin of `view_written`.
+/// A view's or an owning import's last step where every rule was checked before anything was
+/// written (`write` then writes the whole array, an owning import's owner and release
+/// included, and cannot fail): where the import has nothing to do, `out` is written at once,
+/// with no struct of the call's own cleared and copied (1,160 bytes); else a pooled struct
+/// is, which owns what `write` handed it (released should the import refuse; a view hands it
+/// nothing to own), is imported, then copied into `out`.
 #[inline(always)]
-fn owned_written(
+fn written(
     py: Python<'_>,
     write: impl FnOnce(&mut CaiArray),
     validated: Validated,
@@ -906,7 +907,7 @@ pub fn view_by_exchange_table(
     let allow = Caller::CApi.host(&options);
     let view = exchange_view(obj, exchange, &options, allow)?;
     let write = |array: &mut CaiArray| view.write(array);
-    view_written(obj.py(), write, view.validated(), view.is_host(), view.stream(), options, out)
+    written(obj.py(), write, view.validated(), view.is_host(), view.stream(), options, out)
 }
 
 /// `view_object` of a numpy array by its own fields (`with_numpy_tensor`); false (nothing
@@ -925,7 +926,7 @@ fn view_numpy_array(
         let checked = unsafe { check_dltensor(tensor, allow) }?;
         // SAFETY: the tensor just checked.
         let write = |array: &mut CaiArray| unsafe { write_dltensor(tensor, &checked, read_only, array) };
-        view_written(py, write, checked.validated, true, CAI_STREAM_NONE, options, out)
+        written(py, write, checked.validated, true, CAI_STREAM_NONE, options, out)
     };
     // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
     if unsafe { with_numpy_tensor(obj, view) }?.is_none() {
@@ -949,30 +950,6 @@ fn view_in_own_struct(
     let mut array = CaiArray::zeroed();
     let (host, validated) = view_chosen(obj, chosen, &options, allow, &mut array)?;
     import_then_copy(obj.py(), &array, validated, options, host, out)
-}
-
-/// A view's last step where every rule was checked before anything was written (`write` then
-/// writes the whole array and cannot fail): where the import has nothing left to do, `out` is
-/// written at once, with no struct of the call's own zeroed and copied (1,160 bytes); else
-/// the import runs on one, as any view's.
-#[inline(always)]
-fn view_written(
-    py: Python<'_>,
-    write: impl Fn(&mut CaiArray),
-    validated: Validated,
-    host: bool,
-    stream: u64,
-    options: CaiImportOptions,
-    out: &mut CaiArray,
-) -> CaiResult<()> {
-    let options = options_for_memory(options, host);
-    if import_is_inert(&options, stream) {
-        write(out);
-        return Ok(());
-    }
-    let mut array = CaiArray::zeroed();
-    write(&mut array);
-    import_then_copy(py, &array, Some(validated), options, host, out)
 }
 
 /// A view's last step where it read into a struct of its own: the import, then `out` written
