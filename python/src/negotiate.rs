@@ -34,7 +34,7 @@ use crate::offered::Offered;
 use crate::pool::Pooled;
 use crate::read_array::read_array;
 use crate::read_c_api::{call_c_api, interface_defined_nearer, lookup_c_api, request_of, CApi, Called};
-use crate::read_dict::{interface_of, read_dict, read_interface};
+use crate::read_dict::{interface_of, interface_read, read_dict, read_interface};
 use crate::read_dlpack::{reported_device, take_from_producer, KnownDevice};
 use crate::read_exchange::{
     lookup_exchange_api, own_by_exchange, take_by_exchange, view_by_exchange, Exchange, ExchangeView,
@@ -389,6 +389,7 @@ pub fn import_for_c(
             Ok(ForC::Written)
         }
         Chosen::NumpyFields => import_numpy_for_c(obj, options, host, releases, out),
+        Chosen::Dict(dict) => import_dict_for_c(obj, &dict, options, releases, out),
         chosen => import_read_for_c(obj, chosen, options, host),
     }
 }
@@ -448,6 +449,36 @@ fn import_numpy_for_c(
     }
     let next = choose(obj, &options, Holder::Import, host, Start::PastNumpyFields)?;
     import_read_for_c(obj, next, options, host)
+}
+
+/// `import_for_c` of a CAI dict (the object, or what its `__cuda_array_interface__` gave):
+/// one with neither a mask nor named descr fields (every framework's) is written into `out`
+/// holding a reference to `obj` of its own, let go of by `releases.reference`, as a numpy
+/// array read by its fields is, with no Array made for it (a box, 280 bytes moved, its drop);
+/// any other is described from what was read, for an Array to own. `out` is written only on
+/// success.
+fn import_dict_for_c(
+    obj: &Bound<'_, PyAny>,
+    dict: &Bound<'_, PyDict>,
+    options: CaiImportOptions,
+    releases: CReleases,
+    out: &mut CaiArray,
+) -> CaiResult<ForC> {
+    let mut array = Pooled::cleared();
+    let mut fields = Vec::new();
+    let mask = read_dict(dict, &mut array, &mut fields)?;
+    if mask.is_some() || !fields.is_empty() {
+        let read = interface_read(obj, array, fields, mask)?;
+        let imported = import_read(obj.py(), &read, options)?;
+        return Ok(ForC::Read(read, imported));
+    }
+    // No device is read with a dict: its memory is pointer-checked as the options say, as
+    // `import_read` does for a dict's Read.
+    import_struct(obj.py(), &array, None, options, false)?;
+    array.copy_defined_to(out);
+    out.owner = obj.clone().into_ptr().cast();
+    out.release = Some(releases.reference);
+    Ok(ForC::Written)
 }
 
 /// A view's or an owning import's last step where every rule was checked before anything was

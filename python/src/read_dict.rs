@@ -57,7 +57,21 @@ pub fn interface_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'p
 
 /// `dict`, the interface of `owner`, read into a description that keeps `owner` alive.
 pub fn read_interface(owner: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>) -> CaiResult<Read> {
-    let (description, mask_owners) = describe_dict(dict, 0)?;
+    let mut array = Pooled::cleared();
+    let mut fields = Vec::new();
+    let mask = read_dict(dict, &mut array, &mut fields)?;
+    interface_read(owner, array, fields, mask)
+}
+
+/// `read_interface` of a dict `read_dict` read already: `array`, `fields` and the `mask`
+/// object as it left them.
+pub fn interface_read(
+    owner: &Bound<'_, PyAny>,
+    array: Pooled,
+    fields: Vec<CaiField>,
+    mask: Option<Bound<'_, PyAny>>,
+) -> CaiResult<Read> {
+    let (description, mask_owners) = describe_read(array, fields, mask, 0)?;
     Ok(Read {
         description,
         device: None,
@@ -74,7 +88,18 @@ pub fn read_interface(owner: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>) -> Cai
 fn describe_dict(dict: &Bound<'_, PyDict>, depth: usize) -> CaiResult<(Description<Pooled>, Vec<Py<PyAny>>)> {
     let mut array = Pooled::cleared();
     let mut fields = Vec::new();
-    let (mask, mask_owners) = match read_dict(dict, &mut array, &mut fields)? {
+    let mask = read_dict(dict, &mut array, &mut fields)?;
+    describe_read(array, fields, mask, depth)
+}
+
+/// `describe_dict` of what `read_dict` read: its mask read in turn.
+fn describe_read(
+    array: Pooled,
+    fields: Vec<CaiField>,
+    mask: Option<Bound<'_, PyAny>>,
+    depth: usize,
+) -> CaiResult<(Description<Pooled>, Vec<Py<PyAny>>)> {
+    let (mask, mask_owners) = match mask {
         None => (None, Vec::new()),
         Some(mask) => {
             let (described, mut owners) =

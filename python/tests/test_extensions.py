@@ -107,6 +107,13 @@ def test_row_75_a_c_import_of_a_numpy_array_written_straight_is_the_import_throu
     assert " compared" in run_check(built, "numpy_import_written_straight_is_the_import_through_a_struct", "fake")
 
 
+def test_a_c_import_of_a_cai_dict_holds_the_object_itself_and_lets_go_of_it_fake_driver(built):
+    """CAI dicts imported from C, with and without a pointer check: cai.from_object's struct,
+    the object its owner (but for a mask or named fields), references let go of, refusals
+    word for word."""
+    assert " compared" in run_check(built, "dict_import_holds_the_object", "fake")
+
+
 def test_row_77_an_entry_on_a_type_whose_exchange_table_was_chosen_before_gives_the_negotiations_outcome_fake_driver(
     built,
 ):

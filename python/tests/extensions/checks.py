@@ -459,6 +459,48 @@ def check_numpy_import_written_straight_is_the_import_through_a_struct():
     return compared
 
 
+def check_dict_import_holds_the_object():
+    """cai_python_from_object of a CAI dict (or an object exposing one) with neither a mask nor
+    named descr fields: the struct cai.from_object makes, its owner the object itself with a
+    reference of the struct's own, let go of by the release (on this thread, or on one that
+    never attaches), with and without a pointer check; a dict with a mask or named fields is
+    owned by what describes them, not the object (check_dicts compares their structs); a refusal is cai.from_object's, leaves `out`
+    untouched and takes no reference."""
+    import cai_c_ext
+
+    never, check, none = cai.POINTER_CHECK_NEVER, cai.POINTER_CHECK_DEFAULT, cai.SYNC_NONE
+    untouched = b"\xa5" * ctypes.sizeof(cai.CaiArray)
+    owner = slice(cai.CaiArray.owner.offset, cai.CaiArray.owner.offset + cai.CaiArray.owner.size)
+    inputs = dicts(device_memory())
+    inputs += [Exposes(d) for d in inputs]
+    compared = 0
+    for x in inputs:
+        references = sys.getrefcount(x)
+        want = expected(x)
+        for pointer_check in (never, check):
+            status, written, message, _ = cai_c_ext.entry_outcome(x, True, False, 0, pointer_check, none)
+            assert status == 0, (x, message)
+            if not cannot_borrow(x):  # (the others' descr and mask went with their release)
+                assert description(cai.CaiArray.from_buffer_copy(written)) == want, x
+            held_by_object = int.from_bytes(written[owner], sys.byteorder) == id(x)
+            assert held_by_object != cannot_borrow(x), (x, "the object itself owns it" if held_by_object else "")
+            assert sys.getrefcount(x) == references, "the release let go of the struct's reference"
+        cai_c_ext.release_on_a_thread(x)
+        assert sys.getrefcount(x) == references, "released on a thread that never attaches"
+        compared += 1
+    refused = [{"shape": (4,), "typestr": "<f3", "data": (device_memory(), False), "version": 3, "stream": None},
+               {"shape": (4,), "typestr": "<f4", "data": (device_memory(), False), "version": 3, "stream": 0}]
+    for x in refused + [Exposes(d) for d in refused]:
+        references = sys.getrefcount(x)
+        status, written, message, kind = cai_c_ext.entry_outcome(x, True, False, 0, never, none)
+        raised = outcome(expected, x)
+        assert status != 0 and written == untouched, (x, status)
+        assert (kind.rsplit(".", 1)[-1], message) == raised, (x, kind, message, raised)
+        assert sys.getrefcount(x) == references, "a refusal took no reference"
+        compared += 1
+    return compared
+
+
 def check_remembered_exchange_entries_give_the_negotiations_outcome():
     """cai_python_view and cai_python_from_object on a type whose DLPack exchange table this
     thread chose last (capi.rs's `exchange_entry`: the entry reads by the table without a
