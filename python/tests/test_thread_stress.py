@@ -187,3 +187,59 @@ def test_importers_race_threads_that_rewrite_attributes_and_dicts_fake_driver():
     finally:
         stop.set()
         writer.join()
+
+
+def test_c_imports_race_threads_that_rewrite_dicts_and_let_go_of_every_reference_fake_driver(offer_ext):
+    """`cai_python_from_object` (a C consumer, python/tests/extensions/offer_ext.c) on objects
+    whose CAI dicts another thread rewrites, whole and key by key: every struct is of a layout
+    that was written, holds its producer while kept, and once every thread let go of its
+    structs, each producer's reference count is where it was."""
+    layouts = [((2, 3), "<f4"), ((6,), "<i4"), ((3, 2), "<u4")]
+    held_shapes = {shape for shape, _ in layouts}
+
+    class Producer:
+        def __init__(self):
+            self.__cuda_array_interface__ = {"shape": (2, 3), "typestr": "<f4", "data": (DEVICE_BUFFER, False),
+                                             "version": 3}
+
+    producers = [Producer() for _ in range(4)]
+    counts = [sys.getrefcount(p) for p in producers]
+    stop = threading.Event()
+
+    def rewrite():
+        i = 0
+        while not stop.is_set():
+            shape, typestr = layouts[i % len(layouts)]
+            for p in producers:
+                if i % 3 == 0:
+                    p.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
+                                                  "data": (DEVICE_BUFFER, False), "version": 3}
+                else:
+                    p.__cuda_array_interface__["shape"] = list(shape) if i % 2 else shape
+                    p.__cuda_array_interface__["typestr"] = typestr
+            i += 1
+
+    def consume(index):
+        kept = []
+        try:
+            for round_ in range(2000):
+                try:
+                    described, struct = offer_ext.import_kept(producers[(index + round_) % 4])
+                except cai.CaiError:  # a list shape, refused as the dict rules say
+                    continue
+                assert described["shape"] in held_shapes and described["owning"], described
+                kept.append(struct)
+                if len(kept) > 8:
+                    del kept[:4]
+        finally:
+            if index == 0:
+                stop.set()
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        run_threads(consume, THREADS)
+    finally:
+        stop.set()
+        writer.join()
+    assert [sys.getrefcount(p) for p in producers] == counts
