@@ -26,7 +26,7 @@ use crate::described::Read;
 use crate::errors::{cai_error_type, to_python, CaiResult, Failure};
 use crate::fastcall::with_thread_attached;
 use crate::negotiate::{
-    import_for_c, import_offered_for_c, import_read, own_by_exchange_table, read_cleanly, remembered_table,
+    import_c_api_for_c, import_for_c, import_read, own_by_exchange_table, read_cleanly, remembered_table,
     settle_uncounted_run, view_by_exchange_table, view_object, view_offered, CReleases, ForC, Remembered,
 };
 
@@ -69,7 +69,8 @@ pub fn python_api_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
 
 /// `cai_python_from_object`: `cai.from_object`'s negotiation and import, into `out`, a struct
 /// that owns what keeps the data alive: the managed tensor an exchange table gave, a reference
-/// to `obj` (a numpy array read by its fields, a plain CAI dict), else the imported Array (and
+/// to `obj` (a numpy array read by its fields, a plain CAI dict, a type libcai's glue
+/// offered), else the imported Array (and
 /// through it `obj` and any DLPack tensor taken). On failure
 /// `out` is untouched, `error` written, and a Python exception set: libcai's refusals as
 /// cai.CaiError with their status, any other exception as CAI_ERROR_PYTHON.
@@ -90,17 +91,19 @@ unsafe extern "C" fn python_from_object(
             }
             Some(Remembered::OfferedCApi(api)) => {
                 return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
-                    own_for_c(import_offered_for_c(obj, api, options), out)
+                    own_for_c(import_c_api_for_c(obj, api, options, RELEASES, out), out)
                 })
             }
             None => {}
         }
         object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
-            let releases = CReleases { tensor: release_tensor, reference: release_reference };
-            own_for_c(import_for_c(obj, options, releases, out), out)
+            own_for_c(import_for_c(obj, options, RELEASES, out), out)
         })
     }
 }
+
+/// The releases of the structs `python_from_object` writes without an Array.
+const RELEASES: CReleases = CReleases { tensor: release_tensor, reference: release_reference };
 
 /// Writes into `out` the struct that owns what `import_for_c` read (where it did not write it
 /// already). Matched whole, not through `?`: the large result is then not moved once more.

@@ -390,15 +390,35 @@ pub fn import_for_c(
         }
         Chosen::NumpyFields => import_numpy_for_c(obj, options, host, releases, out),
         Chosen::Dict(dict) => import_dict_for_c(obj, &dict, options, releases, out),
+        Chosen::CApi(api) => import_c_api_for_c(obj, api, options, releases, out),
         chosen => import_read_for_c(obj, chosen, options, host),
     }
 }
 
-/// `import_for_c` of an object whose type's offered C-level table this thread chose before
-/// (`remembered_table`): what the negotiation would do, without it.
+/// `import_for_c` of an object whose type's C-level table the negotiation chose (or this
+/// thread chose before: `remembered_table`). A table libcai's glue offered: the fill's
+/// description, every rule checked, imported and written into `out` holding a reference to
+/// `obj` of its own, let go of by `releases.reference` (what the glue's `acquire` holds, with
+/// no Array made for it); `out` is written only on success. Any other table's acquire is read
+/// for an Array to own.
 #[inline(never)]
-pub fn import_offered_for_c(obj: &Bound<'_, PyAny>, api: CApi, options: CaiImportOptions) -> CaiResult<ForC> {
-    import_read_for_c(obj, Chosen::CApi(api), options, Caller::CApi.host(&options))
+pub fn import_c_api_for_c(
+    obj: &Bound<'_, PyAny>,
+    api: CApi,
+    options: CaiImportOptions,
+    releases: CReleases,
+    out: &mut CaiArray,
+) -> CaiResult<ForC> {
+    let host = Caller::CApi.host(&options);
+    let Some(offered) = Offered::of(api.table()) else {
+        return import_read_for_c(obj, Chosen::CApi(api), options, host);
+    };
+    let mut array = Pooled::cleared();
+    let described = offered.describe_object(obj, host, &mut array)?;
+    import_then_copy(obj.py(), &array, Some(described.validated), options, described.is_host(), out)?;
+    out.owner = obj.clone().into_ptr().cast();
+    out.release = Some(releases.reference);
+    Ok(ForC::Written)
 }
 
 /// `import_for_c` of an object whose type the negotiation chose (or chose before:

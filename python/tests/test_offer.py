@@ -384,6 +384,40 @@ def test_c_entries_on_a_type_whose_table_was_chosen_before_give_the_negotiations
     assert compared == 8
 
 
+@pytest.mark.parametrize("fault", ["FAULT_NONE", *sorted(FAULTS)])
+def test_a_c_import_of_an_offered_type_is_the_python_reads_struct_held_by_the_object_itself_fake_driver(
+    kind, ext, fault
+):
+    """cai_python_from_object of an offered type, negotiated and then on the remembered table:
+    the struct of the cai.Array `cai.from_object` makes of it, owned by a reference to the
+    object itself (what the glue's acquire holds; no Array made for it), let go of by
+    cai_release; a refusal is cai.from_object's, word for word, and takes no reference."""
+    forget = np.zeros(1)
+    values = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    images = [kind(DEVICE_BUFFER, 2, 3, typestr="<f4", readonly=True, fault=getattr(ext, fault, 0)),
+              kind(values.ctypes.data, 2, 3, host=True, base=values, fault=getattr(ext, fault, 0))]
+    compared = 0
+    for image in images:
+        for allow_host in (False, True):
+            references = sys.getrefcount(image)
+            expected = outcome_of(
+                lambda: {**ext.view(cai.from_object(image, sync=False, allow_host=allow_host), allow_host=True),
+                         "owning": True})
+            ext.view(forget, allow_host=True)
+            for way in ("negotiated", "remembered"):
+                got, want = outcome_of(lambda: ext.import_kept(image, allow_host=allow_host)[0]), expected
+                if not allow_host and image is images[1] and fault == "FAULT_NONE":
+                    # The host-memory refusal names the fix in the caller's terms (C's here).
+                    assert "set CaiImportOptions.allow_host = 1" in got[1], got
+                    got, want = (got[0], got[1].split(": set ")[0]), (want[0], want[1].split(": pass ")[0])
+                assert got == want, way
+                if isinstance(expected, dict):
+                    assert ext.import_owner_is(image, allow_host=allow_host), way
+                compared += 1
+            assert sys.getrefcount(image) == references
+    assert compared == 8
+
+
 def test_a_fill_that_changes_between_calls_is_described_anew_each_time_fake_driver(ext):
     image = ext.Image(DEVICE_BUFFER, 2, 3, fault=ext.FAULT_CHANGES)
     first = cai.from_object(image, sync=False).shape

@@ -331,6 +331,20 @@ static PyObject *import_kept(PyObject *self, PyObject *args, PyObject *kwargs) {
   return Py_BuildValue("(NN)", description, capsule);
 }
 
+// import_owner_is(obj, allow_host=False): whether the owner of cai_python_from_object's struct
+// is obj itself (the struct released before returning).
+static PyObject *import_owner_is(PyObject *self, PyObject *args, PyObject *kwargs) {
+  PyObject *obj;
+  CaiImportOptions options;
+  (void)self;
+  if (object_and_options(args, kwargs, &obj, &options) != 0) return NULL;
+  CaiArray a;
+  if (cai_python_from_object(obj, &options, &a, NULL) != CAI_OK) return NULL;
+  int itself = a.owner == (void *)obj;
+  cai_release(&a, NULL);
+  return PyBool_FromLong(itself);
+}
+
 // release_on_a_thread(obj): obj's table acquires it (host memory allowed), and a versioned
 // DLPack capsule of obj is taken as a consumer takes one (renamed "used_dltensor_versioned");
 // the acquired struct's release and the tensor's deleter then run on a new thread that never
@@ -423,6 +437,7 @@ static PyMethodDef methods[] = {
     {"acquire_kept", acquire_kept, METH_O, NULL},
     {"release_on_a_thread", release_on_a_thread, METH_O, NULL},
     {"import_kept", (PyCFunction)(void (*)(void))import_kept, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"import_owner_is", (PyCFunction)(void (*)(void))import_owner_is, METH_VARARGS | METH_KEYWORDS, NULL},
     {"import_released_on_a_thread", import_released_on_a_thread, METH_O, NULL},
     {"delete_on_a_thread", delete_on_a_thread, METH_O, NULL},
     {"offer", offer, METH_O, NULL},
