@@ -360,6 +360,14 @@ def outcome_of(read):
         return type(error), str(error)
 
 
+def device_and_host_images(kind, fault):
+    """A 2 x 3 read-only `<f4` device image and a 2 x 3 host image over a numpy array it keeps,
+    both with `fault`."""
+    values = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    return [kind(DEVICE_BUFFER, 2, 3, typestr="<f4", readonly=True, fault=fault),
+            kind(values.ctypes.data, 2, 3, host=True, base=values, fault=fault)]
+
+
 @pytest.mark.parametrize("fault", ["FAULT_NONE", *sorted(FAULTS)])
 def test_c_entries_on_a_type_whose_table_was_chosen_before_give_the_negotiations_outcome_fake_driver(
     kind, ext, fault
@@ -369,9 +377,7 @@ def test_c_entries_on_a_type_whose_table_was_chosen_before_give_the_negotiations
     negotiation gives (the object read first after a numpy array, which this thread then
     remembers with no table): the same struct or the same refusal."""
     forget = np.zeros(1)
-    values = np.arange(6, dtype=np.uint8).reshape(2, 3)
-    images = [kind(DEVICE_BUFFER, 2, 3, typestr="<f4", readonly=True, fault=getattr(ext, fault, 0)),
-              kind(values.ctypes.data, 2, 3, host=True, base=values, fault=getattr(ext, fault, 0))]
+    images = device_and_host_images(kind, getattr(ext, fault, 0))
     compared = 0
     for image in images:
         for read in (lambda **k: ext.view(image, **k), lambda **k: ext.import_kept(image, **k)[0]):
@@ -393,9 +399,7 @@ def test_a_c_import_of_an_offered_type_is_the_python_reads_struct_held_by_the_ob
     object itself (what the glue's acquire holds; no Array made for it), let go of by
     cai_release; a refusal is cai.from_object's, word for word, and takes no reference."""
     forget = np.zeros(1)
-    values = np.arange(6, dtype=np.uint8).reshape(2, 3)
-    images = [kind(DEVICE_BUFFER, 2, 3, typestr="<f4", readonly=True, fault=getattr(ext, fault, 0)),
-              kind(values.ctypes.data, 2, 3, host=True, base=values, fault=getattr(ext, fault, 0))]
+    images = device_and_host_images(kind, getattr(ext, fault, 0))
     compared = 0
     for image in images:
         for allow_host in (False, True):

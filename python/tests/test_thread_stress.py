@@ -141,75 +141,28 @@ def test_numpy_arrays_read_by_their_fields_from_many_threads_real_numpy():
     assert [sys.getrefcount(a) for a in arrays] == counts
 
 
-def test_importers_race_threads_that_rewrite_attributes_and_dicts_fake_driver():
-    layouts = [((2, 3), "<f4"), ((6,), "<i4"), ((3, 2), "<u4")]
-    held_shapes = {shape for shape, _ in layouts}
-
-    class Producer:
-        def __init__(self):
-            self.__cuda_array_interface__ = {"shape": (2, 3), "typestr": "<f4", "data": (DEVICE_BUFFER, False),
-                                             "version": 3}
-
-    producers = [Producer() for _ in range(4)]
-    stop = threading.Event()
-
-    def rewrite(_):
-        i = 0
-        while not stop.is_set():
-            shape, typestr = layouts[i % len(layouts)]
-            for p in producers:
-                if i % 3 == 0:  # the attribute replaced whole
-                    p.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
-                                                  "data": (DEVICE_BUFFER, False), "version": 3}
-                else:  # the dict rewritten key by key
-                    p.__cuda_array_interface__["shape"] = list(shape) if i % 2 else shape
-                    p.__cuda_array_interface__["typestr"] = typestr
-            i += 1
-
-    def consume(index):
-        try:
-            for round_ in range(3000):
-                try:
-                    a = cai.from_object(producers[(index + round_) % 4], sync=False,
-                                        pointer_check=cai.POINTER_CHECK_NEVER)
-                except cai.CaiError:
-                    continue
-                assert a.shape in held_shapes, a.shape
-                assert a.__cuda_array_interface__["shape"] == a.shape
-        finally:
-            if index == 0:
-                stop.set()
-
-    writer = threading.Thread(target=rewrite, args=(0,))
-    writer.start()
-    try:
-        run_threads(consume, THREADS)
-    finally:
-        stop.set()
-        writer.join()
+LAYOUTS = [((2, 3), "<f4"), ((6,), "<i4"), ((3, 2), "<u4")]
+HELD_SHAPES = {shape for shape, _ in LAYOUTS}
 
 
-def test_c_imports_race_threads_that_rewrite_dicts_and_let_go_of_every_reference_fake_driver(offer_ext):
-    """`cai_python_from_object` (a C consumer, python/tests/extensions/offer_ext.c) on objects
-    whose CAI dicts another thread rewrites, whole and key by key: every struct is of a layout
-    that was written, holds its producer while kept, and once every thread let go of its
-    structs, each producer's reference count is where it was."""
-    layouts = [((2, 3), "<f4"), ((6,), "<i4"), ((3, 2), "<u4")]
-    held_shapes = {shape for shape, _ in layouts}
+class RewrittenProducer:
+    """An object exposing a CAI dict, which `race_a_rewriter` rewrites."""
 
-    class Producer:
-        def __init__(self):
-            self.__cuda_array_interface__ = {"shape": (2, 3), "typestr": "<f4", "data": (DEVICE_BUFFER, False),
-                                             "version": 3}
+    def __init__(self):
+        self.__cuda_array_interface__ = {"shape": (2, 3), "typestr": "<f4", "data": (DEVICE_BUFFER, False),
+                                         "version": 3}
 
-    producers = [Producer() for _ in range(4)]
-    counts = [sys.getrefcount(p) for p in producers]
+
+def race_a_rewriter(producers, consume):
+    """Runs `consume(index)` on THREADS threads while another thread rewrites the producers'
+    CAI dicts through LAYOUTS: the attribute replaced whole every third round, else the dict
+    rewritten key by key (its shape a list every other round); until thread 0 is done."""
     stop = threading.Event()
 
     def rewrite():
         i = 0
         while not stop.is_set():
-            shape, typestr = layouts[i % len(layouts)]
+            shape, typestr = LAYOUTS[i % len(LAYOUTS)]
             for p in producers:
                 if i % 3 == 0:
                     p.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
@@ -219,18 +172,9 @@ def test_c_imports_race_threads_that_rewrite_dicts_and_let_go_of_every_reference
                     p.__cuda_array_interface__["typestr"] = typestr
             i += 1
 
-    def consume(index):
-        kept = []
+    def consume_then_stop(index):
         try:
-            for round_ in range(2000):
-                try:
-                    described, struct = offer_ext.import_kept(producers[(index + round_) % 4])
-                except cai.CaiError:  # a list shape, refused as the dict rules say
-                    continue
-                assert described["shape"] in held_shapes and described["owning"], described
-                kept.append(struct)
-                if len(kept) > 8:
-                    del kept[:4]
+            consume(index)
         finally:
             if index == 0:
                 stop.set()
@@ -238,8 +182,47 @@ def test_c_imports_race_threads_that_rewrite_dicts_and_let_go_of_every_reference
     writer = threading.Thread(target=rewrite)
     writer.start()
     try:
-        run_threads(consume, THREADS)
+        run_threads(consume_then_stop, THREADS)
     finally:
         stop.set()
         writer.join()
+
+
+def test_importers_race_threads_that_rewrite_attributes_and_dicts_fake_driver():
+    producers = [RewrittenProducer() for _ in range(4)]
+
+    def consume(index):
+        for round_ in range(3000):
+            try:
+                a = cai.from_object(producers[(index + round_) % 4], sync=False,
+                                    pointer_check=cai.POINTER_CHECK_NEVER)
+            except cai.CaiError:
+                continue
+            assert a.shape in HELD_SHAPES, a.shape
+            assert a.__cuda_array_interface__["shape"] == a.shape
+
+    race_a_rewriter(producers, consume)
+
+
+def test_c_imports_race_threads_that_rewrite_dicts_and_let_go_of_every_reference_fake_driver(offer_ext):
+    """`cai_python_from_object` (a C consumer, python/tests/extensions/offer_ext.c) on objects
+    whose CAI dicts another thread rewrites, whole and key by key: every struct is of a layout
+    that was written and owns what it read, and once every thread let go of its structs, each
+    producer's reference count is where it was."""
+    producers = [RewrittenProducer() for _ in range(4)]
+    counts = [sys.getrefcount(p) for p in producers]
+
+    def consume(index):
+        kept = []
+        for round_ in range(2000):
+            try:
+                described, struct = offer_ext.import_kept(producers[(index + round_) % 4])
+            except cai.CaiError:  # a list shape, refused as the dict rules say
+                continue
+            assert described["shape"] in HELD_SHAPES and described["owning"], described
+            kept.append(struct)
+            if len(kept) > 8:
+                del kept[:4]
+
+    race_a_rewriter(producers, consume)
     assert [sys.getrefcount(p) for p in producers] == counts
