@@ -70,10 +70,9 @@ pub fn python_api_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
 /// `cai_python_from_object`: `cai.from_object`'s negotiation and import, into `out`, a struct
 /// that owns what keeps the data alive: the managed tensor an exchange table gave, a reference
 /// to `obj` (a numpy array read by its fields, a plain CAI dict, a type libcai's glue
-/// offered), else the imported Array (and
-/// through it `obj` and any DLPack tensor taken). On failure
-/// `out` is untouched, `error` written, and a Python exception set: libcai's refusals as
-/// cai.CaiError with their status, any other exception as CAI_ERROR_PYTHON.
+/// offered), else the imported Array (and through it `obj` and any DLPack tensor taken). On
+/// failure `out` is untouched, `error` written, and a Python exception set: libcai's refusals
+/// as cai.CaiError with their status, any other exception as CAI_ERROR_PYTHON.
 unsafe extern "C" fn python_from_object(
     obj: *mut PyObject,
     options: *const CaiImportOptions,
