@@ -27,7 +27,7 @@ use crate::errors::{cai_error_type, to_python, CaiResult, Failure};
 use crate::fastcall::with_thread_attached;
 use crate::negotiate::{
     import_c_api_for_c, import_for_c, import_read, own_by_exchange_table, read_cleanly, remembered_table,
-    settle_uncounted_run, view_by_exchange_table, view_object, view_offered, CReleases, ForC, Remembered,
+    settle_uncounted_run, view_by_exchange_table, view_object, view_offered, ForC, Remembered,
 };
 
 /// The table every extension reads: static, immutable, its members functions of this module.
@@ -90,19 +90,16 @@ unsafe extern "C" fn python_from_object(
             }
             Some(Remembered::OfferedCApi(api)) => {
                 return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
-                    own_for_c(import_c_api_for_c(obj, api, options, RELEASES, out), out)
+                    own_for_c(import_c_api_for_c(obj, api, options, out), out)
                 })
             }
             None => {}
         }
         object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
-            own_for_c(import_for_c(obj, options, RELEASES, out), out)
+            own_for_c(import_for_c(obj, options, release_tensor, out), out)
         })
     }
 }
-
-/// The releases of the structs `python_from_object` writes without an Array.
-const RELEASES: CReleases = CReleases { tensor: release_tensor, reference: release_reference };
 
 /// Writes into `out` the struct that owns what `import_for_c` read (where it did not write it
 /// already). Matched whole, not through `?`: the large result is then not moved once more.
@@ -160,16 +157,6 @@ unsafe extern "C" fn release_tensor(array: *mut CaiArray) {
     let tensor = unsafe { (*array).owner.cast::<CaiDLManagedTensorVersioned>() };
     // SAFETY: the tensor the producer handed over, deleted once, here.
     with_thread_attached(|_| unsafe { discard(tensor) });
-}
-
-/// The release of a struct that holds a reference to a numpy array read by its fields. Once the
-/// interpreter is finalizing nothing may attach, so the reference is then leaked on purpose.
-unsafe extern "C" fn release_reference(array: *mut CaiArray) {
-    // SAFETY: `owner` is the strong reference the import handed over; cai_release runs this
-    // once.
-    let object = unsafe { (*array).owner.cast::<PyObject>() };
-    // SAFETY: attached for the call; the reference is let go of once, here.
-    with_thread_attached(|_| unsafe { pyo3::ffi::Py_DecRef(object) });
 }
 
 /// `cai_python_view`: the same negotiation and import, borrowed (see `view_object`): no

@@ -38,11 +38,12 @@
 //! - The interned names are made once and kept for the life of the process (a few small
 //!   strings), so a pointer read from a signature is always a live str.
 
-use std::ffi::{c_int, CStr};
+use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
+use cai::CaiArray;
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::panic::PanicException;
@@ -312,6 +313,42 @@ pub fn with_thread_attached(body: impl FnOnce(Python<'_>)) -> bool {
     // SAFETY: the state the Ensure above returned, on the same thread.
     unsafe { ffi::PyGILState_Release(state) };
     ran
+}
+
+/// Makes `array` own a strong reference to `obj`, let go of by its release
+/// (`release_held_reference`), from any thread: what an offered type's `acquire` and DLPack
+/// export hand out, and what `cai_python_from_object` holds of an object that keeps its memory
+/// alive itself (a numpy array read by its fields, a CAI dict, an offered type).
+///
+/// # Safety
+/// The caller is attached to the interpreter; `obj` is a live object.
+pub unsafe fn hold_reference(array: &mut CaiArray, obj: *mut ffi::PyObject) {
+    // SAFETY: a live object (the contract); the reference is the struct's from here on.
+    unsafe { ffi::Py_IncRef(obj) };
+    array.owner = obj.cast::<c_void>();
+    array.release = Some(release_held_reference);
+}
+
+/// Lets go of the reference `hold_reference` gave a struct, attached to the interpreter from
+/// any thread; once the interpreter is finalizing it is leaked on purpose (nothing may attach
+/// then).
+unsafe extern "C" fn release_held_reference(array: *mut CaiArray) {
+    if array.is_null() {
+        return;
+    }
+    // SAFETY: the struct `hold_reference` wrote (cai_release runs this once), its two fields
+    // used in place: no reference to the whole struct, whose extents past `ndim` a release may
+    // be handed unwritten (a DLPack export's deleter).
+    let owner = unsafe {
+        std::ptr::addr_of_mut!((*array).release).write(None);
+        std::ptr::addr_of_mut!((*array).owner).replace(std::ptr::null_mut())
+    }
+    .cast::<ffi::PyObject>();
+    if owner.is_null() {
+        return;
+    }
+    // SAFETY: the reference `hold_reference` took, let go of once (the owner was cleared above).
+    with_thread_attached(|_| unsafe { ffi::Py_DecRef(owner) });
 }
 
 /// The interpreter's query for the thread state attached on the calling thread, NULL where

@@ -29,7 +29,7 @@ use crate::array_object::ArrayObject;
 use crate::described::Read;
 use crate::dlpack::{Taken, TakenTensor};
 use crate::errors::{CaiResult, Failure};
-use crate::fastcall::let_go_of_deferred;
+use crate::fastcall::{hold_reference, let_go_of_deferred};
 use crate::offered::Offered;
 use crate::pool::Pooled;
 use crate::read_array::read_array;
@@ -359,42 +359,33 @@ pub fn import_object(
 pub enum ForC {
     /// Written into the caller's struct already, holding what keeps the data alive: the managed
     /// tensor its type's DLPack exchange table gave, imported, or a reference to a numpy array
-    /// read by its fields; nothing else is kept and nothing allocated (see `CReleases`).
+    /// read by its fields; nothing else is kept and nothing allocated.
     Written,
     /// What the reader read and its import, for an Array to own (the object kept alive).
     Read(Read, Imported),
-}
-
-/// The releases of the structs `import_for_c` writes itself (capi.rs's: each attaches to the
-/// interpreter on whatever thread a consumer releases the struct).
-#[derive(Clone, Copy)]
-pub struct CReleases {
-    /// Runs the deleter of the managed tensor that is the struct's `owner`.
-    pub tensor: unsafe extern "C" fn(*mut CaiArray),
-    /// Lets go of the reference to an object that is the struct's `owner`.
-    pub reference: unsafe extern "C" fn(*mut CaiArray),
 }
 
 /// `import_object` for `cai_python_from_object`: an object read through its type's DLPack
 /// exchange table is handed over as the table gave it (the managed tensor, imported in
 /// place), as any DLPack consumer holds it, written into `out` (`own_by_exchange_table`); a
 /// numpy array read by its fields written into `out` with a reference to the array
-/// (`import_numpy_for_c`); any other as `import_object` reads it.
+/// (`import_numpy_for_c`); any other as `import_object` reads it. `release_tensor` (capi.rs's)
+/// is the release of a struct that owns a managed tensor.
 pub fn import_for_c(
     obj: &Bound<'_, PyAny>,
     options: CaiImportOptions,
-    releases: CReleases,
+    release_tensor: unsafe extern "C" fn(*mut CaiArray),
     out: &mut CaiArray,
 ) -> CaiResult<ForC> {
     let host = Caller::CApi.host(&options);
     match choose(obj, &options, Holder::Import, host, Start::First)? {
         Chosen::Exchange(exchange) => {
-            own_by_exchange_table(obj, exchange, options, releases.tensor, out)?;
+            own_by_exchange_table(obj, exchange, options, release_tensor, out)?;
             Ok(ForC::Written)
         }
-        Chosen::NumpyFields => import_numpy_for_c(obj, options, host, releases, out),
-        Chosen::Dict(dict) => import_dict_for_c(obj, &dict, options, releases, out),
-        Chosen::CApi(api) => import_c_api_for_c(obj, api, options, releases, out),
+        Chosen::NumpyFields => import_numpy_for_c(obj, options, host, out),
+        Chosen::Dict(dict) => import_dict_for_c(obj, &dict, options, out),
+        Chosen::CApi(api) => import_c_api_for_c(obj, api, options, out),
         chosen => import_read_for_c(obj, chosen, options, host),
     }
 }
@@ -402,15 +393,14 @@ pub fn import_for_c(
 /// `import_for_c` of an object whose type's C-level table the negotiation chose (or this
 /// thread chose before: `remembered_table`). A table libcai's glue offered: the fill's
 /// description, every rule checked, imported and written into `out` holding a reference to
-/// `obj` of its own, let go of by `releases.reference` (what the glue's `acquire` holds, with
-/// no Array made for it); `out` is written only on success. Any other table's acquire is read
+/// `obj` of its own (`hold_reference`, what the glue's `acquire` holds), with no Array made for
+/// it; `out` is written only on success. Any other table's acquire is read
 /// for an Array to own.
 #[inline(never)]
 pub fn import_c_api_for_c(
     obj: &Bound<'_, PyAny>,
     api: CApi,
     options: CaiImportOptions,
-    releases: CReleases,
     out: &mut CaiArray,
 ) -> CaiResult<ForC> {
     let host = Caller::CApi.host(&options);
@@ -419,15 +409,7 @@ pub fn import_c_api_for_c(
     };
     let mut array = Pooled::cleared();
     let described = offered.describe_object(obj, host, &mut array)?;
-    imported_holding_object(
-        obj,
-        &array,
-        Some(described.validated),
-        options,
-        described.is_host(),
-        releases,
-        out,
-    )
+    imported_holding_object(obj, &array, Some(described.validated), options, described.is_host(), out)
 }
 
 /// `import_for_c` of an object whose type the negotiation chose (or chose before:
@@ -450,14 +432,13 @@ pub fn own_by_exchange_table(
 }
 
 /// `import_for_c` of a numpy array by its fields, every rule checked on them, written into
-/// `out` holding a reference to the array of its own (numpy's in-place `resize` then refuses,
-/// as for its own DLPack export; see `take_numpy_array`), let go of by `releases.reference`
-/// (see `written`); or by the next protocol where the fields decline it.
+/// `out` holding a reference to the array of its own (`hold_reference`; numpy's in-place
+/// `resize` then refuses, as for its own DLPack export: see `take_numpy_array`), through
+/// `written`; or by the next protocol where the fields decline it.
 fn import_numpy_for_c(
     obj: &Bound<'_, PyAny>,
     options: CaiImportOptions,
     host: AllowHost,
-    releases: CReleases,
     out: &mut CaiArray,
 ) -> CaiResult<ForC> {
     let import = |tensor: &CaiDLTensor, read_only| {
@@ -467,8 +448,8 @@ fn import_numpy_for_c(
         let write = |array: &mut CaiArray| {
             // SAFETY: the tensor just checked; it is not read after this write.
             unsafe { write_dltensor(tensor, &checked, read_only, array) };
-            array.owner = obj.clone().into_ptr().cast();
-            array.release = Some(releases.reference);
+            // SAFETY: attached (a Bound exists); `obj` is live.
+            unsafe { hold_reference(array, obj.as_ptr()) };
         };
         written(obj.py(), write, checked.validated, true, CAI_STREAM_NONE, options, out)
     };
@@ -482,15 +463,14 @@ fn import_numpy_for_c(
 
 /// `import_for_c` of a CAI dict (the object, or what its `__cuda_array_interface__` gave):
 /// one with neither a mask nor named descr fields (every framework's) is written into `out`
-/// holding a reference to `obj` of its own, let go of by `releases.reference`, as a numpy
-/// array read by its fields is, with no Array made for it (a box, 280 bytes moved, its drop);
+/// holding a reference to `obj` of its own, as a numpy array read by its fields is, with no
+/// Array made for it (a box, 280 bytes moved, its drop);
 /// any other is described from what was read, for an Array to own. `out` is written only on
 /// success.
 fn import_dict_for_c(
     obj: &Bound<'_, PyAny>,
     dict: &Bound<'_, PyDict>,
     options: CaiImportOptions,
-    releases: CReleases,
     out: &mut CaiArray,
 ) -> CaiResult<ForC> {
     let mut array = Pooled::cleared();
@@ -503,12 +483,12 @@ fn import_dict_for_c(
     }
     // No device is read with a dict: its memory is pointer-checked as the options say, as
     // `import_read` does for a dict's Read.
-    imported_holding_object(obj, &array, None, options, false, releases, out)
+    imported_holding_object(obj, &array, None, options, false, out)
 }
 
 /// `array` (what `validated` says of it, if known) imported and copied into `out`, which then
-/// holds a reference to `obj` of its own, let go of by `releases.reference`: for what lives as
-/// long as the object does, with no Array made for it. `out` is written only on success.
+/// holds a reference to `obj` of its own (`hold_reference`): for what lives as long as the
+/// object does, with no Array made for it. `out` is written only on success.
 /// Inlined: called out of line, it cost about 35 instructions a call in moved arguments.
 #[inline(always)]
 fn imported_holding_object(
@@ -517,12 +497,11 @@ fn imported_holding_object(
     validated: Option<Validated>,
     options: CaiImportOptions,
     host: bool,
-    releases: CReleases,
     out: &mut CaiArray,
 ) -> CaiResult<ForC> {
     import_then_copy(obj.py(), array, validated, options, host, out)?;
-    out.owner = obj.clone().into_ptr().cast();
-    out.release = Some(releases.reference);
+    // SAFETY: attached (a Bound exists); `obj` is live.
+    unsafe { hold_reference(out, obj.as_ptr()) };
     Ok(ForC::Written)
 }
 

@@ -32,7 +32,7 @@ use crate::array_object::ArrayObject;
 use crate::described::Read;
 use crate::dlpack::{device_of_array, tensor_of};
 use crate::errors::{CaiResult, Failure};
-use crate::fastcall::with_thread_attached;
+use crate::fastcall::hold_reference;
 use crate::pool::{with_fill_error, Pooled};
 
 /// One offered type: the table first, so that the `api` a consumer passes back is the
@@ -275,7 +275,7 @@ impl Offered {
     ) -> CaiResult<*mut c_void> {
         // SAFETY: attached (a Bound exists); `obj` is live. The reference is the tensor's from
         // here on, or let go of by tensor_of's release on failure.
-        unsafe { own(array, obj.as_ptr()) };
+        unsafe { hold_reference(array, obj.as_ptr()) };
         Ok(tensor_of(array, Some(&described.validated), device, consumer, versioned)?)
     }
 
@@ -355,18 +355,6 @@ fn write_defaults(out: &mut CaiArray) {
     out.reserved = Default::default();
 }
 
-/// Makes `array` own a reference to `obj`, let go of by its release (`release_acquired`):
-/// what `acquire` and a DLPack export of an offered object hand out.
-///
-/// # Safety
-/// The caller is attached to the interpreter; `obj` is a live object.
-unsafe fn own(array: &mut CaiArray, obj: *mut ffi::PyObject) {
-    // SAFETY: a live object (the contract); the reference is the struct's from here on.
-    unsafe { ffi::Py_IncRef(obj) };
-    array.owner = obj.cast::<c_void>();
-    array.release = Some(release_acquired);
-}
-
 /// Raises SystemError with `message`.
 fn set_system_error(message: &str) {
     let text = std::ffi::CString::new(message).unwrap_or_default();
@@ -429,7 +417,7 @@ fn table_entry(
         unsafe { record.describe(obj, allow_host, out) }?;
         if owning {
             // SAFETY: attached (the table's contract); `obj` is live.
-            unsafe { own(out, obj) };
+            unsafe { hold_reference(out, obj) };
         }
         Ok(())
     }));
@@ -466,25 +454,4 @@ unsafe extern "C" fn acquire(
     error: *mut CaiError,
 ) -> CaiStatus {
     table_entry(api, obj, request, out, error, true)
-}
-
-/// Lets go of the object an `acquire` referenced, attached to the interpreter from any thread;
-/// once the interpreter is finalizing it is leaked on purpose (nothing may attach then).
-unsafe extern "C" fn release_acquired(array: *mut CaiArray) {
-    if array.is_null() {
-        return;
-    }
-    // SAFETY: the struct `acquire` wrote (cai_release runs this once), its two fields used in
-    // place: no reference to the whole struct, whose extents past `ndim` a release may be
-    // handed unwritten (a DLPack export's deleter).
-    let owner = unsafe {
-        std::ptr::addr_of_mut!((*array).release).write(None);
-        std::ptr::addr_of_mut!((*array).owner).replace(std::ptr::null_mut())
-    }
-    .cast::<ffi::PyObject>();
-    if owner.is_null() {
-        return;
-    }
-    // SAFETY: the reference `acquire` took, let go of once (the owner was cleared above).
-    with_thread_attached(|_| unsafe { ffi::Py_DecRef(owner) });
 }
