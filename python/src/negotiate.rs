@@ -34,7 +34,7 @@ use crate::offered::Offered;
 use crate::pool::Pooled;
 use crate::read_array::read_array;
 use crate::read_c_api::{call_c_api, interface_defined_nearer, lookup_c_api, request_of, CApi, Called};
-use crate::read_dict::{interface_of, interface_read, read_dict, read_interface};
+use crate::read_dict::{interface_of, interface_read, read_dict, read_dict_pooled, read_interface};
 use crate::read_dlpack::{reported_device, take_from_producer, KnownDevice};
 use crate::read_exchange::{
     lookup_exchange_api, own_by_exchange, take_by_exchange, view_by_exchange, Exchange, ExchangeView,
@@ -473,9 +473,7 @@ fn import_dict_for_c(
     options: CaiImportOptions,
     out: &mut CaiArray,
 ) -> CaiResult<ForC> {
-    let mut array = Pooled::cleared();
-    let mut fields = Vec::new();
-    let mask = read_dict(dict, &mut array, &mut fields)?;
+    let (array, fields, mask) = read_dict_pooled(dict)?;
     if mask.is_some() || !fields.is_empty() {
         let read = interface_read(obj, array, fields, mask)?;
         let imported = import_read(obj.py(), &read, options)?;
