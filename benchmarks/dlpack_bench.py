@@ -205,11 +205,9 @@ def main():
 
 def timed_runs(table, script):
     """The table timed once here, or in --processes K fresh processes: one {key: ns} per run."""
-    count = processes.requested()
-    if count == 1:
-        return [timed(table)]
     by_label = {label(key): key for key in table}
-    return [{by_label[name]: ns for name, ns in run.items()} for run in processes.collect(script, count)]
+    runs = processes.runs(lambda: {label(key): ns for key, ns in timed(table).items()}, script)
+    return [{by_label[name]: ns for name, ns in run.items()} for run in runs]
 
 
 def cell_text(times, instructions, key):

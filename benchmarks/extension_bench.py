@@ -174,10 +174,9 @@ def main():
         processes.emit(timing_tables())
         return
     print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, numpy {np.__version__}")
-    count = processes.requested()
-    runs = [timing_tables()] if count == 1 else processes.collect(__file__, count)
-    if count > 1:
-        print(f"(each row: the median of {count} processes' runs; after a ratio, its lowest and highest)")
+    runs = processes.runs(timing_tables, __file__)
+    if len(runs) > 1:
+        print(f"(each row: the median of {len(runs)} processes' runs; after a ratio, its lowest and highest)")
     for title in runs[0]:
         print("\n" + title)
         report_runs([run[title] for run in runs], " ns")

@@ -53,6 +53,13 @@ def collect(script, count):
     return runs
 
 
+def runs(time_once, script):
+    """What `time_once()` gives, run here, or in each of --processes K fresh processes running
+    `script`: one result per run."""
+    count = requested()
+    return [time_once()] if count == 1 else collect(script, count)
+
+
 def median_and_range(values):
     """(median, lowest, highest) of a row's values across the processes."""
     return statistics.median(values), min(values), max(values)
