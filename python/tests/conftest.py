@@ -252,6 +252,14 @@ def take_and_delete_through_exchange_table(obj, times=500, each=None):
     assert sys.getrefcount(obj) == before
 
 
+def outcome_of(read):
+    """What `read()` gave: its value, or the exception's type and words."""
+    try:
+        return read()
+    except Exception as error:
+        return type(error), str(error)
+
+
 def numpy_exports_read_only():
     """Whether the installed numpy exports a read-only array by DLPack (its versioned struct,
     numpy 2.1 and later), which is also when libcai reads numpy arrays by numpy's C ABI."""

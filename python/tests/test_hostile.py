@@ -8,6 +8,7 @@ import gc
 import pytest
 
 import cai
+from conftest import outcome_of
 
 PTR = 0x10000
 
@@ -242,13 +243,6 @@ def test_descr_entries_that_are_lists_and_titles():
     assert a.__cuda_array_interface__["descr"] == [("x", "<f4"), ("y", "<f4")]
 
 
-def outcome(read):
-    try:
-        return read()
-    except Exception as error:
-        return type(error), str(error)
-
-
 @pytest.mark.parametrize("typestr, entry", [
     ("<f4", ("", "<f4")),                  # numpy's default: the typestr restated
     ("<f4", ("", "<i4")),                  # one unnamed field of another type
@@ -266,7 +260,7 @@ def test_a_one_entry_descr_reads_as_the_general_reading_does(typestr, entry):
     descr a list or a tuple."""
     def read(descr):
         d = plain(typestr=typestr, descr=descr)
-        return outcome(lambda: imported(d).__cuda_array_interface__)
+        return outcome_of(lambda: imported(d).__cuda_array_interface__)
 
     general = read([list(entry)])
     assert read([entry]) == general

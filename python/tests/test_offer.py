@@ -19,6 +19,7 @@ from conftest import (
     TorchLikeStream,
     diverging_producer,
     exchange_table_entry,
+    outcome_of,
     take_and_delete_through_exchange_table,
 )
 
@@ -350,14 +351,6 @@ def test_a_fill_that_reads_another_offered_object_keeps_its_own_refusal_fake_dri
         with pytest.raises((cai.CaiError, ValueError), match="INVALID_SHAPE: '.*Image': the outer image refuses"):
             read()
         assert base.calls == calls + 1
-
-
-def outcome_of(read):
-    """What `read()` gave: its value, or the exception's type and words."""
-    try:
-        return read()
-    except Exception as error:
-        return type(error), str(error)
 
 
 def device_and_host_images(kind, fault):
