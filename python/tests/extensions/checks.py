@@ -20,6 +20,12 @@ PRODUCERS = ["cai_c_ext", "cai_pyo3_ext"]
 NO_IMPORT = EXTENSIONS[:4]
 
 
+# What cai_c_ext.entry_outcome fills its struct with before the call (0xA5 in every byte), and
+# where in the struct's bytes its owner lies.
+UNTOUCHED = b"\xa5" * ctypes.sizeof(cai.CaiArray)
+OWNER = slice(cai.CaiArray.owner.offset, cai.CaiArray.owner.offset + cai.CaiArray.owner.size)
+
+
 def description(struct):
     """What cai_test_description (description.h) reports, read from a ctypes CaiArray."""
     ndim = struct.ndim
@@ -352,7 +358,6 @@ def check_view_writes_out_only_on_success():
     import numpy
 
     never, check, none = cai.POINTER_CHECK_NEVER, cai.POINTER_CHECK_DEFAULT, cai.SYNC_NONE
-    untouched = b"\xa5" * ctypes.sizeof(cai.CaiArray)
 
     def both_ways(obj, allow_host=True, slow_check=check):
         straight = cai_c_ext.entry_outcome(obj, False, allow_host, 0, never, none)[:2]
@@ -373,7 +378,7 @@ def check_view_writes_out_only_on_success():
 
     def refused_both_ways(obj, allow_host=True, slow_check=check):
         for status, written in both_ways(obj, allow_host, slow_check):
-            assert status != 0 and written == untouched, (obj, status)
+            assert status != 0 and written == UNTOUCHED, (obj, status)
         return 1
 
     a = numpy.arange(12.0).reshape(3, 4)
@@ -408,12 +413,12 @@ def check_view_writes_out_only_on_success():
         compared += same_both_ways(Producer(), allow_host=False)
         lib.producer_set(0x1000, 0)  # memory no driver allocated: the pointer check refuses it
         straight, through = both_ways(Producer(), allow_host=False)
-        assert straight[0] == 0 and through[0] != 0 and through[1] == untouched, (straight[0], through[0])
+        assert straight[0] == 0 and through[0] != 0 and through[1] == UNTOUCHED, (straight[0], through[0])
         compared += 1
         lib.producer_set(device_memory(256), 0)
         lib.producer_fail_stream(1)  # a sync is wanted and the work stream cannot be had
         for status, written in [cai_c_ext.entry_outcome(Producer(), False, False, 0, never, cai.SYNC_DEFAULT)[:2]]:
-            assert status != 0 and written == untouched, status
+            assert status != 0 and written == UNTOUCHED, status
         compared += 1
     finally:
         lib.producer_fail_stream(0)
@@ -432,8 +437,6 @@ def check_numpy_import_written_straight_is_the_import_through_a_struct():
     import numpy
 
     never, check, none = cai.POINTER_CHECK_NEVER, cai.POINTER_CHECK_DEFAULT, cai.SYNC_NONE
-    untouched = b"\xa5" * ctypes.sizeof(cai.CaiArray)
-    owner = slice(cai.CaiArray.owner.offset, cai.CaiArray.owner.offset + cai.CaiArray.owner.size)
     a = numpy.arange(12.0).reshape(3, 4)
     read_only = a[::-1]
     read_only.flags.writeable = False
@@ -445,7 +448,7 @@ def check_numpy_import_written_straight_is_the_import_through_a_struct():
         straight = cai_c_ext.entry_outcome(x, True, True, 0, never, none)
         through = cai_c_ext.entry_outcome(x, True, True, 1, check, none)
         assert straight == through and straight[0] == 0, (x, straight[2:], through[2:])
-        assert int.from_bytes(straight[1][owner], sys.byteorder) == id(x), "the owner is the array"
+        assert int.from_bytes(straight[1][OWNER], sys.byteorder) == id(x), "the owner is the array"
         assert sys.getrefcount(x) == references, "the release let go of the struct's reference"
         struct = cai.CaiArray.from_buffer_copy(straight[1])
         made = cai.from_object(x, allow_host=True, sync=False)
@@ -453,7 +456,7 @@ def check_numpy_import_written_straight_is_the_import_through_a_struct():
         del struct, made
         for status, written, _, _ in (cai_c_ext.entry_outcome(x, True, False, 0, never, none),
                                       cai_c_ext.entry_outcome(x, True, False, 1, check, none)):
-            assert status != 0 and written == untouched, (x, status)
+            assert status != 0 and written == UNTOUCHED, (x, status)
         assert sys.getrefcount(x) == references, "a refusal took no reference"
         compared += 1
     return compared
@@ -469,8 +472,6 @@ def check_dict_import_holds_the_object():
     import cai_c_ext
 
     never, check, none = cai.POINTER_CHECK_NEVER, cai.POINTER_CHECK_DEFAULT, cai.SYNC_NONE
-    untouched = b"\xa5" * ctypes.sizeof(cai.CaiArray)
-    owner = slice(cai.CaiArray.owner.offset, cai.CaiArray.owner.offset + cai.CaiArray.owner.size)
     inputs = dicts(device_memory())
     inputs += [Exposes(d) for d in inputs]
     compared = 0
@@ -482,7 +483,7 @@ def check_dict_import_holds_the_object():
             assert status == 0, (x, message)
             if not cannot_borrow(x):  # (the others' descr and mask went with their release)
                 assert description(cai.CaiArray.from_buffer_copy(written)) == want, x
-            held_by_object = int.from_bytes(written[owner], sys.byteorder) == id(x)
+            held_by_object = int.from_bytes(written[OWNER], sys.byteorder) == id(x)
             assert held_by_object != cannot_borrow(x), (x, "the object itself owns it" if held_by_object else "")
             assert sys.getrefcount(x) == references, "the release let go of the struct's reference"
         cai_c_ext.release_on_a_thread(x)
@@ -494,7 +495,7 @@ def check_dict_import_holds_the_object():
         references = sys.getrefcount(x)
         status, written, message, kind = cai_c_ext.entry_outcome(x, True, False, 0, never, none)
         raised = outcome(expected, x)
-        assert status != 0 and written == untouched, (x, status)
+        assert status != 0 and written == UNTOUCHED, (x, status)
         assert (kind.rsplit(".", 1)[-1], message) == raised, (x, kind, message, raised)
         assert sys.getrefcount(x) == references, "a refusal took no reference"
         compared += 1
@@ -514,15 +515,13 @@ def check_remembered_exchange_entries_give_the_negotiations_outcome():
 
     never, check = cai.POINTER_CHECK_NEVER, cai.POINTER_CHECK_DEFAULT
     none, default = cai.SYNC_NONE, cai.SYNC_DEFAULT
-    untouched = b"\xa5" * ctypes.sizeof(cai.CaiArray)
-    owner = slice(cai.CaiArray.owner.offset, cai.CaiArray.owner.offset + cai.CaiArray.owner.size)
     forget = numpy.zeros(1)
 
     def masked(outcome, own):
         status, written, message, raised = outcome
         if own and status == 0:
-            assert written[owner] != untouched[owner], "an owning struct without its tensor"
-            written = written[: owner.start] + bytes(owner.stop - owner.start) + written[owner.stop :]
+            assert written[OWNER] != UNTOUCHED[OWNER], "an owning struct without its tensor"
+            written = written[: OWNER.start] + bytes(OWNER.stop - OWNER.start) + written[OWNER.stop :]
         return status, written, message, raised
 
     def both_ways(obj, allow_host=True, native_only=0, pointer_check=never, sync=none):
@@ -534,7 +533,7 @@ def check_remembered_exchange_entries_give_the_negotiations_outcome():
             remembered = cai_c_ext.entry_outcome(obj, own, *options)
             assert masked(negotiated, own) == masked(remembered, own), (obj, own, options, negotiated[2:])
             if negotiated[0] != 0:
-                assert negotiated[1] == untouched and negotiated[2] and negotiated[3], (obj, own, negotiated[2:])
+                assert negotiated[1] == UNTOUCHED and negotiated[2] and negotiated[3], (obj, own, negotiated[2:])
             outcomes.append(negotiated[0])
             said.append(negotiated[2])
         return outcomes
