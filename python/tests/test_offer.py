@@ -145,6 +145,19 @@ def test_an_acquired_array_keeps_the_object_alive_until_released(ext):
     assert alive() is None
 
 
+def test_a_c_import_keeps_the_object_alive_until_released_and_no_longer_fake_driver(ext):
+    """The struct cai_python_from_object wrote of an offered type holds the object itself: it
+    lives while the struct does, and is gone as soon as the struct is released."""
+    image = weak_image_type(ext)(DEVICE_BUFFER, 2, 3)
+    alive = weakref.ref(image)
+    _, kept = ext.import_kept(image)
+    del image
+    gc.collect()
+    assert alive() is not None
+    del kept
+    assert alive() is None
+
+
 def test_a_dlpack_capsule_keeps_the_object_alive_until_its_deleter_runs(ext):
     values = np.arange(6, dtype=np.uint8)
     image = weak_image_type(ext)(values.ctypes.data, 2, 3, host=True, base=values)

@@ -467,8 +467,9 @@ def check_dict_import_holds_the_object():
     named descr fields: the struct cai.from_object makes, its owner the object itself with a
     reference of the struct's own, let go of by the release (on this thread, or on one that
     never attaches), with and without a pointer check; a dict with a mask or named fields is
-    owned by what describes them, not the object (check_dicts compares their structs); a refusal is cai.from_object's, leaves `out`
-    untouched and takes no reference."""
+    owned by what describes them, not the object (check_dicts compares their structs); the
+    object lives as long as the struct, and no longer (a weakref); a refusal is
+    cai.from_object's, leaves `out` untouched and takes no reference."""
     import cai_c_ext
 
     never, check, none = cai.POINTER_CHECK_NEVER, cai.POINTER_CHECK_DEFAULT, cai.SYNC_NONE
@@ -488,6 +489,18 @@ def check_dict_import_holds_the_object():
             assert sys.getrefcount(x) == references, "the release let go of the struct's reference"
         cai_c_ext.release_on_a_thread(x)
         assert sys.getrefcount(x) == references, "released on a thread that never attaches"
+        compared += 1
+    # An exposing object lives as long as the struct holding it (handed back to Python as a
+    # cai.Array by cai_python_to_object), and is gone as soon as that array is.
+    for d in dicts(device_memory()):
+        x = Exposes(d)
+        alive = weakref.ref(x)
+        held = cai_c_ext.hand_back(x)
+        del x
+        gc.collect()
+        assert alive() is not None, "the struct keeps the object"
+        del held
+        assert alive() is None, "the object outlived the struct holding it"
         compared += 1
     refused = [{"shape": (4,), "typestr": "<f3", "data": (device_memory(), False), "version": 3, "stream": None},
                {"shape": (4,), "typestr": "<f4", "data": (device_memory(), False), "version": 3, "stream": 0}]
