@@ -117,10 +117,13 @@ source scripts/python-env.sh
 # From another directory, so that the installed package, not python/cai, is what imports.
 (cd "$(mktemp -d)" && "$PYTHON" -c 'import cai; cai.validate({"shape": (1,), "typestr": "<f4", "data": (8, False), "version": 3}); print("installed package imports: 1 passed, 0 failed")')
 "$PYTHON" -m pytest -q python/tests
-# A wheel: platform-tagged and abi3 (one wheel for CPython 3.10 and later), linking nothing
-# but the C library, so that auditwheel finds a manylinux policy it meets.
+# The release wheel (scripts/build-wheel.sh, profile-guided): platform-tagged and abi3 (one
+# wheel for CPython 3.10 and later), linking nothing but the C library, so that auditwheel
+# finds a manylinux policy it meets; the files of the fast paths, their consumers and their
+# hostile inputs run again on it, installed in a folder of its own (conftest.py checks that
+# they import it).
 wheels=$(mktemp -d)
-"$PYTHON" -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$wheels" ./python
+bash scripts/build-wheel.sh "$wheels" "$PYTHON"
 wheel=$(ls "$wheels"/*.whl)
 case "$(basename "$wheel")" in
   libcai-*-cp310-abi3-linux_x86_64.whl | libcai-*-cp310-abi3-linux_aarch64.whl) ;;
@@ -129,6 +132,13 @@ esac
 "$PYTHON" -m auditwheel show "$wheel" | tee "$wheels/show"
 grep -q 'consistent with the.*following platform tag: "manylinux_' <(tr '\n' ' ' <"$wheels/show")
 echo "wheel $(basename "$wheel"): 1 passed, 0 failed"
+"$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps --target "$wheels/site" "$wheel"
+release_files=()
+for name in hot_path any_argument hostile negotiation read_numpy dlpack torch frameworks extensions offer \
+  offer_consumers lifetime thread_stress; do
+  release_files+=("python/tests/test_$name.py")
+done
+CAI_TESTED_PACKAGE="$wheels/site" PYTHONPATH="$wheels/site" "$PYTHON" -m pytest -q -p no:cacheprovider "${release_files[@]}"
 rm -rf "$wheels"
 "$PYTHON" examples/python_demo.py
 suites=$((suites + 1))

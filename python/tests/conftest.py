@@ -27,6 +27,15 @@ def compile_shared(source, name):
     return out
 
 
+# scripts/test.sh runs the fast paths' files again on the release wheel, installed in a folder
+# of its own that PYTHONPATH puts first: those runs must import that package, not another.
+if os.environ.get("CAI_TESTED_PACKAGE"):
+    import cai as _cai
+
+    _expected = pathlib.Path(os.environ["CAI_TESTED_PACKAGE"]).resolve()
+    if not pathlib.Path(_cai.__file__).resolve().is_relative_to(_expected):
+        raise RuntimeError(f"the tests import cai from {_cai.__file__}, not from CAI_TESTED_PACKAGE={_expected}")
+
 FAKE_DRIVER = compile_shared(ROOT / "tests" / "fake_cuda" / "fake_cuda.c", "libfake_cuda.so")
 os.environ["CAI_CUDA_DRIVER"] = str(FAKE_DRIVER)
 
