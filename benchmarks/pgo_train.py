@@ -65,13 +65,16 @@ def python_reads(arguments):
 
 
 def c_reads(loops, arguments):
-    """The C API's borrowed view and owning import (with release), where each takes the argument."""
+    """The C API's borrowed view and owning import (with release), where each takes the argument:
+    a view refuses what a borrowed struct cannot hold (a mask), found by one call, so that no
+    refusal is trained as the common path."""
     for argument, allow_host in arguments:
         for loop in (loops.view_loop, loops.cai_loop):
             try:
-                loop(argument, CALLS, allow_host, cai.SYNC_NONE)
-            except (cai.CaiError, TypeError, ValueError):
-                pass  # a view refuses what a borrowed struct cannot hold (a mask)
+                loop(argument, 1, allow_host, cai.SYNC_NONE)
+            except cai.CaiError:
+                continue
+            loop(argument, CALLS, allow_host, cai.SYNC_NONE)
 
 
 def peer_reads(exporters):
@@ -99,10 +102,10 @@ def main():
     expected = os.environ.get("CAI_PGO_PACKAGE")
     if expected and not cai.__file__.startswith(expected):
         sys.exit(f"pgo_train: imported cai from {cai.__file__}, not the instrumented build in {expected}")
-    loops_dir = pathlib.Path(tempfile.mkdtemp(prefix="cai-pgo-train-"))
-    build_loops(loops_dir)
-    sys.path.insert(0, str(loops_dir))
-    import cai_bench_loops as loops
+    with tempfile.TemporaryDirectory(prefix="cai-pgo-train-") as loops_dir:
+        build_loops(pathlib.Path(loops_dir))
+        sys.path.insert(0, loops_dir)
+        import cai_bench_loops as loops  # loaded: the file may go with its folder
 
     host = np.zeros((512, 256), dtype=np.float32)
     pixels = np.zeros((512, 256), dtype=np.uint8)
