@@ -358,8 +358,9 @@ pub fn import_object(
 #[allow(clippy::large_enum_variant)]
 pub enum ForC {
     /// Written into the caller's struct already, holding what keeps the data alive: the managed
-    /// tensor its type's DLPack exchange table gave, imported, or a reference to a numpy array
-    /// read by its fields; nothing else is kept and nothing allocated.
+    /// tensor its type's DLPack exchange table gave, imported, or a reference to the object
+    /// itself (a numpy array read by its fields, a plain CAI dict, a type libcai's glue
+    /// offered: `hold_reference`); nothing else is kept and nothing allocated.
     Written,
     /// What the reader read and its import, for an Array to own (the object kept alive).
     Read(Read, Imported),
