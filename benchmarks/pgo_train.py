@@ -109,8 +109,9 @@ def main():
 
     host = np.zeros((512, 256), dtype=np.float32)
     pixels = np.zeros((512, 256), dtype=np.uint8)
-    image = offer_ext().Image(pixels.ctypes.data, 512, 256, host=True, base=pixels)
-    device_image = offer_ext().Image(0x10000, 512, 256, typestr="<f4", stream=0)
+    offered = offer_ext()
+    image = offered.Image(pixels.ctypes.data, 512, 256, host=True, base=pixels)
+    device_image = offered.Image(0x10000, 512, 256, typestr="<f4", stream=0)
     arguments = [
         (host, True),
         (np.zeros(4096, dtype=np.uint8), True),
