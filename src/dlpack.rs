@@ -673,7 +673,7 @@ impl Extents {
 /// reads no entry past them, cai.h), then frees the allocation.
 unsafe extern "C" fn delete_exported<T: Managed>(tensor: *mut T) {
     let exported = Box::from_raw((*tensor).manager_context().cast::<Exported<T>>());
-    if exported.head.release.is_some() {
+    if let Some(release) = exported.head.release {
         let extents = exported.extents.as_slice();
         let ndim = extents.len() / 3;
         // Not zeroed: the 1,024 bytes of extents past `ndim` are never read, and zeroing them
@@ -689,7 +689,14 @@ unsafe extern "C" fn delete_exported<T: Managed>(tensor: *mut T) {
             shape.add(i).write(extent);
             strides.add(i).write(stride);
         }
-        crate::abi::release(array);
+        // Called directly, not through `abi::release`: the struct is this call's own, so no
+        // other release can race for it, and the atomic swap that guards a shared struct costs
+        // a locked instruction (about 5 ns on the benchmark machine) per deleted tensor.
+        // SAFETY: the struct's own field, cleared as `abi::release` clears it; the callback is
+        // the producer's, which it promised may be called once with the array (once: the
+        // tensor's deleter runs once, DLPack's rule).
+        std::ptr::addr_of_mut!((*array).release).write(None);
+        release(array);
     }
 }
 

@@ -5,8 +5,9 @@
 //! python/src/array_object.rs's; what Python sees of it is in python/src/array_methods.rs.
 
 use std::ffi::c_int;
+use std::ops::DerefMut;
 use std::ptr::NonNull;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use cai::binding::import::Imported;
 use cai::binding::rules::{layout_of, layout_of_validated, typestr_is_a_device_type, Validated};
@@ -77,7 +78,7 @@ impl Drop for Kept {
 pub struct Array {
     described: Described,
     /// What keeps the memory alive, until `release()` or collection lets go of it.
-    held: Mutex<Held>,
+    held: HoldLock,
     /// The Buffer Interface's `buffer` object (a cl_mem holder), for arrays made from one.
     pub(crate) buffer: Option<Kept>,
     /// The producers of the masks read at import (the mask's first, then its mask's): the
@@ -101,6 +102,62 @@ struct Held {
     /// any is alive (as memoryview refuses it while buffers are exported), since each views the
     /// memory the release would let go of.
     exports: usize,
+}
+
+/// The lock of an Array's hold. Where a GIL exists, the GIL is the lock: every access holds a
+/// token of the attached thread (`lock`) or is the collector's (`try_lock`, which runs
+/// attached), and no Python code runs while the hold is borrowed (what `Held::take` returns is
+/// let go of after), so a `RefCell`, whose borrow is checked without a locked instruction,
+/// serves; a mutex's lock and unlock cost two (about 10 ns on the benchmark machine) on every
+/// export and every read of a cai.Array. A free-threaded interpreter has a `Mutex`.
+#[cfg(not(Py_GIL_DISABLED))]
+struct HoldLock(std::cell::RefCell<Held>);
+
+// SAFETY: only threads that hold the GIL borrow the cell (see above): no two at once, each
+// borrow's flag written and cleared under the GIL, which orders them. One GIL: PyO3's modules
+// refuse to load in a subinterpreter.
+#[cfg(not(Py_GIL_DISABLED))]
+unsafe impl Sync for HoldLock {}
+
+#[cfg(not(Py_GIL_DISABLED))]
+impl HoldLock {
+    fn new(held: Held) -> HoldLock {
+        HoldLock(std::cell::RefCell::new(held))
+    }
+
+    fn lock(&self, _attached: Python<'_>) -> impl DerefMut<Target = Held> + '_ {
+        self.0.borrow_mut()
+    }
+
+    fn try_lock(&self) -> Option<impl DerefMut<Target = Held> + '_> {
+        self.0.try_borrow_mut().ok()
+    }
+
+    fn get_mut(&mut self) -> &mut Held {
+        self.0.get_mut()
+    }
+}
+
+#[cfg(Py_GIL_DISABLED)]
+struct HoldLock(std::sync::Mutex<Held>);
+
+#[cfg(Py_GIL_DISABLED)]
+impl HoldLock {
+    fn new(held: Held) -> HoldLock {
+        HoldLock(std::sync::Mutex::new(held))
+    }
+
+    fn lock(&self, _attached: Python<'_>) -> impl DerefMut<Target = Held> + '_ {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn try_lock(&self) -> Option<impl DerefMut<Target = Held> + '_> {
+        self.0.try_lock().ok()
+    }
+
+    fn get_mut(&mut self) -> &mut Held {
+        self.0.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 impl Held {
@@ -128,7 +185,7 @@ fn run_release(release: Option<unsafe extern "C" fn(*mut CaiArray)>, array: &Cai
 
 impl Drop for Array {
     fn drop(&mut self) {
-        let held = self.held.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let held = self.held.get_mut();
         if let (_, Some(release)) = held.take() {
             // Nothing else can reach the struct any more: the callback is given it in place,
             // with no copy.
@@ -146,7 +203,7 @@ impl Array {
     pub(crate) fn new(read: Read, imported: Option<Imported>) -> Array {
         // The struct handed to C (`ptr`) is a borrowed view: its release is held here instead.
         let Parts { description, release, device, owner, mask_owners, buffer } = read.into_parts();
-        let held = Mutex::new(Held { owner: owner.map(Kept::new), release, released: false, exports: 0 });
+        let held = HoldLock::new(Held { owner: owner.map(Kept::new), release, released: false, exports: 0 });
         Array {
             described: Described { description, imported, device },
             held,
@@ -173,17 +230,17 @@ impl Array {
         device_of_array(self.array(), self.described.device)
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn held(&self, attached: Python<'_>) -> impl DerefMut<Target = Held> + '_ {
+        self.held.lock(attached)
     }
 
     pub(crate) fn owner_ref(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.held().owner.as_ref().map(|o| o.bind(py).unbind())
+        self.held(py).owner.as_ref().map(|o| o.bind(py).unbind())
     }
 
     /// Refuses what reaches the memory once `release()` let go of it.
-    pub(crate) fn live(&self) -> PyResult<()> {
-        if self.held().released {
+    pub(crate) fn live(&self, py: Python<'_>) -> PyResult<()> {
+        if self.held(py).released {
             Err(pyo3::exceptions::PyValueError::new_err(
                 "the cai.Array was released (release()): its memory may be gone",
             ))
@@ -198,8 +255,8 @@ impl Array {
 
     /// Counts an export, under the same lock `release()` takes: a released array is refused,
     /// and one with an export alive cannot be released until the export ends.
-    pub(crate) fn begin_export(&self) -> PyResult<()> {
-        let mut held = self.held();
+    pub(crate) fn begin_export(&self, py: Python<'_>) -> PyResult<()> {
+        let mut held = self.held(py);
         if held.released {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "the cai.Array was released (release()): its memory may be gone",
@@ -210,8 +267,8 @@ impl Array {
     }
 
     /// Ends an export counted by `begin_export` (its tensor was deleted).
-    pub(crate) fn export_ended(&self) {
-        let mut held = self.held();
+    pub(crate) fn export_ended(&self, py: Python<'_>) {
+        let mut held = self.held(py);
         held.exports = held.exports.saturating_sub(1);
     }
 
@@ -242,9 +299,9 @@ impl Array {
 
 impl Array {
     /// `release()`: see array_methods.rs.
-    pub(crate) fn release_now(&self) -> PyResult<()> {
+    pub(crate) fn release_now(&self, py: Python<'_>) -> PyResult<()> {
         let (owner, release) = {
-            let mut held = self.held();
+            let mut held = self.held(py);
             if held.exports > 0 {
                 return Err(pyo3::exceptions::PyBufferError::new_err(format!(
                     "cai.Array.release(): {} DLPack export(s) of this array are alive and view its memory; let go of them first",
@@ -263,7 +320,7 @@ impl Array {
     pub(crate) fn traverse(&self, mut visit: impl FnMut(*mut ffi::PyObject) -> c_int) -> c_int {
         // try_lock: the collector may run while release() lets go of the owner (which is then
         // out of the hold already).
-        let held = self.held.try_lock().ok();
+        let held = self.held.try_lock();
         let owner = held.as_ref().and_then(|held| held.owner.as_ref());
         let kept = owner
             .into_iter()
@@ -290,8 +347,8 @@ impl Array {
     }
 
     /// Address of the CaiArray, valid while this Array lives.
-    pub(crate) fn ptr(&self) -> PyResult<usize> {
-        self.live()?;
+    pub(crate) fn ptr(&self, py: Python<'_>) -> PyResult<usize> {
+        self.live(py)?;
         Ok(self.array() as *const CaiArray as usize)
     }
 

@@ -183,8 +183,9 @@ unsafe extern "C" fn from_c(
     nargsf: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
+    let mut slots = [std::ptr::null_mut(); 1];
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
-    let matched = unsafe { FROM_C_SIGNATURE.match_arguments(args, nargsf, kwnames) };
+    let matched = unsafe { FROM_C_SIGNATURE.match_arguments(args, nargsf, kwnames, &mut slots) };
     run_attached(|py| {
         let slots = matched.map_err(|mismatch| FROM_C_SIGNATURE.refusal(py, mismatch))?;
         // SAFETY: a required argument of the call, alive for its duration.
@@ -230,7 +231,7 @@ unsafe extern "C" fn release(slf: *mut ffi::PyObject, _unused: *mut ffi::PyObjec
     run_attached(|py| {
         // SAFETY: the method's `self`, checked by its descriptor.
         let this = unsafe { ArrayObject::borrowed(py, slf) };
-        this.get().release_now()?;
+        this.get().release_now(py)?;
         Ok(py.None().into_ptr())
     })
 }
@@ -263,8 +264,9 @@ unsafe extern "C" fn dlpack(
     nargsf: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
+    let mut slots = [std::ptr::null_mut(); 4];
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
-    let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames) };
+    let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames, &mut slots) };
     // SAFETY: attached (the interpreter called in); the slots are the call's arguments.
     let plain = matched.as_ref().ok().and_then(|slots| unsafe { plain_arguments(slots) });
     let body = |py: Python<'_>| {
@@ -275,9 +277,9 @@ unsafe extern "C" fn dlpack(
         // The arguments first: reading them may run Python code (a stream's __index__), which
         // may release this array; from the export on, release() is refused instead.
         // SAFETY: attached; the slots are the call's arguments, alive for its duration.
-        let arguments = unsafe { DlpackArguments::of_call(py, &slots, plain) }?;
+        let arguments = unsafe { DlpackArguments::of_call(py, slots, plain) }?;
         let (request, device) = arguments.read(|| {
-            this.live()?;
+            this.live(py)?;
             Ok(this.dl_device()?)
         })?;
         let mut view = *this.array();
@@ -292,13 +294,13 @@ unsafe extern "C" fn dlpack(
 }
 
 fn ptr(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
-    this.get().ptr()?.into_py_any(this.py())
+    this.get().ptr(this.py())?.into_py_any(this.py())
 }
 
 fn buffer(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
     let py = this.py();
     let this = this.get();
-    this.live()?;
+    this.live(py)?;
     match &this.buffer {
         Some(buffer) => Ok(buffer.bind(py).unbind()),
         None => this.array().data.into_py_any(py),
@@ -312,11 +314,11 @@ fn offset(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
 fn as_parameter(slf: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
     let py = slf.py();
     let this = slf.get();
-    this.live()?;
+    this.live(py)?;
     if let Some(made) = this.as_parameter.get() {
         return Ok(made.bind(py).unbind());
     }
-    let made = helper(py, "as_parameter")?.call1((this.ptr()?,))?;
+    let made = helper(py, "as_parameter")?.call1((this.ptr(py)?,))?;
     // Two threads may both make one: the first kept is the one every later read gets.
     let _ = this.as_parameter.set(Kept::new(made.unbind()));
     Ok(this.as_parameter.get().expect("set above").bind(py).unbind())
@@ -414,7 +416,7 @@ fn mask(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
 fn cuda_array_interface(slf: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
     let py = slf.py();
     let this = slf.get();
-    this.live()?;
+    this.live(py)?;
     // Absent, not failing: hasattr() tells CUDA consumers this is not for them.
     if this.array().memory != CAI_MEMORY_CUDA {
         return Err(PyAttributeError::new_err(

@@ -390,7 +390,7 @@ impl Array {
     /// keeps it (`let mut view = *array; own_export(..)`): a struct returned by value through
     /// a `PyResult` was copied twice more, 1,160 bytes each.
     pub(crate) fn own_export(slf: &ArrayObject<'_>, view: &mut CaiArray) -> PyResult<()> {
-        slf.get().begin_export()?;
+        slf.get().begin_export(slf.py())?;
         view.owner = slf.as_any().clone().into_ptr().cast();
         view.release = Some(release_python_owner);
         Ok(())
@@ -425,7 +425,7 @@ impl Array {
     /// its strides in elements kept beside it.
     pub(crate) fn dl_tensor_view(slf: &ArrayObject<'_>) -> CaiResult<CaiDLTensor> {
         let this = slf.get();
-        this.live()?;
+        this.live(slf.py())?;
         let mut strides = [0i64; CAI_MAX_NDIM];
         let mut tensor =
             cai::binding::dlpack::dl_tensor_of(this.array(), Some(this.dl_device()?), &mut strides)?;
@@ -490,6 +490,6 @@ unsafe fn end_export(py: Python<'_>, array: *mut CaiArray) {
     // contract), handed over to the Bound.
     let owner = unsafe { Bound::from_owned_ptr(py, (*array).owner.cast::<ffi::PyObject>()) };
     if let Some(exported) = ArrayObject::of(&owner) {
-        exported.get().export_ended();
+        exported.get().export_ended(py);
     }
 }

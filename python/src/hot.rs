@@ -79,11 +79,12 @@ unsafe extern "C" fn from_object_fastcall(
     nargsf: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
+    let mut slots = [std::ptr::null_mut(); 6];
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
-    let matched = unsafe { SIGNATURE.match_arguments(args, nargsf, kwnames) };
+    let matched = unsafe { SIGNATURE.match_arguments(args, nargsf, kwnames, &mut slots) };
     let body = |py: Python<'_>| match matched {
         // SAFETY: the slots are the call's arguments, alive for its duration.
-        Ok(slots) => unsafe { call(py, &slots) },
+        Ok(slots) => unsafe { call(py, slots) },
         Err(mismatch) => Err(SIGNATURE.refusal(py, mismatch)),
     };
     // SAFETY: attached (the interpreter called in); the slots are live arguments or NULL.

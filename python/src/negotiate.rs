@@ -342,6 +342,7 @@ impl Caller {
 
 /// `cai.from_object`'s negotiation and import: what the reader read, and what its import
 /// established.
+#[inline(always)]
 pub fn import_object(
     obj: &Bound<'_, PyAny>,
     options: CaiImportOptions,
@@ -713,7 +714,7 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions, host: AllowHo
     // exchange table makes that choice again with no `Chosen` made and moved.
     let chosen = match remembered_choice(obj) {
         Some(Remembered::Exchange(exchange)) => return read_by_exchange(obj, exchange, options, host),
-        Some(Remembered::OfferedCApi(api)) => Chosen::CApi(api),
+        Some(Remembered::OfferedCApi(api)) => return read_by_c_api_or_next(obj, api, options, host),
         None => choose(obj, options, Holder::Import, host, Start::PastRemembered)?,
     };
     read_chosen(obj, chosen, options, host)
@@ -740,12 +741,7 @@ fn read_chosen(
     host: AllowHost,
 ) -> CaiResult<Read> {
     match chosen {
-        Chosen::CApi(api) => match read_by_c_api(obj, api, options, host)? {
-            Some(read) => Ok(read),
-            None => {
-                read_chosen(obj, choose(obj, options, Holder::Import, host, Start::PastCApi)?, options, host)
-            }
-        },
+        Chosen::CApi(api) => read_by_c_api_or_next(obj, api, options, host),
         Chosen::Dict(dict) => Ok(read_interface(obj, &dict)?),
         Chosen::Array(array) => {
             let read = read_array(&array)?;
@@ -784,9 +780,27 @@ fn numpy_fields_or_next<'py>(
     })
 }
 
+/// `obj` read by its type's C-level table, to be owned, or by the protocol after it where the
+/// table refuses with CAI_ERROR_NOT_SUPPORTED. Inlined with `read_by_c_api` into both callers:
+/// the read goes to its use without an `Option<Read>` and a `Chosen` copied in turn (each copy's
+/// wide loads stalled on the narrower stores that had just written it).
+#[inline(always)]
+fn read_by_c_api_or_next(
+    obj: &Bound<'_, PyAny>,
+    api: CApi,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Read> {
+    match read_by_c_api(obj, api, options, host)? {
+        Some(read) => Ok(read),
+        None => read_chosen(obj, choose(obj, options, Holder::Import, host, Start::PastCApi)?, options, host),
+    }
+}
+
 /// `obj` read by its type's C-level table, to be owned (None: the table refused it with
 /// CAI_ERROR_NOT_SUPPORTED). A type libcai's glue offered is described by its fill directly,
 /// with the device the fill said and its validation; any other table is asked to `acquire`.
+#[inline(always)]
 fn read_by_c_api(
     obj: &Bound<'_, PyAny>,
     api: CApi,
@@ -833,6 +847,7 @@ impl<T> Unshared<T> {
 
 /// Imports what a reader read, with the GIL released where the host may wait (a sync the core
 /// plans, or the first load of the driver).
+#[inline(always)]
 pub fn import_read(py: Python<'_>, read: &Read, options: CaiImportOptions) -> CaiResult<Imported> {
     let host = read.device.is_some_and(|device| device.device_type == CAI_DL_CPU);
     import_struct(py, read.array(), read.validated, options, host)
@@ -1066,7 +1081,7 @@ fn view_chosen(
         }
         Chosen::Array(source) => {
             let source = source.get();
-            source.live()?;
+            source.live(obj.py())?;
             let device = source.dlpack_device();
             if let Some(device) = device {
                 device_is_cuda_or_allowed_host(device, allow)?;

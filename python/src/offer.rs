@@ -125,8 +125,9 @@ unsafe extern "C" fn dlpack_fastcall(
     nargsf: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
+    let mut slots = [std::ptr::null_mut(); 4];
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
-    let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames) };
+    let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames, &mut slots) };
     // SAFETY: attached (the interpreter called in); the slots are the call's arguments.
     let plain = matched.as_ref().ok().and_then(|slots| unsafe { plain_arguments(slots) });
     let body = |py: Python<'_>| {
@@ -134,7 +135,7 @@ unsafe extern "C" fn dlpack_fastcall(
         // SAFETY: the descriptor's `self`, alive for the call.
         let (offered, instance) = unsafe { offered_self(py, slf) }?;
         // SAFETY: attached; the slots are the call's arguments, alive for its duration.
-        let arguments = unsafe { DlpackArguments::of_call(py, &slots, plain) }?;
+        let arguments = unsafe { DlpackArguments::of_call(py, slots, plain) }?;
         let mut array = CaiArray::zeroed();
         let mut found = None;
         let (request, device) = arguments.read(|| {
