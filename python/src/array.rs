@@ -161,6 +161,17 @@ impl HoldLock {
 }
 
 impl Held {
+    /// Refuses what reaches the memory once `release()` let go of it.
+    fn live(&self) -> PyResult<()> {
+        if self.released {
+            Err(pyo3::exceptions::PyValueError::new_err(
+                "the cai.Array was released (release()): its memory may be gone",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
     /// Empties the hold (marking it released) and returns what was in it, to be let go of
     /// outside the lock: dropping an object or running a callback may run Python code.
     fn take(&mut self) -> (Option<Kept>, Option<unsafe extern "C" fn(*mut CaiArray)>) {
@@ -240,13 +251,7 @@ impl Array {
 
     /// Refuses what reaches the memory once `release()` let go of it.
     pub(crate) fn live(&self, py: Python<'_>) -> PyResult<()> {
-        if self.held(py).released {
-            Err(pyo3::exceptions::PyValueError::new_err(
-                "the cai.Array was released (release()): its memory may be gone",
-            ))
-        } else {
-            Ok(())
-        }
+        self.held(py).live()
     }
 
     pub(crate) fn array(&self) -> &CaiArray {
@@ -257,11 +262,7 @@ impl Array {
     /// and one with an export alive cannot be released until the export ends.
     pub(crate) fn begin_export(&self, py: Python<'_>) -> PyResult<()> {
         let mut held = self.held(py);
-        if held.released {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "the cai.Array was released (release()): its memory may be gone",
-            ));
-        }
+        held.live()?;
         held.exports += 1;
         Ok(())
     }
