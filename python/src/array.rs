@@ -212,17 +212,36 @@ impl Array {
     /// An Array over what a reader read, and what its import established (None: not imported:
     /// a mask view, a C producer's struct, a tensor a consumer handed over).
     pub(crate) fn new(read: Read, imported: Option<Imported>) -> Array {
+        let mut array = std::mem::MaybeUninit::uninit();
+        // SAFETY: `write_new` writes every field of the place it is given.
+        unsafe {
+            Array::write_new(array.as_mut_ptr(), read, imported);
+            array.assume_init()
+        }
+    }
+
+    /// `Array::new(read, imported)` written into `place` field by field: an Array made whole on
+    /// the stack and then copied into its object was one 280-byte copy a call, whose wide loads
+    /// stalled on the narrower stores that had just written the fields.
+    ///
+    /// # Safety
+    /// `place` is valid for writes of an Array and holds none (what it holds is not dropped).
+    #[inline(always)]
+    pub(crate) unsafe fn write_new(place: *mut Array, read: Read, imported: Option<Imported>) {
         // The struct handed to C (`ptr`) is a borrowed view: its release is held here instead.
         let Parts { description, release, device, owner, mask_owners, buffer } = read.into_parts();
-        let held = HoldLock::new(Held { owner: owner.map(Kept::new), release, released: false, exports: 0 });
-        Array {
-            described: Described { description, imported, device },
-            held,
-            buffer: buffer.map(Kept::new),
-            mask_owners: mask_owners.into_iter().map(Kept::new).collect(),
-            keep: None,
-            as_parameter: OnceLock::new(),
-            element_strides: OnceLock::new(),
+        let held = Held { owner: owner.map(Kept::new), release, released: false, exports: 0 };
+        // SAFETY: each field of the place is written once (the caller's contract).
+        unsafe {
+            (&raw mut (*place).described.description).write(description);
+            (&raw mut (*place).described.imported).write(imported);
+            (&raw mut (*place).described.device).write(device);
+            (&raw mut (*place).held).write(HoldLock::new(held));
+            (&raw mut (*place).buffer).write(buffer.map(Kept::new));
+            (&raw mut (*place).mask_owners).write(mask_owners.into_iter().map(Kept::new).collect());
+            (&raw mut (*place).keep).write(None);
+            (&raw mut (*place).as_parameter).write(OnceLock::new());
+            (&raw mut (*place).element_strides).write(OnceLock::new());
         }
     }
 

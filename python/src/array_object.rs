@@ -40,6 +40,7 @@ use crate::dlpack::tensor_of;
 use crate::errors::CaiResult;
 use crate::fastcall::{run_attached, with_thread_attached, Definition};
 use crate::pool::Pooled;
+use cai::binding::import::Imported;
 
 /// A cai.Array object as CPython lays it out.
 #[repr(C)]
@@ -66,6 +67,25 @@ impl<'py> ArrayObject<'py> {
     /// A new cai.Array holding `array`: a spare object of the type if one is kept (`spare`),
     /// else CPython's allocation.
     pub fn new(py: Python<'py>, array: Array) -> PyResult<ArrayObject<'py>> {
+        // SAFETY: the place is written whole.
+        unsafe { ArrayObject::new_with(py, |place| place.write(array)) }
+    }
+
+    /// A new cai.Array holding the Array of `read` and `imported` (`Array::new`), written in
+    /// its object's memory (`Array::write_new`) rather than made and then copied there.
+    #[inline(always)]
+    pub fn imported(py: Python<'py>, read: Read, imported: Imported) -> PyResult<ArrayObject<'py>> {
+        // SAFETY: `write_new` writes every field of the place.
+        unsafe { ArrayObject::new_with(py, |place| Array::write_new(place, read, Some(imported))) }
+    }
+
+    /// A new object of the type, its Array written by `write` (dropped unrun if no object is
+    /// made): a spare object if one is kept (`spare`), else CPython's allocation.
+    ///
+    /// # Safety
+    /// `write` writes a whole Array into the place it is given.
+    #[inline(always)]
+    unsafe fn new_with(py: Python<'py>, write: impl FnOnce(*mut Array)) -> PyResult<ArrayObject<'py>> {
         let ty = ARRAY_TYPE.load(Ordering::Acquire);
         if ty.is_null() {
             return Err(PySystemError::new_err("libcai: cai.Array is used before its module made it"));
@@ -81,10 +101,11 @@ impl<'py> ArrayObject<'py> {
         }
         // SAFETY: `obj` is memory of this type's size that nothing else has seen (a fresh
         // allocation, or a spare object whose header `take` made new and whose other fields are
-        // dead): the Array is written once, a spare object is then told to the collector, and
-        // the object is handed out as the new reference it is.
+        // dead): the Array is written once (the caller's contract for `write`), a spare object
+        // is then told to the collector, and the object is handed out as the new reference it
+        // is.
         unsafe {
-            std::ptr::write(&raw mut (*obj.cast::<ArrayLayout>()).array, array);
+            write(&raw mut (*obj.cast::<ArrayLayout>()).array);
             if spare {
                 ffi::PyObject_GC_Track(obj.cast());
             }

@@ -132,7 +132,7 @@ unsafe extern "C" fn python_from_buffer_interface(
             error,
             |obj, options, out| {
                 let read = read_buffer_interface(obj)?;
-                let imported = import_read(obj.py(), &read, options)?;
+                let imported = import_read(obj.py(), &read, &options)?;
                 own(read, imported, out);
                 Ok(())
             },

@@ -18,7 +18,6 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
-use crate::array::Array;
 use crate::array_object::ArrayObject;
 use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
@@ -67,12 +66,12 @@ pub fn from_object(
         allow_host: u32::from(allow_host),
         ..CaiImportOptions::default()
     };
-    let (read, imported) = import_object(obj, options, Caller::Python)?;
+    let (read, imported) = import_object(obj, &options, Caller::Python)?;
     // One compare on the path with a driver (a non-empty array there is always checked).
     if imported.info.checked == 0 && options.pointer_check == CAI_POINTER_CHECK_DEFAULT {
         warn_if_unchecked(obj.py(), &read, &imported)?;
     }
-    Ok(ArrayObject::new(obj.py(), Array::new(read, Some(imported)))?.unbind())
+    Ok(ArrayObject::imported(obj.py(), read, imported)?.unbind())
 }
 
 /// cai.PointerNotCheckedWarning, for a default pointer check skipped because no CUDA driver
@@ -158,8 +157,8 @@ pub fn from_buffer_interface(
         writable: u32::from(writable),
         ..CaiImportOptions::default()
     };
-    let imported = import_read(py, &read, options)?;
-    Ok(ArrayObject::new(py, Array::new(read, Some(imported)))?.unbind())
+    let imported = import_read(py, &read, &options)?;
+    Ok(ArrayObject::imported(py, read, imported)?.unbind())
 }
 
 /// What `_read_protocol` reads an object by: one protocol alone, not the negotiation's choice.
@@ -260,6 +259,6 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
     };
     let owning = read.array().release.is_some();
     let device = read.device.map(|d| (d.device_type, d.device_id));
-    let imported = import_read(py, &read, options)?;
-    Ok(Some((ArrayObject::new(py, Array::new(read, Some(imported)))?.unbind(), device, owning)))
+    let imported = import_read(py, &read, &options)?;
+    Ok(Some((ArrayObject::imported(py, read, imported)?.unbind(), device, owning)))
 }

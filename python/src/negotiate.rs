@@ -345,10 +345,10 @@ impl Caller {
 #[inline(always)]
 pub fn import_object(
     obj: &Bound<'_, PyAny>,
-    options: CaiImportOptions,
+    options: &CaiImportOptions,
     caller: Caller,
 ) -> CaiResult<(Read, Imported)> {
-    let read = read_object(obj, &options, caller.host(&options))?;
+    let read = read_object(obj, options, caller.host(options))?;
     let imported = import_read(obj.py(), &read, options)?;
     Ok((read, imported))
 }
@@ -478,7 +478,7 @@ fn import_dict_for_c(
     let (array, fields, mask) = read_dict_pooled(dict)?;
     if mask.is_some() || !fields.is_empty() {
         let read = interface_read(obj, array, fields, mask)?;
-        let imported = import_read(obj.py(), &read, options)?;
+        let imported = import_read(obj.py(), &read, &options)?;
         return Ok(ForC::Read(read, imported));
     }
     // No device is read with a dict: its memory is pointer-checked as the options say, as
@@ -528,7 +528,7 @@ fn written(
     }
     let mut taken = Taken::new();
     write(taken.array());
-    import_struct(py, taken.array(), Some(validated), options, host)?;
+    import_struct(py, taken.array(), Some(validated), &options, host)?;
     taken.into_inner().copy_defined_to(out);
     Ok(())
 }
@@ -541,7 +541,7 @@ fn import_read_for_c(
     host: AllowHost,
 ) -> CaiResult<ForC> {
     let read = read_chosen(obj, chosen, &options, host)?;
-    let imported = import_read(obj.py(), &read, options)?;
+    let imported = import_read(obj.py(), &read, &options)?;
     Ok(ForC::Read(read, imported))
 }
 
@@ -733,7 +733,11 @@ fn read_by_exchange(
 }
 
 /// `obj` read by the protocol chosen, to be owned: by the next one when its C-level table
-/// refuses with CAI_ERROR_NOT_SUPPORTED, or a numpy array's fields decline it.
+/// refuses with CAI_ERROR_NOT_SUPPORTED, or a numpy array's fields decline it (`read_next`).
+/// Inlined into its callers, the import's: out of line, the `Read` it returned was copied
+/// into the caller's frame, and the `Chosen` given it before, each copy's wide loads stalled
+/// on the narrower stores that had just written it.
+#[inline(always)]
 fn read_chosen(
     obj: &Bound<'_, PyAny>,
     chosen: Chosen<'_>,
@@ -754,9 +758,21 @@ fn read_chosen(
         Chosen::Taken(tensor) => Ok(taken_from(obj, tensor)),
         Chosen::NumpyFields => match numpy_fields_or_next(obj, options, host)? {
             Ok(tensor) => Ok(taken_from(obj, tensor)),
-            Err(next) => read_chosen(obj, next, options, host),
+            Err(next) => read_next(obj, next, options, host),
         },
     }
+}
+
+/// `read_chosen` of a protocol chosen past a refusal: out of line, which ends the recursion
+/// of the inlined reader.
+#[inline(never)]
+fn read_next(
+    obj: &Bound<'_, PyAny>,
+    chosen: Chosen<'_>,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Read> {
+    read_chosen(obj, chosen, options, host)
 }
 
 /// A numpy array (`Chosen::NumpyFields`) taken by its fields, its type marked as read by an
@@ -793,7 +809,7 @@ fn read_by_c_api_or_next(
 ) -> CaiResult<Read> {
     match read_by_c_api(obj, api, options, host)? {
         Some(read) => Ok(read),
-        None => read_chosen(obj, choose(obj, options, Holder::Import, host, Start::PastCApi)?, options, host),
+        None => read_next(obj, choose(obj, options, Holder::Import, host, Start::PastCApi)?, options, host),
     }
 }
 
@@ -848,7 +864,7 @@ impl<T> Unshared<T> {
 /// Imports what a reader read, with the GIL released where the host may wait (a sync the core
 /// plans, or the first load of the driver).
 #[inline(always)]
-pub fn import_read(py: Python<'_>, read: &Read, options: CaiImportOptions) -> CaiResult<Imported> {
+pub fn import_read(py: Python<'_>, read: &Read, options: &CaiImportOptions) -> CaiResult<Imported> {
     let host = read.device.is_some_and(|device| device.device_type == CAI_DL_CPU);
     import_struct(py, read.array(), read.validated, options, host)
 }
@@ -861,10 +877,10 @@ fn import_struct(
     py: Python<'_>,
     array: &CaiArray,
     validated: Option<Validated>,
-    options: CaiImportOptions,
+    options: &CaiImportOptions,
     host: bool,
 ) -> CaiResult<Imported> {
-    let options = options_for_memory(options, host);
+    let options = options_for_memory(*options, host);
     let outcome = if import_may_wait(array, &options) {
         let job = Unshared((array as *const CaiArray, &options));
         py.detach(move || {
@@ -1032,7 +1048,7 @@ fn import_then_copy(
     host: bool,
     out: &mut CaiArray,
 ) -> CaiResult<()> {
-    import_struct(py, array, validated, options, host)?;
+    import_struct(py, array, validated, &options, host)?;
     array.copy_defined_to(out);
     Ok(())
 }
