@@ -8,6 +8,7 @@ use std::ffi::{c_void, CStr};
 
 use cai::binding::dlpack::{
     device_of, discard, from_dlpack, from_dlpack_legacy, to_dlpack_legacy_validated, to_dlpack_validated,
+    HostWords,
 };
 use cai::binding::release_array;
 use cai::binding::rules::Validated;
@@ -82,7 +83,7 @@ pub unsafe fn device_of_taken(array: &CaiArray, versioned: bool) -> CaiDLDevice 
 pub fn take_capsule(
     capsule: &Bound<'_, PyAny>,
     options: &CaiDLPackOptions,
-    how_to_allow_host: &'static str,
+    how_to_allow_host: HostWords,
     array: &mut CaiArray,
 ) -> CaiResult<(bool, Validated)> {
     let raw = capsule.as_ptr();

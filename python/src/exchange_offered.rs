@@ -112,7 +112,8 @@ unsafe extern "C" fn offered_managed_tensor_from_py_object(
         let object = unsafe { pyo3::Borrowed::from_ptr(py, py_object.cast::<pyo3::ffi::PyObject>()) };
         let offered = offered_of(&object)?;
         let mut array = CaiArray::zeroed();
-        let described = offered.describe_object(&object, AllowHost { allowed: true, how: "" }, &mut array)?;
+        let described =
+            offered.describe_object(&object, AllowHost { allowed: true, how: &"" }, &mut array)?;
         let device = Offered::device_of(&described, &array)?;
         let tensor =
             Offered::export_described(&object, &mut array, &described, device, work_stream(device), true)?;
@@ -131,7 +132,7 @@ unsafe extern "C" fn managed_tensor_to_py_object(
         let options = CaiDLPackOptions { allow_host: 1, ..Default::default() };
         // Host memory is allowed, so no words to allow it are needed.
         // SAFETY: the consumer hands the tensor over; the core takes it (deleting it on failure).
-        unsafe { cai::binding::dlpack::from_dlpack(tensor, &options, "", taken.array()) }
+        unsafe { cai::binding::dlpack::from_dlpack(tensor, &options, &"", taken.array()) }
             .map_err(Failure::Cai)?;
         // SAFETY: taken as a versioned tensor.
         let device = unsafe { device_of_taken(taken.array(), true) };

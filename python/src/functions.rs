@@ -209,7 +209,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
         allow_host: 1,
         ..CaiImportOptions::default()
     };
-    let host = AllowHost { allowed: true, how: "pass allow_host=True" };
+    let host = AllowHost { allowed: true, how: &"pass allow_host=True" };
     let keep = Some(obj.clone().unbind());
     let read = match protocol {
         Protocol::CApi { owning } => {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use cai::binding::dlpack::{
-    check_dltensor, device_is_cuda_or_allowed_host, read_dltensor, write_dltensor, AllowHost,
+    check_dltensor, device_is_cuda_or_allowed_host, read_dltensor, write_dltensor, AllowHost, HostWords,
 };
 use cai::binding::import::{
     import, import_is_inert, import_may_wait, import_validated, producer_ordering, Imported, ProducerOrdering,
@@ -330,10 +330,10 @@ pub enum Caller {
 impl Caller {
     /// `options.allow_host` with the words that allow host memory in this caller's terms.
     pub fn host(self, options: &CaiImportOptions) -> AllowHost {
-        let how = match self {
-            Caller::Python => "pass allow_host=True",
+        let how: HostWords = match self {
+            Caller::Python => &"pass allow_host=True",
             Caller::CApi => {
-                "set CaiImportOptions.allow_host = 1 (from the Rust crate cai-python: ImportOptions::new().allow_host(true))"
+                &"set CaiImportOptions.allow_host = 1 (from the Rust crate cai-python: ImportOptions::new().allow_host(true))"
             }
         };
         AllowHost { allowed: options.allow_host != 0, how }

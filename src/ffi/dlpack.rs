@@ -63,7 +63,7 @@ unsafe fn take<T: crate::dlpack::Managed>(
     from: unsafe fn(
         *mut T,
         &CaiDLPackOptions,
-        &'static str,
+        crate::dlpack::HostWords,
         &mut CaiArray,
     ) -> crate::status::Result<Validated>,
 ) -> crate::status::Result<()> {
