@@ -360,6 +360,26 @@ def test_cai_arrays_read_without_pyo3s_count_end_their_exports_fake_driver():
     assert sys.getrefcount(source) == before
 
 
+def test_a_host_cai_array_refused_for_host_memory_ends_its_export_fake_driver():
+    """A cai.Array of host memory (taken with allow_host) read without allow_host is refused
+    after its export began (the released check first): the refusal ends that export itself, so
+    the source's count is back where it was and release() succeeds; both entries refuse it in
+    the same words, and a released source is refused as released, not as host memory."""
+    source = cai.from_object(numpy.arange(4, dtype=numpy.float32), sync=False, allow_host=True)
+    before = sys.getrefcount(source)
+    refusals = set()
+    for entry in (cai.from_object, REFERENCE):
+        for _ in range(3):
+            with pytest.raises(cai.CaiError, match="host memory") as refused:
+                entry(source, sync=False, pointer_check=NEVER)
+            refusals.add(str(refused.value).replace("_from_object_reference", "from_object"))
+    assert len(refusals) == 1
+    assert sys.getrefcount(source) == before
+    source.release()  # no export left alive
+    with pytest.raises(ValueError, match="was released"):
+        cai.from_object(source, sync=False, pointer_check=NEVER)
+
+
 def test_an_array_read_after_a_higher_rank_one_describes_only_its_own_fake_driver():
     """Structs are reused without zeroing their extents (cai.h: never read past the rank): a
     1-D array read after a 4-D strided one has its own shape and the one stride numpy gave,
