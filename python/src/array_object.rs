@@ -7,9 +7,10 @@
 //!
 //! The audit (every `unsafe` below, and why it is sound):
 //! - An object of this type is `ArrayLayout`: CPython's header, the weak reference list, the
-//!   Rust `Array`. `ArrayObject::new` writes the Array into a fresh allocation (or a spare
-//!   object made new, see `spare`) before anything else sees the object; `dealloc` drops it
-//!   once, after the collector let go of the object. The
+//!   Rust `Array`. `ArrayObject::new_with` (behind `new` and `imported`) has the Array written
+//!   into a fresh allocation (or a spare object made new, see `spare`) before anything else
+//!   sees the object (a writer that unwinds leaks the object, never handing it out);
+//!   `dealloc` drops the Array once, after the collector let go of the object. The
 //!   type allows no instantiation from Python (`tp_new` refuses), no subclass (no
 //!   `Py_TPFLAGS_BASETYPE`) and no attribute of its own (no dict), so an object whose type is
 //!   this one always holds a live Array.
@@ -31,6 +32,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
+use cai::binding::import::Imported;
 use cai::binding::rules::validate;
 use cai::{CaiArray, CaiDLDevice, CaiDLTensor, CAI_MAX_NDIM};
 
@@ -40,7 +42,6 @@ use crate::dlpack::tensor_of;
 use crate::errors::CaiResult;
 use crate::fastcall::{run_attached, with_thread_attached, Definition};
 use crate::pool::Pooled;
-use cai::binding::import::Imported;
 
 /// A cai.Array object as CPython lays it out.
 #[repr(C)]
