@@ -78,6 +78,11 @@ pub struct AllowHost {
     pub how: HostWords,
 }
 
+impl AllowHost {
+    /// Host memory allowed: the words that would allow it are never read.
+    pub const ALLOWED: AllowHost = AllowHost { allowed: true, how: &"" };
+}
+
 /// What a caller does to allow host memory, e.g. "set CaiDLPackOptions.allow_host = 1": a
 /// thin pointer, so that an `AllowHost` is two words, passed in registers. With the words'
 /// own two-word `&str` in it, it was three, passed through memory, and each copy's 8-byte
@@ -721,7 +726,7 @@ fn device_of_validated(
     given: Option<CaiDLDevice>,
 ) -> Result<CaiDLDevice> {
     if let Some(device) = given {
-        device_is_cuda_or_allowed_host(device, AllowHost { allowed: true, how: &"" })?;
+        device_is_cuda_or_allowed_host(device, AllowHost::ALLOWED)?;
     }
     kind_of(array).dl_device(array, validated.touched(), given)
 }

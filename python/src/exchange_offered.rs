@@ -112,8 +112,7 @@ unsafe extern "C" fn offered_managed_tensor_from_py_object(
         let object = unsafe { pyo3::Borrowed::from_ptr(py, py_object.cast::<pyo3::ffi::PyObject>()) };
         let offered = offered_of(&object)?;
         let mut array = CaiArray::zeroed();
-        let described =
-            offered.describe_object(&object, AllowHost { allowed: true, how: &"" }, &mut array)?;
+        let described = offered.describe_object(&object, AllowHost::ALLOWED, &mut array)?;
         let device = Offered::device_of(&described, &array)?;
         let tensor =
             Offered::export_described(&object, &mut array, &described, device, work_stream(device), true)?;

@@ -139,8 +139,7 @@ unsafe extern "C" fn dlpack_fastcall(
         let mut array = CaiArray::zeroed();
         let mut found = None;
         let (request, device) = arguments.read(|| {
-            let described =
-                offered.describe_object(&instance, AllowHost { allowed: true, how: &"" }, &mut array)?;
+            let described = offered.describe_object(&instance, AllowHost::ALLOWED, &mut array)?;
             let device = Offered::device_of(&described, &array)?;
             found = Some(described);
             Ok(device)
@@ -175,7 +174,7 @@ unsafe extern "C" fn dlpack_device_call(
         // SAFETY: the descriptor's `self`, alive for the call.
         let (offered, instance) = unsafe { offered_self(py, slf) }?;
         let mut array = CaiArray::zeroed();
-        let host = AllowHost { allowed: true, how: &"" };
+        let host = AllowHost::ALLOWED;
         let described = offered.describe_object(&instance, host, &mut array)?;
         let device = Offered::device_of(&described, &array)?;
         Ok((device.device_type, device.device_id).into_pyobject(py)?.into_ptr())

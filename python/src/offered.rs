@@ -282,7 +282,7 @@ impl Offered {
     /// protocols (`__cuda_array_interface__`, `__dlpack__`, the exchange table) export.
     pub fn array_of<'py>(&self, obj: &Bound<'py, PyAny>) -> CaiResult<ArrayObject<'py>> {
         let mut array = Pooled::cleared();
-        let host = AllowHost { allowed: true, how: &"" };
+        let host = AllowHost::ALLOWED;
         let described = self.describe_object(obj, host, &mut array)?;
         let mut read = Read::borrowing(array, described.known_device(), Some(obj.clone().unbind()));
         read.validated = Some(described.validated);
