@@ -9,6 +9,8 @@ of them: objects exposing the same layout as `__array_interface__` over host mem
 - JAX: version 2, read-only (`data[1]` True).
 - a 4-D strided view (CuPy's keys, byte strides).
 - a masked array (Numba's keys with a `mask` that exposes the interface itself).
+- CuPy's again, built at each access by a property, as a CuPy array hands it out (the rows
+  above read one dict built once; the twin builds its `__array_interface__` the same way).
 """
 
 import numpy as np
@@ -60,3 +62,26 @@ def host_twin(cuda):
 
 
 PRODUCERS = {name: (Producer(cuda=d), Producer(host=host_twin(d))) for name, d in DICTS.items()}
+
+
+class CupyBuilt:
+    """CuPy's dict as CuPy hands it out: its ndarray's `__cuda_array_interface__` is a property
+    that builds the dict at each access, with a new `data` tuple and a new `descr` list."""
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": SHAPE, "typestr": "<f4", "descr": [("", "<f4")], "stream": STREAM, "version": 3,
+                "strides": None, "data": (HOST_ADDRESS, False)}
+
+
+class CupyBuiltTwin:
+    """Its CPU twin: numpy's `__array_interface__`, built at each access the same way."""
+
+    @property
+    def __array_interface__(self):
+        return {"shape": SHAPE, "typestr": "<f4", "descr": [("", "<f4")], "version": 3, "strides": None,
+                "data": (HOST_ADDRESS, False)}
+
+
+HOST_ADDRESS = HOST.ctypes.data
+PRODUCERS["CuPy, built per access"] = (CupyBuilt(), CupyBuiltTwin())
