@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds, on a machine with Rust, what scripts/gpu-check.sh runs from on a GPU machine that has
-# none: target/release/libcai.so, the Python package's wheel (target/release/wheels), and in
+# none: target/release/libcai.so, the Python package's release wheel (target/release/wheels), and in
 # target/release/gpu-extensions the PyO3 test extension for the GPU machine's CPython (the C,
 # pybind11, nanobind and Cython ones are compiled there) and the Rust API's GPU test
 # (tests/gpu_rust.rs, built here: no Rust there). Bring those three along.
@@ -14,7 +14,9 @@ venv_python=target/venv/bin/python
 [ -x "$venv_python" ] || { echo "no $venv_python: run scripts/python-env.sh first" >&2; exit 1; }
 cargo build --release
 rm -rf target/release/wheels target/release/gpu-extensions
-"$venv_python" -m pip wheel --quiet --no-deps -w target/release/wheels ./python
+# The release wheel, built as scripts/build-wheel.sh builds it (profile-guided): the GPU
+# benchmark then times what users install.
+bash scripts/build-wheel.sh target/release/wheels "$venv_python"
 wheels=$(mktemp -d)
 CARGO_TARGET_DIR=target/pyo3 "$venv_python" -m maturin build --release --quiet \
   --manifest-path python/tests/extensions/pyo3_ext/Cargo.toml --interpreter "$(command -v "$python")" --out "$wheels"
