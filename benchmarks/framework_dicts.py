@@ -62,6 +62,7 @@ def host_twin(cuda):
 
 
 PRODUCERS = {name: (Producer(cuda=d), Producer(host=host_twin(d))) for name, d in DICTS.items()}
+HOST_ADDRESS = HOST.ctypes.data
 
 
 class CupyBuilt:
@@ -83,5 +84,4 @@ class CupyBuiltTwin:
                 "data": (HOST_ADDRESS, False)}
 
 
-HOST_ADDRESS = HOST.ctypes.data
 PRODUCERS["CuPy, built per access"] = (CupyBuilt(), CupyBuiltTwin())
