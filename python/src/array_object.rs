@@ -7,7 +7,7 @@
 //!
 //! The audit (every `unsafe` below, and why it is sound):
 //! - An object of this type is `ArrayLayout`: CPython's header, the weak reference list, the
-//!   Rust `Array`. `ArrayObject::new_with` (behind `new` and `imported`) has the Array written
+//!   Rust `Array`. `ArrayObject::new_with` (behind `new` and `of_read`) has the Array written
 //!   into a fresh allocation (or a spare object made new, see `spare`) before anything else
 //!   sees the object (a writer that unwinds leaks the object, never handing it out);
 //!   `dealloc` drops the Array once, after the collector let go of the object. The
@@ -72,12 +72,13 @@ impl<'py> ArrayObject<'py> {
         unsafe { ArrayObject::new_with(py, |place| place.write(array)) }
     }
 
-    /// A new cai.Array holding the Array of `read` and `imported` (`Array::new`), written in
-    /// its object's memory (`Array::write_new`) rather than made and then copied there.
+    /// A new cai.Array holding the Array of `read` and what its import established
+    /// (`Array::new`), written in its object's memory (`Array::write_new`) rather than made and
+    /// then copied there.
     #[inline(always)]
-    pub fn imported(py: Python<'py>, read: Read, imported: Imported) -> PyResult<ArrayObject<'py>> {
+    pub fn of_read(py: Python<'py>, read: Read, imported: Option<Imported>) -> PyResult<ArrayObject<'py>> {
         // SAFETY: `write_new` writes every field of the place.
-        unsafe { ArrayObject::new_with(py, |place| Array::write_new(place, read, Some(imported))) }
+        unsafe { ArrayObject::new_with(py, |place| Array::write_new(place, read, imported)) }
     }
 
     /// A new object of the type, its Array written by `write` (dropped unrun if no object is
@@ -424,8 +425,7 @@ impl Array {
     pub(crate) fn adopt(py: Python<'_>, source: &mut CaiArray) -> CaiResult<Py<PyAny>> {
         validate(source)?;
         let adopted =
-            ArrayObject::new(py, Array::new(Read::borrowing(Pooled::copy_of(source), None, None), None))?
-                .unbind();
+            ArrayObject::of_read(py, Read::borrowing(Pooled::copy_of(source), None, None), None)?.unbind();
         source.release = None;
         Ok(adopted)
     }

@@ -71,7 +71,7 @@ pub fn from_object(
     if imported.info.checked == 0 && options.pointer_check == CAI_POINTER_CHECK_DEFAULT {
         warn_if_unchecked(obj.py(), &read, &imported)?;
     }
-    Ok(ArrayObject::imported(obj.py(), read, imported)?.unbind())
+    Ok(ArrayObject::of_read(obj.py(), read, Some(imported))?.unbind())
 }
 
 /// cai.PointerNotCheckedWarning, for a default pointer check skipped because no CUDA driver
@@ -158,7 +158,7 @@ pub fn from_buffer_interface(
         ..CaiImportOptions::default()
     };
     let imported = import_read(py, &read, &options)?;
-    Ok(ArrayObject::imported(py, read, imported)?.unbind())
+    Ok(ArrayObject::of_read(py, read, Some(imported))?.unbind())
 }
 
 /// What `_read_protocol` reads an object by: one protocol alone, not the negotiation's choice.
@@ -260,5 +260,5 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
     let owning = read.array().release.is_some();
     let device = read.device.map(|d| (d.device_type, d.device_id));
     let imported = import_read(py, &read, &options)?;
-    Ok(Some((ArrayObject::imported(py, read, imported)?.unbind(), device, owning)))
+    Ok(Some((ArrayObject::of_read(py, read, Some(imported))?.unbind(), device, owning)))
 }

@@ -29,7 +29,6 @@ use cai_python::ffi::{
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::array::Array;
 use crate::array_object::ArrayObject;
 use crate::described::Read;
 use crate::dlpack::{device_of_array, tensor_of};
@@ -286,7 +285,7 @@ impl Offered {
         let described = self.describe_object(obj, host, &mut array)?;
         let mut read = Read::borrowing(array, described.known_device(), Some(obj.clone().unbind()));
         read.validated = Some(described.validated);
-        Ok(ArrayObject::new(obj.py(), Array::new(read, None))?)
+        Ok(ArrayObject::of_read(obj.py(), read, None)?)
     }
 
     /// A DLPack tensor of `obj`'s description (`array`, as `describe_object` wrote it, and
