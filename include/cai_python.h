@@ -15,7 +15,8 @@
 //
 // In a hot path, cai_python_view(arg, NULL, &a, &e) reads the same struct borrowed (no
 // reference, no allocation, nothing to release; valid while `arg` is held and no Python code
-// runs), and refuses what it cannot borrow: see the table's member.
+// runs), and refuses what it cannot borrow: see the table's member. cai_python_view_or_own
+// borrows where it can and imports the rest owning (`out->release` says which).
 //
 // Every function here needs the caller attached to the interpreter (holding the GIL), but for
 // the release callbacks of what they write, which run on any thread. Call cai_python_import()
@@ -35,7 +36,7 @@
 // The table's version: a major changes its layout, a minor appends members. An extension
 // accepts a table of its own major and of its minor or later.
 #define CAI_PYTHON_API_MAJOR 1
-#define CAI_PYTHON_API_MINOR 2
+#define CAI_PYTHON_API_MINOR 3
 // The capsule holding the table (PyCapsule_Import's dotted form).
 #define CAI_PYTHON_CAPSULE_NAME "cai._native._C_API"
 
@@ -172,6 +173,15 @@ typedef struct CaiPythonApi {
   // into `type_dict` (the dict of a static or immutable type) and calling PyType_Modified.
   // Returns 0, or -1 with an exception set.
   int32_t (*cai_python_offer_to)(PyTypeObject *type, CaiPythonFill fill, PyObject *type_dict);
+  // Minor 3. cai_python_view where a borrowed struct can hold the array, else
+  // cai_python_from_object: what cai_python_view refuses because a borrowed struct cannot hold
+  // it (a mask, named descr fields, an exchange table without dltensor_from_py_object_no_sync)
+  // is imported owning instead, with no exception raised on the way. On CAI_OK `out->release`
+  // says which: NULL for a borrowed struct (valid as cai_python_view's), set for an owning one
+  // (release it with cai_release). Every failure is cai_python_from_object's. For a caster that
+  // borrows where it can, such as cai::ArrayView's.
+  int32_t (*cai_python_view_or_own)(PyObject *obj, const CaiImportOptions *options, CaiArray *out,
+                                    CaiError *error);
 } CaiPythonApi;
 
 #ifdef __cplusplus
@@ -342,6 +352,7 @@ static const CaiPythonApi cai_python_unavailable_api_ = {
     cai_python_unavailable_from_object_,
     cai_python_unavailable_from_object_,
     cai_python_unavailable_offer_to_,
+    cai_python_unavailable_from_object_,
 };
 
 // The table every name below calls through: the one cai_python_import read, or, in a module
@@ -391,6 +402,7 @@ static inline const CaiPythonApi *cai_python_table(void) {
 #define cai_status_string (cai_python_table()->cai_status_string)
 #define cai_library_version (cai_python_table()->cai_library_version)
 #define cai_python_view (cai_python_table()->cai_python_view)
+#define cai_python_view_or_own (cai_python_table()->cai_python_view_or_own)
 #define cai_python_from_buffer_interface (cai_python_table()->cai_python_from_buffer_interface)
 
 // Gives `type` (after PyType_Ready) every producer protocol, each read through `fill`:
@@ -483,7 +495,7 @@ inline CaiStatus fill_failed(CaiError& error) noexcept {
 
 // A borrowed CaiArray: nothing to release, valid while what it views is. What the pybind11 and
 // nanobind casters (cai/pybind11.h, cai/nanobind.h) give a function that takes it: borrowed by
-// cai_python_view where it can, else a view of an array the caster owns for the call.
+// cai_python_view_or_own where it can, else a view of an array the caster owns for the call.
 class ArrayView {
  public:
   ArrayView() noexcept : raw_{} {}

@@ -12,9 +12,9 @@ use pyo3::ffi::{PyObject, PyTypeObject};
 
 /// CAI_PYTHON_API_MAJOR: a table of another major is refused.
 pub const CAI_PYTHON_API_MAJOR: u32 = 1;
-/// CAI_PYTHON_API_MINOR: the members this crate calls (`cai_python_view` came with minor 1,
-/// `cai_python_offer_to` with minor 2).
-pub const CAI_PYTHON_API_MINOR: u32 = 2;
+/// CAI_PYTHON_API_MINOR: the members of [`CaiPythonApi`] (`cai_python_view` came with minor
+/// 1, `cai_python_offer_to` with minor 2, `cai_python_view_or_own` with minor 3).
+pub const CAI_PYTHON_API_MINOR: u32 = 3;
 /// CAI_PYTHON_CAPSULE_NAME.
 pub const CAI_PYTHON_CAPSULE_NAME: &CStr = c"cai._native._C_API";
 
@@ -76,6 +76,7 @@ pub struct CaiPythonApi {
     pub cai_python_from_buffer_interface: FromObject,
     pub cai_python_offer_to:
         unsafe extern "C" fn(*mut PyTypeObject, Option<CaiPythonFill>, *mut PyObject) -> i32,
+    pub cai_python_view_or_own: FromObject,
 }
 
 /// cai_python.h's `CaiPythonFill`: describes `self` into `out` (constant fields and defaults

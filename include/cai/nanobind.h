@@ -10,8 +10,8 @@
 //
 // nanobind's casters cannot raise (from_python is noexcept, and a refusal becomes nanobind's
 // own "incompatible function arguments" TypeError), so an object the caster refuses gets that
-// TypeError. cai::ArrayView borrows instead (cai_python_view: no reference, no allocation), for
-// hot paths. cai::HostOrDeviceArray takes host memory too (allow_host: numpy arrays, CPU
+// TypeError. cai::ArrayView borrows instead where it can (cai_python_view_or_own: no reference,
+// no allocation), for hot paths. cai::HostOrDeviceArray takes host memory too (allow_host: numpy arrays, CPU
 // tensors). For libcai's message (cai.CaiError naming the field), or other import options (a
 // consumer stream), take a nanobind::handle and call cai::nanobind::from_object.
 //
@@ -167,10 +167,11 @@ struct type_caster<cai::Array> : cai_array_caster<cai::Array, 0> {};
 template <>
 struct type_caster<cai::HostOrDeviceArray> : cai_array_caster<cai::HostOrDeviceArray, 1> {};
 
-// The caster of cai::ArrayView (device memory, default import options): borrowed by
-// cai_python_view, no reference and no allocation; what that cannot borrow (a mask, named
-// descr fields, an exchange table without the non-owning call) is taken by
-// cai_python_from_object into an array this caster owns for the call, and viewed.
+// The caster of cai::ArrayView (device memory, default import options), by
+// cai_python_view_or_own: borrowed where a borrowed struct can hold the array (no reference,
+// no allocation); what it cannot (a mask, named descr fields, an exchange table without the
+// non-owning call) imported owning by the same call into an array this caster owns for the
+// call, and viewed.
 template <>
 struct type_caster<cai::ArrayView> {
   NB_TYPE_CASTER(cai::ArrayView, const_name("cai.Array"))
@@ -178,13 +179,14 @@ struct type_caster<cai::ArrayView> {
 
   bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
     CaiError error;
-    if (cai_python_view(src.ptr(), nullptr, &value.raw(), &error) == CAI_OK) return true;
-    PyErr_Clear();
-    if (cai_python_from_object(src.ptr(), nullptr, &owned.raw(), &error) != CAI_OK) {
+    if (cai_python_view_or_own(src.ptr(), nullptr, &value.raw(), &error) != CAI_OK) {
       PyErr_Clear();
       return false;
     }
-    value = cai::ArrayView(owned.raw());
+    if (value.raw().release != nullptr) {
+      owned = cai::Array(std::move(value.raw()));
+      value = cai::ArrayView(owned.raw());
+    }
     return true;
   }
 };

@@ -11,7 +11,8 @@
 // An object libcai refuses raises libcai's cai.CaiError (a ValueError) naming the field; one
 // that is no array at all lets pybind11 try the function's other overloads, and raises
 // libcai's TypeError when none takes it (so declare cai::Array overloads after the others).
-// cai::ArrayView borrows instead (cai_python_view: no reference, no allocation), for hot paths.
+// cai::ArrayView borrows instead where it can (cai_python_view_or_own: no reference, no
+// allocation), for hot paths.
 // cai::Array takes device memory with the default import options (blocking sync);
 // cai::HostOrDeviceArray takes host memory too (allow_host: numpy arrays, CPU tensors). For
 // other options (a consumer stream), call cai::pybind11::from_object.
@@ -154,6 +155,13 @@ struct cai_array_caster {
     options.allow_host = allow_host;
     CaiError error;
     if (cai_python_from_object(src.ptr(), &options, &out, &error) == CAI_OK) return true;
+    return refused(error, convert);
+  }
+
+  // What the caster makes of a refusal (`error` written, the exception set): false on
+  // pybind11's first pass for what is no array (another overload may take it exactly), else
+  // the exception thrown.
+  static bool refused(const CaiError& error, bool convert) {
     bool not_an_array = error.code == CAI_ERROR_PYTHON &&
                         (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_AttributeError));
     if (not_an_array && !convert) {
@@ -178,10 +186,11 @@ struct type_caster<cai::Array> : cai_array_caster<cai::Array, 0> {};
 template <>
 struct type_caster<cai::HostOrDeviceArray> : cai_array_caster<cai::HostOrDeviceArray, 1> {};
 
-// The caster of cai::ArrayView (device memory, default import options): borrowed by
-// cai_python_view, no reference and no allocation; what that cannot borrow (a mask, named
-// descr fields, an exchange table without the non-owning call) is taken by
-// cai_python_from_object into an array this caster owns for the call, and viewed.
+// The caster of cai::ArrayView (device memory, default import options), by
+// cai_python_view_or_own: borrowed where a borrowed struct can hold the array (no reference,
+// no allocation); what it cannot (a mask, named descr fields, an exchange table without the
+// non-owning call) imported owning by the same call into an array this caster owns for the
+// call, and viewed.
 template <>
 struct type_caster<cai::ArrayView> {
   PYBIND11_TYPE_CASTER(cai::ArrayView, const_name("cai.Array"));
@@ -189,10 +198,12 @@ struct type_caster<cai::ArrayView> {
 
   bool load(handle src, bool convert) {
     CaiError error;
-    if (cai_python_view(src.ptr(), nullptr, &value.raw(), &error) == CAI_OK) return true;
-    PyErr_Clear();
-    if (!cai_array_caster<cai::Array, 0>::take(src, convert, 0, owned.raw())) return false;
-    value = cai::ArrayView(owned.raw());
+    if (cai_python_view_or_own(src.ptr(), nullptr, &value.raw(), &error) != CAI_OK)
+      return cai_array_caster<cai::Array, 0>::refused(error, convert);
+    if (value.raw().release != nullptr) {
+      owned = cai::Array(std::move(value.raw()));
+      value = cai::ArrayView(owned.raw());
+    }
     return true;
   }
 };

@@ -189,6 +189,11 @@ cdef extern from "cai_python.h":
     # Raises libcai's exception when it fails.
     int32_t cai_python_view(object obj, const CaiImportOptions *options, CaiArray *out,
                             CaiError *error) except *
+    # cai_python_view where it can borrow, else cai_python_from_object (`out.release` NULL for
+    # a borrowed struct, set for an owning one: cai_release it). Raises libcai's exception when
+    # it fails.
+    int32_t cai_python_view_or_own(object obj, const CaiImportOptions *options, CaiArray *out,
+                                   CaiError *error) except *
     # cai.from_buffer_interface from C: an object of the OpenCL/CUDA Buffer Interface (or a
     # pyopencl.array.Array), owning as cai_python_from_object (the consumer's cl_command_queue
     # or stream as options.consumer_stream). Raises libcai's exception when it fails.

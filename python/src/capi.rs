@@ -4,8 +4,8 @@
 //! capsule and DLPack's exchange table work the same way.
 //!
 //! The table holds the Python entry points (`cai_python_from_object`, `cai_python_to_object`,
-//! and from minor 1 `cai_python_view`) and every function of cai.h, by the names cai_python.h
-//! gives them.
+//! from minor 1 `cai_python_view`, from minor 3 `cai_python_view_or_own`) and every function
+//! of cai.h, by the names cai_python.h gives them.
 //! The layout is fixed per major version; a minor version appends members only.
 
 use std::ffi::c_void;
@@ -56,6 +56,7 @@ pub static PYTHON_API: PythonApi = PythonApi {
     cai_python_view: python_view,
     cai_python_from_buffer_interface: python_from_buffer_interface,
     cai_python_offer_to: crate::offer::python_offer_to,
+    cai_python_view_or_own: python_view_or_own,
 };
 
 /// The table as the module publishes it: `cai._native._C_API`.
@@ -189,6 +190,48 @@ unsafe extern "C" fn python_view(
     }
 }
 
+/// `cai_python_view_or_own`: `cai_python_view`'s borrowed struct where a borrowed struct
+/// can hold what was read; else (`Failure::CannotBorrow`: a mask, named descr fields, an
+/// exchange table without the non-owning call) `cai_python_from_object`'s owning one, with
+/// no exception raised for the view's refusal on the way. On failure as `python_from_object`.
+unsafe extern "C" fn python_view_or_own(
+    obj: *mut PyObject,
+    options: *const CaiImportOptions,
+    out: *mut CaiArray,
+    error: *mut CaiError,
+) -> i32 {
+    const NAME: &str = "cai_python_view_or_own";
+    // SAFETY: the caller's arguments, as cai_python.h describes them.
+    unsafe {
+        match remembered(obj) {
+            Some(Remembered::Exchange(exchange)) => {
+                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
+                    match view_by_exchange_table(obj, exchange, options, out) {
+                        Err(Failure::CannotBorrow(_)) => {
+                            own_by_exchange_table(obj, exchange, options, release_tensor, out)
+                        }
+                        viewed => viewed,
+                    }
+                })
+            }
+            Some(Remembered::OfferedCApi(api)) => {
+                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
+                    view_offered(obj, api, options, out)
+                })
+            }
+            None => {}
+        }
+        object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
+            match view_object(obj, options, out) {
+                Err(Failure::CannotBorrow(_)) => {
+                    own_for_c(import_for_c(obj, options, release_tensor, out), out)
+                }
+                viewed => viewed,
+            }
+        })
+    }
+}
+
 /// The table this thread chose before for `obj`'s type (its DLPack exchange table, or a
 /// C-level table libcai's glue offered), the facts unchanged since (`remembered_table`): the
 /// way in of a loop over one producer type, which reads `obj` through that table without a
@@ -313,7 +356,7 @@ fn read_entry(
 /// Writes `failure` into `error`, raises it as a Python exception, and returns its status.
 fn report(py: Python<'_>, failure: Failure, error: *mut CaiError) -> i32 {
     let (written, raised) = match failure {
-        Failure::Cai(e) => {
+        Failure::Cai(e) | Failure::CannotBorrow(e) => {
             let raised = to_python(py, &e);
             (e, raised)
         }

@@ -10,6 +10,11 @@ use pyo3::types::PyType;
 pub enum Failure {
     Cai(cai::Error),
     Python(PyErr),
+    /// A borrowed view's refusal of what only an owning import holds (a mask, named descr
+    /// fields, an exchange table's tensor without the non-owning call): raised as `Cai`, and
+    /// taken by the owning import instead where the caller asked for that
+    /// (`cai_python_view_or_own`).
+    CannotBorrow(cai::Error),
 }
 
 pub type CaiResult<T> = Result<T, Failure>;
@@ -30,7 +35,7 @@ impl From<Failure> for PyErr {
     fn from(failure: Failure) -> PyErr {
         match failure {
             Failure::Python(error) => error,
-            Failure::Cai(error) => Python::attach(|py| to_python(py, &error)),
+            Failure::Cai(error) | Failure::CannotBorrow(error) => Python::attach(|py| to_python(py, &error)),
         }
     }
 }

@@ -926,7 +926,7 @@ fn borrowed_copy(source: &CaiArray) -> CaiArray {
 
 /// The refusal of what a borrowed view cannot hold without memory or a reference of its own.
 fn cannot_borrow(what: &str) -> Failure {
-    Failure::Cai(Error::new(
+    Failure::CannotBorrow(Error::new(
         Status::InvalidArgument,
         format!(
             "cai_python_view cannot borrow {what}; cai_python_from_object takes it (it owns what it holds)"

@@ -107,6 +107,14 @@ def test_row_75_a_c_import_of_a_numpy_array_written_straight_is_the_import_throu
     assert " compared" in run_check(built, "numpy_import_written_straight_is_the_import_through_a_struct", "fake")
 
 
+def test_a_c_view_or_own_borrows_what_a_view_holds_and_owns_the_rest_as_the_import_does_fake_driver(built):
+    """cai_python_view_or_own, negotiated and through a remembered exchange table: the view's
+    struct where a view can hold it, the owning import's where not (a table without the
+    non-owning call), each tensor deleted once; refusals the import's, word for word (the
+    masked and named-field dicts are check_dicts's)."""
+    assert " compared" in run_check(built, "view_or_own", "fake")
+
+
 def test_a_c_import_of_a_cai_dict_holds_the_object_itself_and_lets_go_of_it_fake_driver(built):
     """CAI dicts imported from C, with and without a pointer check: cai.from_object's struct,
     the object its owner (but for a mask or named fields), references let go of, refusals

@@ -44,6 +44,26 @@ static PyObject *view_describe(PyObject *self, PyObject *args) {
   return cai_test_description(&a);
 }
 
+/* (what cai_python_view_or_own saw of obj, whether it owns); an owning struct is released once
+   described, a borrowed one (no owner) has nothing to release. */
+static PyObject *view_or_own_describe(PyObject *self, PyObject *args) {
+  PyObject *obj;
+  CaiImportOptions options;
+  if (!import_arguments(args, &obj, &options)) return NULL;
+  CaiArray a;
+  CaiError e;
+  if (cai_python_view_or_own(obj, &options, &a, &e) != CAI_OK) return NULL;
+  int owns = a.release != NULL;
+  if (!owns && a.owner != NULL) {
+    PyErr_SetString(PyExc_AssertionError, "a borrowed struct with an owner");
+    return NULL;
+  }
+  PyObject *seen = cai_test_description(&a);
+  cai_release(&a, NULL);
+  if (seen == NULL) return NULL;
+  return Py_BuildValue("(NO)", seen, owns ? Py_True : Py_False);
+}
+
 /* (status, CaiError message, exception) of a refused import, from cai_python_from_object or,
    with view=True, cai_python_view; None if it imports. */
 static PyObject *refusal(PyObject *self, PyObject *args, PyObject *kwargs) {
@@ -75,14 +95,15 @@ static PyObject *refusal(PyObject *self, PyObject *args, PyObject *kwargs) {
 }
 
 /* (status, the struct's bytes, the CaiError message, the exception's type name) of
-   cai_python_from_object (own) or cai_python_view into a struct first filled with 0xA5, with
+   cai_python_from_object (own 1), cai_python_view (own 0) or cai_python_view_or_own (own 2)
+   into a struct first filled with 0xA5, with
    the options given; an owning struct is released once its bytes are copied. For comparing two
    ways of writing `out` (straight, or through a struct of libcai's), and the entries' two ways
    in (a negotiation, and the choice this thread remembers for the type). */
 static PyObject *entry_outcome(PyObject *self, PyObject *args) {
   PyObject *obj;
   int own, allow_host, native_only, pointer_check, sync_mode;
-  if (!PyArg_ParseTuple(args, "Opipii", &obj, &own, &allow_host, &native_only, &pointer_check, &sync_mode))
+  if (!PyArg_ParseTuple(args, "Oiipii", &obj, &own, &allow_host, &native_only, &pointer_check, &sync_mode))
     return NULL;
   CaiImportOptions options;
   memset(&options, 0, sizeof options);
@@ -94,10 +115,12 @@ static PyObject *entry_outcome(PyObject *self, PyObject *args) {
   memset(&a, 0xA5, sizeof a);
   CaiError e;
   memset(&e, 0, sizeof e);
-  int32_t status = own ? cai_python_from_object(obj, &options, &a, &e) : cai_python_view(obj, &options, &a, &e);
+  int32_t status = own == 1   ? cai_python_from_object(obj, &options, &a, &e)
+                   : own == 2 ? cai_python_view_or_own(obj, &options, &a, &e)
+                              : cai_python_view(obj, &options, &a, &e);
   if (status == CAI_OK) {
     PyObject *result = Py_BuildValue("(iy#ss)", status, (const char *)&a, (Py_ssize_t)sizeof a, "", "");
-    if (own) cai_release(&a, NULL);
+    cai_release(&a, NULL); /* nothing to do for a borrowed struct */
     return result;
   }
   if (!PyErr_Occurred()) {
@@ -237,6 +260,7 @@ static PyMethodDef methods[] = {
     {"describe", describe, METH_VARARGS, NULL},
     {"refusal", (PyCFunction)(void (*)(void))refusal, METH_VARARGS | METH_KEYWORDS, NULL},
     {"view_describe", view_describe, METH_VARARGS, NULL},
+    {"view_or_own_describe", view_or_own_describe, METH_VARARGS, NULL},
     {"entry_outcome", entry_outcome, METH_VARARGS, NULL},
     {"import_many", import_many, METH_VARARGS, NULL},
     {"release_on_a_thread", release_on_a_thread, METH_O, NULL},

@@ -107,6 +107,9 @@ def same_view_everywhere(obj, want, allow_host):
 
     view = outcome(cai_c_ext.view_describe, obj, allow_host)
     assert outcome(cai_pyo3_ext.view_describe, obj, allow_host) == view, obj  # cai_python::view
+    # cai_python_view_or_own: what cai.from_object makes, owned where a view cannot hold it
+    or_own = outcome(cai_c_ext.view_or_own_describe, obj, allow_host)
+    assert or_own == (want if len(want) == 2 else (want, cannot_borrow(obj))), (obj, or_own, want)
     if view != want:
         assert cannot_borrow(obj) and view[0] == "CaiError" and "cai_python_from_object" in view[1], (obj, view)
         assert view[1].startswith("CAI_ERROR_INVALID_ARGUMENT: cai_python_view cannot borrow"), view
@@ -603,6 +606,76 @@ def check_remembered_exchange_entries_give_the_negotiations_outcome():
     return compared
 
 
+def check_view_or_own():
+    """cai_python_view_or_own through the negotiation and through the table this thread
+    remembers for the type: torch tensors and an exchange-table producer with the non-owning
+    call are borrowed, cai_python_view's struct byte for byte; a producer whose table lacks that
+    call is imported owning, cai_python_from_object's struct (its tensor's address aside), every
+    tensor taken deleted once; a refusal is cai_python_from_object's word for word, `out`
+    untouched."""
+    import cai_c_ext
+    import numpy
+
+    never, none = cai.POINTER_CHECK_NEVER, cai.SYNC_NONE
+    forget = numpy.zeros(1)
+
+    def outcomes(obj, allow_host):
+        """(view, own, view_or_own) outcomes, each negotiated and then remembered."""
+        got = []
+        for mode in (0, 1, 2):
+            cai_c_ext.entry_outcome(forget, 1, True, 0, never, none)  # no table remembered
+            negotiated = cai_c_ext.entry_outcome(obj, mode, allow_host, 0, never, none)
+            remembered = cai_c_ext.entry_outcome(obj, mode, allow_host, 0, never, none)
+            got.append((negotiated, remembered))
+        return got
+
+    def ownerless(outcome):
+        status, written, message, kind = outcome
+        return status, written[: OWNER.start] + bytes(OWNER.stop - OWNER.start) + written[OWNER.stop :], message, kind
+
+    compared = 0
+    borrowed = []
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):  # the free-threaded leg installs no frameworks
+        import torch
+
+        t = torch.arange(12.0).reshape(3, 4)
+        borrowed += [t, t.t(), torch.arange(12, dtype=torch.int16)[::2], torch.tensor(3.0)]
+    lib, Offering = exchange_producer()
+
+    class Viewable:
+        __c_dlpack_exchange_api__ = lib.producer_exchange_api_with_dltensor()
+
+    borrowed.append(Viewable())
+    for obj in borrowed:
+        view, own, or_own = outcomes(obj, True)
+        assert or_own == view and view[0][0] == 0 and own[0][0] == 0, (obj, or_own[0][2:], view[0][2:])
+        assert or_own[0][1][OWNER] == bytes(OWNER.stop - OWNER.start), "a borrowed struct has no owner"
+        compared += 1
+    handed, deleted = lib.producer_handed_out(), lib.producer_deleted()
+    view, own, or_own = outcomes(Offering(), False)
+    for got, owning in zip(or_own, own):  # negotiated, then remembered
+        assert got[0] == 0 and got[1][OWNER] not in (UNTOUCHED[OWNER], bytes(OWNER.stop - OWNER.start)), got[2:]
+        assert ownerless(got) == ownerless(owning), (got[2:], owning[2:])
+    assert view[0][0] != 0 and "cannot borrow" in view[0][2], view[0][2:]
+    gc.collect()
+    taken = lib.producer_handed_out() - handed
+    assert taken == 4 and lib.producer_deleted() - deleted == taken, (taken, lib.producer_deleted() - deleted)
+    compared += 1
+    refused = [{"shape": (4,), "typestr": "<f3", "data": (device_memory(), False), "version": 3},
+               {"shape": (4,), "typestr": "<f4", "data": (device_memory(), False), "version": 3, "stream": 0},
+               dict(dicts(device_memory())[1], typestr="<f3"), object()]
+    for x in refused + [Exposes(d) for d in refused[:3]]:
+        for allow_host in (False, True):
+            (own, _), (or_own, _) = outcomes(x, allow_host)[1:]
+            assert own[0] != 0 and or_own == own and or_own[1] == UNTOUCHED, (x, or_own[2:], own[2:])
+            compared += 1
+    if borrowed[:-1]:
+        (own, _), (or_own, _) = outcomes(borrowed[0], False)[1:]
+        assert or_own == own and own[0] == cai._native.STATUS_CODES["CAI_ERROR_HOST_MEMORY"], (or_own[2:], own[2:])
+        compared += 1
+    return compared
+
+
 def check_producer():
     """A C producer's array (c_ext.c) and a Rust one (a cai::Array through cai_python::to_object)
     handed to Python: released once, also when the last reference dies on another thread; a
@@ -812,16 +885,17 @@ def check_other_table_version():
     new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     name = ctypes.create_string_buffer(b"cai._native._C_API")
     refused_tables = 0
-    for major, minor in [(2, 0), (1, 1)]:  # another major; this major before the offer (minor 2)
+    # another major; this major before the offer (minor 2) and before cai_python_view_or_own (3)
+    for major, minor in [(2, 0), (1, 1), (1, 2)]:
         table = Table(major, minor, ctypes.sizeof(Table))
         cai._native._C_API = new_capsule(ctypes.addressof(table), name, None)
         for module in PRODUCERS:  # cai_python.h's import, and cai-python's
             try:
                 __import__(module)
             except ImportError as refused:
-                assert f"offers C API {major}.{minor}" in str(refused) and "cai_python.h 1.2" in str(refused), refused
+                assert f"offers C API {major}.{minor}" in str(refused) and "cai_python.h 1.3" in str(refused), refused
                 refused_tables += 1
-    if refused_tables == 4:
+    if refused_tables == 6:
         return 1
     raise AssertionError("an extension imported a table of another major version, or an older minor")
 
