@@ -27,7 +27,8 @@ use crate::errors::{cai_error_type, to_python, CaiResult, Failure};
 use crate::fastcall::with_thread_attached;
 use crate::negotiate::{
     import_c_api_for_c, import_for_c, import_read, own_by_exchange_table, read_cleanly, remembered_table,
-    settle_uncounted_run, view_by_exchange_table, view_object, view_offered, ForC, Remembered,
+    settle_uncounted_run, view_by_exchange_table, view_object, view_offered, view_or_own_object, ForC,
+    Remembered,
 };
 
 /// The table every extension reads: static, immutable, its members functions of this module.
@@ -222,12 +223,7 @@ unsafe extern "C" fn python_view_or_own(
             None => {}
         }
         object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
-            match view_object(obj, options, out) {
-                Err(Failure::CannotBorrow(_)) => {
-                    own_for_c(import_for_c(obj, options, release_tensor, out), out)
-                }
-                viewed => viewed,
-            }
+            own_for_c(view_or_own_object(obj, options, release_tensor, out), out)
         })
     }
 }

@@ -17,7 +17,7 @@ use cai::binding::import::{
 };
 use cai::binding::rules::Validated;
 use cai::{
-    CaiArray, CaiDLTensor, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER,
+    CaiArray, CaiDLTensor, CaiField, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER,
     CAI_STREAM_NONE,
 };
 use pyo3::exceptions::PyTypeError;
@@ -477,9 +477,7 @@ fn import_dict_for_c(
 ) -> CaiResult<ForC> {
     let (array, fields, mask) = read_dict_pooled(dict)?;
     if mask.is_some() || !fields.is_empty() {
-        let read = interface_read(obj, array, fields, mask)?;
-        let imported = import_read(obj.py(), &read, &options)?;
-        return Ok(ForC::Read(read, imported));
+        return owned_dict_read(obj, array, fields, mask, &options);
     }
     // No device is read with a dict: its memory is pointer-checked as the options say, as
     // `import_read` does for a dict's Read.
@@ -944,6 +942,71 @@ fn cannot_borrow(what: &str) -> Failure {
 pub fn view_object(obj: &Bound<'_, PyAny>, options: CaiImportOptions, out: &mut CaiArray) -> CaiResult<()> {
     let allow = Caller::CApi.host(&options);
     let chosen = choose(obj, &options, Holder::View, allow, Start::First)?;
+    view_chosen_into(obj, chosen, options, allow, out)
+}
+
+/// `cai_python_view_or_own`: `view_object` where a borrowed struct can hold what is read, else
+/// `import_for_c`, with no second reading of a dict: one found to have a mask or named descr
+/// fields is imported from that reading. What another route refuses to borrow (an exchange
+/// table without the non-owning call, a dict found past a C-level table's refusal) is then
+/// negotiated again for the owning import.
+pub fn view_or_own_object(
+    obj: &Bound<'_, PyAny>,
+    options: CaiImportOptions,
+    release_tensor: unsafe extern "C" fn(*mut CaiArray),
+    out: &mut CaiArray,
+) -> CaiResult<ForC> {
+    let allow = Caller::CApi.host(&options);
+    let viewed = match choose(obj, &options, Holder::View, allow, Start::First)? {
+        Chosen::Dict(dict) => return view_or_own_dict(obj, &dict, options, out),
+        chosen => view_chosen_into(obj, chosen, options, allow, out),
+    };
+    match viewed {
+        Ok(()) => Ok(ForC::Written),
+        Err(Failure::CannotBorrow(_)) => import_for_c(obj, options, release_tensor, out),
+        Err(failure) => Err(failure),
+    }
+}
+
+/// `view_or_own_object` of a CAI dict, read once: without a mask or named descr fields,
+/// imported and written into `out` borrowed, as the view's reading of a dict is; with either,
+/// read for an Array to own, as `import_dict_for_c`'s.
+fn view_or_own_dict(
+    obj: &Bound<'_, PyAny>,
+    dict: &Bound<'_, PyDict>,
+    options: CaiImportOptions,
+    out: &mut CaiArray,
+) -> CaiResult<ForC> {
+    let (array, fields, mask) = read_dict_pooled(dict)?;
+    if mask.is_some() || !fields.is_empty() {
+        return owned_dict_read(obj, array, fields, mask, &options);
+    }
+    import_then_copy(obj.py(), &array, None, options, false, out)?;
+    Ok(ForC::Written)
+}
+
+/// A dict's reading with a mask or named descr fields, imported for an Array to own.
+fn owned_dict_read(
+    obj: &Bound<'_, PyAny>,
+    array: Pooled,
+    fields: Vec<CaiField>,
+    mask: Option<Bound<'_, PyAny>>,
+    options: &CaiImportOptions,
+) -> CaiResult<ForC> {
+    let read = interface_read(obj, array, fields, mask)?;
+    let imported = import_read(obj.py(), &read, options)?;
+    Ok(ForC::Read(read, imported))
+}
+
+/// `view_object` of what the negotiation chose.
+#[inline(always)]
+fn view_chosen_into(
+    obj: &Bound<'_, PyAny>,
+    chosen: Chosen<'_>,
+    options: CaiImportOptions,
+    allow: AllowHost,
+    out: &mut CaiArray,
+) -> CaiResult<()> {
     match chosen {
         Chosen::Exchange(exchange) => view_by_exchange_table(obj, exchange, options, out),
         Chosen::NumpyFields => {

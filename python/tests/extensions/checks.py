@@ -664,7 +664,9 @@ def check_view_or_own():
     refused = [{"shape": (4,), "typestr": "<f3", "data": (device_memory(), False), "version": 3},
                {"shape": (4,), "typestr": "<f4", "data": (device_memory(), False), "version": 3, "stream": 0},
                dict(dicts(device_memory())[1], typestr="<f3"), object()]
-    for x in refused + [Exposes(d) for d in refused[:3]]:
+    masked = dicts(device_memory())[1]
+    refused.insert(3, dict(masked, mask=dict(masked["mask"], shape=(4,))))  # a mask of another shape
+    for x in refused + [Exposes(d) for d in refused[:4]]:
         for allow_host in (False, True):
             (own, _), (or_own, _) = outcomes(x, allow_host)[1:]
             assert own[0] != 0 and or_own == own and or_own[1] == UNTOUCHED, (x, or_own[2:], own[2:])
