@@ -184,8 +184,8 @@ struct type_caster<cai::ArrayView> {
       return false;
     }
     if (value.raw().release != nullptr) {
-      owned = cai::Array(std::move(value.raw()));
-      value = cai::ArrayView(owned.raw());
+      owned = cai::Array(std::move(value.raw()));  // cai_move: the fields stay, the release goes
+      value.raw().owner = nullptr;                  // a view names no owner
     }
     return true;
   }

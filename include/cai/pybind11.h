@@ -201,8 +201,8 @@ struct type_caster<cai::ArrayView> {
     if (cai_python_view_or_own(src.ptr(), nullptr, &value.raw(), &error) != CAI_OK)
       return cai_array_caster<cai::Array, 0>::refused(error, convert);
     if (value.raw().release != nullptr) {
-      owned = cai::Array(std::move(value.raw()));
-      value = cai::ArrayView(owned.raw());
+      owned = cai::Array(std::move(value.raw()));  // cai_move: the fields stay, the release goes
+      value.raw().owner = nullptr;                  // a view names no owner
     }
     return true;
   }
