@@ -402,8 +402,8 @@ static inline const CaiPythonApi *cai_python_table(void) {
 #define cai_status_string (cai_python_table()->cai_status_string)
 #define cai_library_version (cai_python_table()->cai_library_version)
 #define cai_python_view (cai_python_table()->cai_python_view)
-#define cai_python_view_or_own (cai_python_table()->cai_python_view_or_own)
 #define cai_python_from_buffer_interface (cai_python_table()->cai_python_from_buffer_interface)
+#define cai_python_view_or_own (cai_python_table()->cai_python_view_or_own)
 
 // Gives `type` (after PyType_Ready) every producer protocol, each read through `fill`:
 // `__cuda_array_interface__` (v3, built when asked; host arrays lack it, as torch's do),
