@@ -17,7 +17,7 @@ use cai::binding::import::{
 };
 use cai::binding::rules::Validated;
 use cai::{
-    CaiArray, CaiDLTensor, CaiField, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER,
+    CaiArray, CaiDLTensor, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER,
     CAI_STREAM_NONE,
 };
 use pyo3::exceptions::PyTypeError;
@@ -386,7 +386,7 @@ pub fn import_for_c(
             Ok(ForC::Written)
         }
         Chosen::NumpyFields => import_numpy_for_c(obj, options, host, out),
-        Chosen::Dict(dict) => import_dict_for_c(obj, &dict, options, out),
+        Chosen::Dict(dict) => dict_for_c(obj, &dict, options, Holder::Import, out),
         Chosen::CApi(api) => import_c_api_for_c(obj, api, options, out),
         chosen => import_read_for_c(obj, chosen, options, host),
     }
@@ -463,25 +463,34 @@ fn import_numpy_for_c(
     import_read_for_c(obj, next, options, host)
 }
 
-/// `import_for_c` of a CAI dict (the object, or what its `__cuda_array_interface__` gave):
-/// one with neither a mask nor named descr fields (every framework's) is written into `out`
-/// holding a reference to `obj` of its own, as a numpy array read by its fields is, with no
-/// Array made for it (a box, 280 bytes moved, its drop);
-/// any other is described from what was read, for an Array to own. `out` is written only on
-/// success.
-fn import_dict_for_c(
+/// `import_for_c` (`Holder::Import`) or `view_or_own_object` (`Holder::View`) of a CAI dict
+/// (the object, or what its `__cuda_array_interface__` gave), read once: one with neither a
+/// mask nor named descr fields (every framework's) is written into `out`, an import's holding
+/// a reference to `obj` of its own, as a numpy array read by its fields is, with no Array made
+/// for it (a box, 280 bytes moved, its drop), a view's borrowed; any other is described from
+/// what was read, for an Array to own. `out` is written only on success.
+fn dict_for_c(
     obj: &Bound<'_, PyAny>,
     dict: &Bound<'_, PyDict>,
     options: CaiImportOptions,
+    holder: Holder,
     out: &mut CaiArray,
 ) -> CaiResult<ForC> {
     let (array, fields, mask) = read_dict_pooled(dict)?;
     if mask.is_some() || !fields.is_empty() {
-        return owned_dict_read(obj, array, fields, mask, &options);
+        let read = interface_read(obj, array, fields, mask)?;
+        let imported = import_read(obj.py(), &read, &options)?;
+        return Ok(ForC::Read(read, imported));
     }
     // No device is read with a dict: its memory is pointer-checked as the options say, as
     // `import_read` does for a dict's Read.
-    imported_holding_object(obj, &array, None, options, false, out)
+    match holder {
+        Holder::Import => imported_holding_object(obj, &array, None, options, false, out),
+        Holder::View => {
+            import_then_copy(obj.py(), &array, None, options, false, out)?;
+            Ok(ForC::Written)
+        }
+    }
 }
 
 /// `array` (what `validated` says of it, if known) imported and copied into `out`, which then
@@ -958,7 +967,7 @@ pub fn view_or_own_object(
 ) -> CaiResult<ForC> {
     let allow = Caller::CApi.host(&options);
     let viewed = match choose(obj, &options, Holder::View, allow, Start::First)? {
-        Chosen::Dict(dict) => return view_or_own_dict(obj, &dict, options, out),
+        Chosen::Dict(dict) => return dict_for_c(obj, &dict, options, Holder::View, out),
         chosen => view_chosen_into(obj, chosen, options, allow, out),
     };
     match viewed {
@@ -966,36 +975,6 @@ pub fn view_or_own_object(
         Err(Failure::CannotBorrow(_)) => import_for_c(obj, options, release_tensor, out),
         Err(failure) => Err(failure),
     }
-}
-
-/// `view_or_own_object` of a CAI dict, read once: without a mask or named descr fields,
-/// imported and written into `out` borrowed, as the view's reading of a dict is; with either,
-/// read for an Array to own, as `import_dict_for_c`'s.
-fn view_or_own_dict(
-    obj: &Bound<'_, PyAny>,
-    dict: &Bound<'_, PyDict>,
-    options: CaiImportOptions,
-    out: &mut CaiArray,
-) -> CaiResult<ForC> {
-    let (array, fields, mask) = read_dict_pooled(dict)?;
-    if mask.is_some() || !fields.is_empty() {
-        return owned_dict_read(obj, array, fields, mask, &options);
-    }
-    import_then_copy(obj.py(), &array, None, options, false, out)?;
-    Ok(ForC::Written)
-}
-
-/// A dict's reading with a mask or named descr fields, imported for an Array to own.
-fn owned_dict_read(
-    obj: &Bound<'_, PyAny>,
-    array: Pooled,
-    fields: Vec<CaiField>,
-    mask: Option<Bound<'_, PyAny>>,
-    options: &CaiImportOptions,
-) -> CaiResult<ForC> {
-    let read = interface_read(obj, array, fields, mask)?;
-    let imported = import_read(obj.py(), &read, options)?;
-    Ok(ForC::Read(read, imported))
 }
 
 /// `view_object` of what the negotiation chose.
