@@ -12,8 +12,9 @@
 // own "incompatible function arguments" TypeError), so an object the caster refuses gets that
 // TypeError. cai::ArrayView borrows instead where it can (cai_python_view_or_own: no reference,
 // no allocation), for hot paths. cai::HostOrDeviceArray takes host memory too (allow_host:
-// numpy arrays, CPU tensors). For libcai's message (cai.CaiError naming the field), or other import options (a
-// consumer stream), take a nanobind::handle and call cai::nanobind::from_object.
+// numpy arrays, CPU tensors). For libcai's message (cai.CaiError naming the field), or other
+// import options (a consumer stream), take a nanobind::handle and call
+// cai::nanobind::from_object.
 //
 // A bound class becomes a producer with cai::nanobind::offer<fill>(cls), after the class_ is
 // made: the type gains __cuda_array_interface__ (v3), __dlpack__ and __dlpack_device__,

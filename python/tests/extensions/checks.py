@@ -24,6 +24,14 @@ NO_IMPORT = EXTENSIONS[:4]
 # where in the struct's bytes its owner lies.
 UNTOUCHED = b"\xa5" * ctypes.sizeof(cai.CaiArray)
 OWNER = slice(cai.CaiArray.owner.offset, cai.CaiArray.owner.offset + cai.CaiArray.owner.size)
+NO_OWNER = bytes(OWNER.stop - OWNER.start)
+
+
+def ownerless(outcome):
+    """An entry_outcome with the struct's owner zeroed: two owning imports of one object differ
+    in it alone (each its own tensor or Array)."""
+    status, written, message, kind = outcome
+    return status, written[: OWNER.start] + NO_OWNER + written[OWNER.stop :], message, kind
 
 
 def description(struct):
@@ -534,11 +542,10 @@ def check_remembered_exchange_entries_give_the_negotiations_outcome():
     forget = numpy.zeros(1)
 
     def masked(outcome, own):
-        status, written, message, raised = outcome
-        if own and status == 0:
-            assert written[OWNER] != UNTOUCHED[OWNER], "an owning struct without its tensor"
-            written = written[: OWNER.start] + bytes(OWNER.stop - OWNER.start) + written[OWNER.stop :]
-        return status, written, message, raised
+        if own and outcome[0] == 0:
+            assert outcome[1][OWNER] != UNTOUCHED[OWNER], "an owning struct without its tensor"
+            return ownerless(outcome)
+        return outcome
 
     def both_ways(obj, allow_host=True, native_only=0, pointer_check=never, sync=none):
         outcomes = []
@@ -629,10 +636,6 @@ def check_view_or_own():
             got.append((negotiated, remembered))
         return got
 
-    def ownerless(outcome):
-        status, written, message, kind = outcome
-        return status, written[: OWNER.start] + bytes(OWNER.stop - OWNER.start) + written[OWNER.stop :], message, kind
-
     compared = 0
     borrowed = []
     if not sysconfig.get_config_var("Py_GIL_DISABLED"):  # the free-threaded leg installs no frameworks
@@ -649,12 +652,12 @@ def check_view_or_own():
     for obj in borrowed:
         view, own, or_own = outcomes(obj, True)
         assert or_own == view and view[0][0] == 0 and own[0][0] == 0, (obj, or_own[0][2:], view[0][2:])
-        assert or_own[0][1][OWNER] == bytes(OWNER.stop - OWNER.start), "a borrowed struct has no owner"
+        assert or_own[0][1][OWNER] == NO_OWNER, "a borrowed struct has no owner"
         compared += 1
     handed, deleted = lib.producer_handed_out(), lib.producer_deleted()
     view, own, or_own = outcomes(Offering(), False)
     for got, owning in zip(or_own, own):  # negotiated, then remembered
-        assert got[0] == 0 and got[1][OWNER] not in (UNTOUCHED[OWNER], bytes(OWNER.stop - OWNER.start)), got[2:]
+        assert got[0] == 0 and got[1][OWNER] not in (UNTOUCHED[OWNER], NO_OWNER), got[2:]
         assert ownerless(got) == ownerless(owning), (got[2:], owning[2:])
     assert view[0][0] != 0 and "cannot borrow" in view[0][2], view[0][2:]
     gc.collect()
