@@ -124,7 +124,8 @@ fn route_device_calls(api: &'static CaiPythonApi) -> PyResult<()> {
     unsafe { cai::route_device_calls(calls) }.map_err(|error| PyImportError::new_err(error.to_string()))
 }
 
-/// Calls `cai_python_from_object` or `cai_python_view`: the struct it wrote, or the Python
+/// Calls one of the table's importers (`cai_python_from_object`, `cai_python_view`, ..): the
+/// struct it wrote, or the Python
 /// exception it raised (`cai.CaiError` for libcai's refusals, naming the field).
 fn read(
     obj: &Bound<'_, PyAny>,
@@ -172,6 +173,17 @@ pub fn from_object(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<
 /// fields, and a type whose DLPack exchange table lacks the non-owning DLTensor call.
 pub fn view<'a>(obj: &'a Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<ArrayView<'a>> {
     read(obj, options.as_raw(), |api| api.cai_python_view).map(ArrayView::borrowing)
+}
+
+/// [`view`] where a borrowed struct can hold the array, else [`from_object`]
+/// (`cai_python_view_or_own`): what [`view`] refuses because a struct cannot borrow it (a dict
+/// with a mask or named `descr` fields, a type whose exchange table lacks the non-owning
+/// DLTensor call) is imported owning and held by the returned view until it is dropped, with no
+/// exception raised on the way ([`ArrayView::is_borrowed`] says which). Every failure is
+/// [`from_object`]'s. What the [`ArrayView`] argument conversion calls.
+pub fn view_or_own<'a>(obj: &'a Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<ArrayView<'a>> {
+    let raw = read(obj, options.as_raw(), |api| api.cai_python_view_or_own)?;
+    Ok(ArrayView::borrowing_or_owning(raw))
 }
 
 /// `cai.from_buffer_interface` from Rust: an object of the OpenCL/CUDA Buffer Interface (or a
@@ -294,23 +306,51 @@ pub fn raise(error: cai::Error) -> PyErr {
 }
 
 /// What [`view`] borrowed: the array as the object described it, valid while the object is
-/// borrowed (see [`view`] for what that does and does not guarantee). Dereferences to
-/// [`cai::ArrayRef`]; never releases anything.
+/// borrowed (see [`view`] for what that does and does not guarantee); or, from [`view_or_own`]
+/// (the argument conversion's), an array imported owning, released when the view is dropped.
+/// Dereferences to [`cai::ArrayRef`]; a borrowed view never releases anything.
 pub struct ArrayView<'a> {
-    raw: CaiArray,
+    held: Held,
     _object: PhantomData<&'a Bound<'a, PyAny>>,
+}
+
+/// A view's struct: borrowed from the object, or the owning import of it. The borrowed struct
+/// stays inline: a view allocates nothing; the owned import is the rare case.
+#[allow(clippy::large_enum_variant)]
+enum Held {
+    Borrowed(CaiArray),
+    Owned(cai::Array),
 }
 
 impl ArrayView<'_> {
     fn borrowing(raw: CaiArray) -> Self {
-        ArrayView { raw, _object: PhantomData }
+        ArrayView { held: Held::Borrowed(raw), _object: PhantomData }
     }
 
-    /// The borrowed array as libcai's own view type.
+    /// What `cai_python_view_or_own` wrote: borrowed when it has no release, else owning.
+    fn borrowing_or_owning(raw: CaiArray) -> Self {
+        if raw.release.is_none() {
+            return Self::borrowing(raw);
+        }
+        // SAFETY: an owning struct of the table (cai_python_from_object's), released once, from
+        // any thread; nothing else releases it.
+        let owned = unsafe { cai::Array::from_raw(raw) };
+        ArrayView { held: Held::Owned(owned), _object: PhantomData }
+    }
+
+    /// The array as libcai's own view type.
     pub fn as_view(&self) -> cai::ArrayView<'_> {
-        // SAFETY: the table wrote the struct; its descr and mask point into the object, which
-        // outlives `self`, and its stream is the object's.
-        unsafe { cai::ArrayView::from_raw(&self.raw) }
+        match &self.held {
+            // SAFETY: the table wrote the struct; its descr and mask point into the object,
+            // which outlives `self`, and its stream is the object's.
+            Held::Borrowed(raw) => unsafe { cai::ArrayView::from_raw(raw) },
+            Held::Owned(array) => array.view(),
+        }
+    }
+
+    /// Whether the struct borrows the object (false: the view owns an import of it).
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self.held, Held::Borrowed(_))
     }
 }
 

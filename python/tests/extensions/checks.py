@@ -118,16 +118,17 @@ def same_view_everywhere(obj, want, allow_host):
     # cai_python_view_or_own: what cai.from_object makes, owned where a view cannot hold it
     or_own = outcome(cai_c_ext.view_or_own_describe, obj, allow_host)
     assert or_own == (want if len(want) == 2 else (want, cannot_borrow(obj))), (obj, or_own, want)
+    for name in ["cai_pyo3_ext", "cai_cython_ext"]:  # cai_python::view_or_own, Cython's declaration
+        assert outcome(__import__(name).view_or_own_describe, obj, allow_host) == or_own, (name, obj)
     if view != want:
         assert cannot_borrow(obj) and view[0] == "CaiError" and "cai_python_from_object" in view[1], (obj, view)
         assert view[1].startswith("CAI_ERROR_INVALID_ARGUMENT: cai_python_view cannot borrow"), view
     if allow_host or len(want) == 2:
         return 1
-    for name in ["cai_pybind11_ext", "cai_nanobind_ext"]:
+    # the ArrayView casters and PyO3's ArrayView argument: borrowed, else owned for the call
+    for name in ["cai_pybind11_ext", "cai_nanobind_ext", "cai_pyo3_ext"]:
         assert outcome(__import__(name).describe_view, obj) == want, (name, obj)
-    assert outcome(__import__("cai_cython_ext").describe_view, obj) == view, obj
-    # cai_python::ArrayView borrows, as Cython's declaration does
-    assert outcome(cai_pyo3_ext.describe_view, obj) == view, obj
+    assert outcome(__import__("cai_cython_ext").describe_view, obj) == view, obj  # cai_python_view
     return 1
 
 

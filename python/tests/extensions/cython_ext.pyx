@@ -8,7 +8,8 @@ from libc.string cimport memset, strcpy
 from cai.capi cimport (CAI_DL_CPU, CAI_ERROR_INVALID_SHAPE, CAI_ERROR_PYTHON, CAI_OK, CAI_TYPESTR_CAPACITY,
                        CaiArray, CaiDLDevice, CaiError, CaiImportOptions, CaiStatus,
                        cai_python_from_buffer_interface, cai_python_from_object, cai_python_import,
-                       cai_python_offer, cai_python_to_object, cai_python_view, cai_release)
+                       cai_python_offer, cai_python_to_object, cai_python_view, cai_python_view_or_own,
+                       cai_release)
 
 cdef extern from "description.h":
     object cai_test_description(const CaiArray *a)
@@ -58,6 +59,18 @@ def describe_view(obj):
     cdef CaiError e
     cai_python_view(obj, NULL, &a, &e)
     return cai_test_description(&a)
+
+
+def view_or_own_describe(obj, bint allow_host):
+    """(what cai_python_view_or_own saw, whether it owns an import): the C module's."""
+    cdef CaiArray a
+    cdef CaiError e
+    cdef CaiImportOptions options
+    memset(&options, 0, sizeof(options))
+    options.allow_host = allow_host
+    cai_python_view_or_own(obj, &options, &a, &e)
+    owns = a.release != NULL
+    return released_description(&a), owns
 
 
 def describe_buffer_interface(obj):

@@ -59,6 +59,17 @@ fn view_describe<'py>(obj: &Bound<'py, PyAny>, allow_host: bool) -> PyResult<Bou
     described(obj.py(), &view)
 }
 
+/// (what `cai_python::view_or_own` saw, whether it owns an import): the C module's
+/// `view_or_own_describe`.
+#[pyfunction]
+fn view_or_own_describe<'py>(
+    obj: &Bound<'py, PyAny>,
+    allow_host: bool,
+) -> PyResult<(Bound<'py, PyTuple>, bool)> {
+    let view = cai_python::view_or_own(obj, &cai::ImportOptions::new().allow_host(allow_host))?;
+    Ok((described(obj.py(), &view)?, !view.is_borrowed()))
+}
+
 #[pyfunction]
 fn hand_back(array: cai_python::Array) -> cai_python::Array {
     array
@@ -316,6 +327,7 @@ fn cai_pyo3_ext(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(describe_view, module)?)?;
     module.add_function(wrap_pyfunction!(describe_buffer_interface, module)?)?;
     module.add_function(wrap_pyfunction!(view_describe, module)?)?;
+    module.add_function(wrap_pyfunction!(view_or_own_describe, module)?)?;
     module.add_function(wrap_pyfunction!(hand_back, module)?)?;
     module.add_function(wrap_pyfunction!(import_many, module)?)?;
     module.add_function(wrap_pyfunction!(produce, module)?)?;
