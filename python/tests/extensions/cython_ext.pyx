@@ -25,12 +25,18 @@ cdef object released_description(CaiArray *a):
         cai_release(a, NULL)
 
 
-cdef object described(obj, bint allow_host):
-    cdef CaiArray a
-    cdef CaiError e
+cdef CaiImportOptions import_options(bint allow_host):
+    """The default options, host memory allowed or not."""
     cdef CaiImportOptions options
     memset(&options, 0, sizeof(options))
     options.allow_host = allow_host
+    return options
+
+
+cdef object described(obj, bint allow_host):
+    cdef CaiArray a
+    cdef CaiError e
+    cdef CaiImportOptions options = import_options(allow_host)
     cai_python_from_object(obj, &options, &a, &e)
     return released_description(&a)
 
@@ -65,9 +71,7 @@ def view_or_own_describe(obj, bint allow_host):
     """(what cai_python_view_or_own saw, whether it owns an import): the C module's."""
     cdef CaiArray a
     cdef CaiError e
-    cdef CaiImportOptions options
-    memset(&options, 0, sizeof(options))
-    options.allow_host = allow_host
+    cdef CaiImportOptions options = import_options(allow_host)
     cai_python_view_or_own(obj, &options, &a, &e)
     owns = a.release != NULL
     return released_description(&a), owns
