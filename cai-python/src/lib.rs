@@ -125,8 +125,8 @@ fn route_device_calls(api: &'static CaiPythonApi) -> PyResult<()> {
 }
 
 /// Calls one of the table's importers (`cai_python_from_object`, `cai_python_view`, ..): the
-/// struct it wrote, or the Python
-/// exception it raised (`cai.CaiError` for libcai's refusals, naming the field).
+/// struct it wrote, or the Python exception it raised (`cai.CaiError` for libcai's refusals,
+/// naming the field).
 fn read(
     obj: &Bound<'_, PyAny>,
     options: &CaiImportOptions,
