@@ -105,7 +105,7 @@ def self_costs(dump):
                 current = objects.get(key, key)
         elif line.startswith("calls="):
             after_call = True
-        elif line[:1].isdigit() or line[:1] in "+-*":
+        elif line[:1] and (line[0].isdigit() or line[0] in "+-*"):  # a cost line
             if after_call:  # the inclusive cost of the call just named: the callee's, not ours
                 after_call = False
                 continue
@@ -118,15 +118,16 @@ def self_costs(dump):
     return totals
 
 
-def measure(producer, reader, calls, loops_dir, out_dir):
-    dump = pathlib.Path(out_dir) / f"{abs(hash((producer, reader)))}.out"
+def measure(producer, reader, calls, loops_dir):
+    """{library: [events per call]} of `reader` on `producer`, its dump written in `loops_dir`."""
+    dump = pathlib.Path(loops_dir) / f"{abs(hash((producer, reader)))}.out"
     subprocess.run(
         ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no", "--collect-atstart=no",
          f"--callgrind-out-file={dump}", sys.executable, __file__, "--child", producer, reader, str(calls),
          loops_dir],
         check=True, capture_output=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-    counted = [p for p in pathlib.Path(out_dir).glob(dump.name + ".*")]
-    return {lib: [v / calls for v in row] for lib, row in self_costs(counted[0]).items()}
+    counted = next(dump.parent.glob(dump.name + ".*"))  # the dump counted_calls made
+    return {lib: [v / calls for v in row] for lib, row in self_costs(counted).items()}
 
 
 def main():
@@ -142,7 +143,7 @@ def main():
           "instructions / I1 misses / D1 read misses / D1 write misses")
     for producer in producers():
         print(f"\n{producer}")
-        rows = {reader: measure(producer, reader, calls, loops_dir, loops_dir) for reader in readers()}
+        rows = {reader: measure(producer, reader, calls, loops_dir) for reader in readers()}
         libraries = sorted({lib for row in rows.values() for lib in row})
         print(f"{'reader':<22}" + "".join(f"{lib:>24}" for lib in libraries + ["total"]))
         for reader, row in rows.items():
