@@ -756,7 +756,19 @@ def check_keepers():
             break
         gc.collect()
     assert gone.is_set(), "an array dropped on a Rust thread kept its source (deferred into PyO3's pool)"
-    return compared + 1
+    compared += 1
+    # A masked CAI object, which no borrowed struct holds: cai_python::view_or_own and the
+    # ArrayView argument own an import of it for the call, and let go of it when the call ends.
+    takers = {"view_or_own (owned)": lambda obj: cai_pyo3_ext.view_or_own_describe(obj, False)[1],
+              "the ArrayView argument (its mask read)": lambda obj: cai_pyo3_ext.describe_view(obj)[-1] is not None}
+    for name, take in takers.items():
+        masked = Exposes(dicts(device_memory())[1])
+        alive = weakref.ref(masked)
+        assert take(masked), f"{name}: not so for the masked object"
+        del masked
+        assert alive() is None, f"{name}: the masked object outlived the call"
+        compared += 1
+    return compared
 
 
 def check_release_after_the_interpreter_is_gone():
