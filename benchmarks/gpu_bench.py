@@ -1,7 +1,8 @@
 """GPU benchmark (part of scripts/gpu-check.sh): libcai's import next to the frameworks' own
 consumers on the same objects, and what a pending 10 ms kernel costs each of them.
 
-Per-call host cost (best of 7 runs of N calls): cai.from_object with its pointer query and no
+Per-call host cost (best of 7 runs of N calls, the rows of a table interleaved: each run times
+every row once, so that a machine slowing down mid-table slows every row alike): cai.from_object with its pointer query and no
 sync; stream-ordered and blocking sync; cupy.asarray, torch.as_tensor, numba.cuda.as_cuda_array
 and cuda.core's StridedMemoryView on the same CuPy array. The same for a torch CUDA tensor
 (read through torch's DLPack exchange table) next to torch.from_dlpack, cupy.from_dlpack and
@@ -33,8 +34,19 @@ class Exposed:
         self.keep = keep
 
 
-def per_call_us(function, number=2000):
-    return min(timeit.repeat(function, number=number, repeat=7)) / number * 1e6
+def per_call_us(rows, number=2000, repeat=7):
+    """[(name, function)] -> [(name, best us per call)], the rows timed in turn in each run."""
+    best = [float("inf")] * len(rows)
+    for _ in range(repeat):
+        for i, (_, function) in enumerate(rows):
+            best[i] = min(best[i], timeit.timeit(function, number=number))
+    return [(name, seconds / number * 1e6) for (name, _), seconds in zip(rows, best)]
+
+
+def print_rows(rows):
+    base = rows[0][1]
+    for name, us in rows:
+        print(f"  {name:44s} {us:8.2f} us   {us / base:6.2f}x libcai")
 
 
 def peers(x):
@@ -69,24 +81,21 @@ def torch_rows():
     t = torch.zeros((1024, 1024), dtype=torch.float32, device="cuda")
     consumer = torch.cuda.Stream()
     print(f"\nper-call host cost on a torch {torch.__version__} CUDA tensor (us)")
-    base = per_call_us(lambda: cai.from_object(t, sync=False))
-    rows = [("cai.from_object, pointer query, no sync", base),
+    rows = [("cai.from_object, pointer query, no sync", lambda: cai.from_object(t, sync=False)),
             ("cai.from_object, no pointer query, no sync",
-             per_call_us(lambda: cai.from_object(t, sync=False, pointer_check=cai.POINTER_CHECK_NEVER))),
-            ("cai.from_object, stream-ordered sync", per_call_us(lambda: cai.from_object(t, stream=consumer))),
-            ("  the same, the stream given as an int",
-             per_call_us(lambda: cai.from_object(t, stream=consumer.cuda_stream))),
-            ("torch.from_dlpack", per_call_us(lambda: torch.from_dlpack(t))),
-            ("cupy.from_dlpack", per_call_us(lambda: cupy.from_dlpack(t)))]
+             lambda: cai.from_object(t, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)),
+            ("cai.from_object, stream-ordered sync", lambda: cai.from_object(t, stream=consumer)),
+            ("  the same, the stream given as an int", lambda: cai.from_object(t, stream=consumer.cuda_stream)),
+            ("torch.from_dlpack", lambda: torch.from_dlpack(t)),
+            ("cupy.from_dlpack", lambda: cupy.from_dlpack(t))]
     try:
         from cuda.core.utils import StridedMemoryView
     except ImportError:
         StridedMemoryView = None
     if hasattr(StridedMemoryView, "from_dlpack"):
         rows.append(("cuda.core StridedMemoryView.from_dlpack",
-                     per_call_us(lambda: StridedMemoryView.from_dlpack(t, stream_ptr=-1))))
-    for name, us in rows:
-        print(f"  {name:44s} {us:8.2f} us   {us / base:6.2f}x libcai")
+                     lambda: StridedMemoryView.from_dlpack(t, stream_ptr=-1)))
+    print_rows(per_call_us(rows))
 
 
 def main():
@@ -99,13 +108,10 @@ def main():
         on_producer = Exposed(x.__cuda_array_interface__, x)
 
     print("\nper-call host cost, nothing pending (us)")
-    base = per_call_us(lambda: cai.from_object(x, sync=False))
-    rows = [("cai.from_object, pointer query, no sync", base),
-            ("cai.from_object, stream-ordered sync", per_call_us(lambda: cai.from_object(on_producer, stream=consumer))),
-            ("cai.from_object, blocking sync", per_call_us(lambda: cai.from_object(on_producer)))]
-    rows += [(name, per_call_us(f)) for name, f in peers(x).items()]
-    for name, us in rows:
-        print(f"  {name:44s} {us:8.2f} us   {us / base:6.2f}x libcai")
+    rows = [("cai.from_object, pointer query, no sync", lambda: cai.from_object(x, sync=False)),
+            ("cai.from_object, stream-ordered sync", lambda: cai.from_object(on_producer, stream=consumer)),
+            ("cai.from_object, blocking sync", lambda: cai.from_object(on_producer))]
+    print_rows(per_call_us(rows + list(peers(x).items())))
 
     torch_rows()
 
