@@ -153,16 +153,22 @@ class RewrittenProducer:
                                          "version": 3}
 
 
-def race_a_rewriter(producers, consume):
+def race_a_rewriter(producers, consume, masked_rewrites=()):
     """Runs `consume(index)` on THREADS threads while another thread rewrites the producers'
     CAI dicts through LAYOUTS: the attribute replaced whole every third round, else the dict
-    rewritten key by key (its shape a list every other round); until thread 0 is done."""
+    rewritten key by key (its shape a list every other round); and each of `masked_rewrites`
+    replaced whole each round, masked every other round; until thread 0 is done."""
     stop = threading.Event()
 
     def rewrite():
         i = 0
         while not stop.is_set():
             shape, typestr = LAYOUTS[i % len(LAYOUTS)]
+            for p in masked_rewrites:
+                whole = masked_dict(shape, typestr)
+                if i % 2:
+                    del whole["mask"]
+                p.__cuda_array_interface__ = whole
             for p in producers:
                 if i % 3 == 0:
                     p.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
@@ -225,4 +231,47 @@ def test_c_imports_race_threads_that_rewrite_dicts_and_let_go_of_every_reference
                 del kept[:4]
 
     race_a_rewriter(producers, consume)
+    assert [sys.getrefcount(p) for p in producers] == counts
+
+
+class AlternatelyMaskedProducer:
+    """An object exposing a CAI dict with a mask, which `race_a_rewriter` replaces whole, in turn
+    with and without its mask (`masked_rewrites`)."""
+
+    def __init__(self):
+        self.__cuda_array_interface__ = masked_dict((2, 3), "<f4")
+
+
+def masked_dict(shape, typestr):
+    mask = {"shape": shape, "typestr": "|b1", "data": (DEVICE_BUFFER, False), "version": 3}
+    return {"shape": shape, "typestr": typestr, "data": (DEVICE_BUFFER, False), "version": 3, "mask": mask}
+
+
+def test_c_views_and_views_or_owns_race_threads_that_rewrite_dicts_fake_driver(offer_ext):
+    """`cai_python_view` and `cai_python_view_or_own` (python/tests/extensions/offer_ext.c) on
+    objects whose CAI dicts another thread rewrites: plain dicts key by key and whole, and masked
+    dicts replaced whole by their unmasked twins and back. Every struct is of a layout that was
+    written; view_or_own borrows a plain dict and owns a masked one (released at once), the view
+    refuses a masked one with a CaiError; once every thread is done, each producer's reference
+    count is where it was."""
+    plain = [RewrittenProducer() for _ in range(2)]
+    masked = [AlternatelyMaskedProducer() for _ in range(2)]
+    producers = plain + masked
+    counts = [sys.getrefcount(p) for p in producers]
+    owned = [0] * THREADS
+
+    def consume(index):
+        for round_ in range(2000):
+            obj = producers[(index + round_) % len(producers)]
+            try:
+                viewed = offer_ext.view(obj) if round_ % 2 else offer_ext.view_or_own(obj)
+            except cai.CaiError as refused:  # a list shape or a mask of another shape, as the dict
+                # rules say; a mask, which a view cannot borrow
+                assert "shape" in str(refused) or "cannot borrow" in str(refused), refused
+                continue
+            assert viewed["shape"] in HELD_SHAPES and viewed["data"] == DEVICE_BUFFER, viewed
+            owned[index] += viewed["owning"]
+
+    race_a_rewriter(plain, consume, masked)
+    assert sum(owned) > 0, "no masked dict was read: view_or_own's owning import did not run"
     assert [sys.getrefcount(p) for p in producers] == counts

@@ -251,6 +251,20 @@ static PyObject *view(PyObject *self, PyObject *args, PyObject *kwargs) {
   return described(&a);
 }
 
+// view_or_own(obj, allow_host=False): cai_python_view_or_own's struct, as a dict ("owning":
+// whether it owns what it read), released before returning.
+static PyObject *view_or_own(PyObject *self, PyObject *args, PyObject *kwargs) {
+  PyObject *obj;
+  CaiImportOptions options;
+  (void)self;
+  if (object_and_options(args, kwargs, &obj, &options) != 0) return NULL;
+  CaiArray a;
+  if (cai_python_view_or_own(obj, &options, &a, NULL) != CAI_OK) return NULL;
+  PyObject *result = described(&a);
+  cai_release(&a, NULL);
+  return result;
+}
+
 // acquire_kept(obj): the table's acquire, handed back as a capsule whose destructor releases it
 // (for the lifetime tests: the object lives while the capsule does).
 static void release_capsule(PyObject *capsule) {
@@ -434,6 +448,7 @@ static PyObject *offer(PyObject *self, PyObject *type) {
 static PyMethodDef methods[] = {
     {"table_view", (PyCFunction)(void (*)(void))table_view, METH_VARARGS | METH_KEYWORDS, NULL},
     {"view", (PyCFunction)(void (*)(void))view, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"view_or_own", (PyCFunction)(void (*)(void))view_or_own, METH_VARARGS | METH_KEYWORDS, NULL},
     {"acquire_kept", acquire_kept, METH_O, NULL},
     {"release_on_a_thread", release_on_a_thread, METH_O, NULL},
     {"import_kept", (PyCFunction)(void (*)(void))import_kept, METH_VARARGS | METH_KEYWORDS, NULL},
