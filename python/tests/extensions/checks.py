@@ -123,11 +123,19 @@ def same_view_everywhere(obj, want, allow_host):
     if view != want:
         assert cannot_borrow(obj) and view[0] == "CaiError" and "cai_python_from_object" in view[1], (obj, view)
         assert view[1].startswith("CAI_ERROR_INVALID_ARGUMENT: cai_python_view cannot borrow"), view
-    if allow_host or len(want) == 2:
+    if allow_host:
         return 1
-    # the ArrayView casters and PyO3's ArrayView argument: borrowed, else owned for the call
+    # the ArrayView casters and PyO3's ArrayView argument: borrowed, else owned for the call; a
+    # refusal is cai.from_object's, but nanobind's (a caster there raises no error of its own:
+    # TypeError) and PyO3's TypeErrors, which PyO3 0.28 prefixes with the argument's name
     for name in ["cai_pybind11_ext", "cai_nanobind_ext", "cai_pyo3_ext"]:
-        assert outcome(__import__(name).describe_view, obj) == want, (name, obj)
+        got = outcome(__import__(name).describe_view, obj)
+        if len(want) == 2 and name == "cai_nanobind_ext":
+            assert got[0] == "TypeError" and "incompatible function arguments" in got[1], (obj, got)
+        elif len(want) == 2 and name == "cai_pyo3_ext" and want[0] == "TypeError":
+            assert got in (want, ("TypeError", f"argument 'array': {want[1]}")), (obj, got, want)
+        else:
+            assert got == want, (name, obj, got, want)
     assert outcome(__import__("cai_cython_ext").describe_view, obj) == view, obj  # cai_python_view
     return 1
 
