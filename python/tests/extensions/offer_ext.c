@@ -240,29 +240,28 @@ static int object_and_options(PyObject *args, PyObject *kwargs, PyObject **obj, 
   return 0;
 }
 
-// view(obj, allow_host=False): cai_python_view's struct, as a dict.
-static PyObject *view(PyObject *self, PyObject *args, PyObject *kwargs) {
+// view(obj, allow_host=False): cai_python_view's struct, as a dict; view_or_own(obj,
+// allow_host=False): cai_python_view_or_own's ("owning": whether it owns what it read), released
+// before returning.
+static PyObject *viewed(PyObject *args, PyObject *kwargs, int or_own) {
   PyObject *obj;
   CaiImportOptions options;
-  (void)self;
   if (object_and_options(args, kwargs, &obj, &options) != 0) return NULL;
   CaiArray a;
-  if (cai_python_view(obj, &options, &a, NULL) != CAI_OK) return NULL;
-  return described(&a);
-}
-
-// view_or_own(obj, allow_host=False): cai_python_view_or_own's struct, as a dict ("owning":
-// whether it owns what it read), released before returning.
-static PyObject *view_or_own(PyObject *self, PyObject *args, PyObject *kwargs) {
-  PyObject *obj;
-  CaiImportOptions options;
-  (void)self;
-  if (object_and_options(args, kwargs, &obj, &options) != 0) return NULL;
-  CaiArray a;
-  if (cai_python_view_or_own(obj, &options, &a, NULL) != CAI_OK) return NULL;
+  if ((or_own ? cai_python_view_or_own : cai_python_view)(obj, &options, &a, NULL) != CAI_OK) return NULL;
   PyObject *result = described(&a);
   cai_release(&a, NULL);
   return result;
+}
+
+static PyObject *view(PyObject *self, PyObject *args, PyObject *kwargs) {
+  (void)self;
+  return viewed(args, kwargs, 0);
+}
+
+static PyObject *view_or_own(PyObject *self, PyObject *args, PyObject *kwargs) {
+  (void)self;
+  return viewed(args, kwargs, 1);
 }
 
 // acquire_kept(obj): the table's acquire, handed back as a capsule whose destructor releases it
