@@ -142,6 +142,10 @@ def test_a_pyo3_arrays_keeper_is_released_when_python_lets_go_not_when_the_modul
     assert "7 compared" in run_check(built, "keepers", "none")
 
 
+def test_the_pyo3_view_or_own_and_array_view_argument_race_a_thread_that_swaps_masked_dicts_fake_driver(built):
+    assert "9000 compared" in run_check(built, "threads", "fake")
+
+
 def test_a_struct_released_after_the_interpreter_is_gone_does_not_crash_no_driver(built):
     assert "1 compared" in run_check(built, "release_after_the_interpreter_is_gone", "none")
 

@@ -781,6 +781,62 @@ def check_keepers():
     return compared
 
 
+def check_threads():
+    """Rust's cai_python::view_or_own and PyO3's ArrayView argument on 6 threads at once, on
+    objects whose `__cuda_array_interface__` another thread swaps between a masked dict (owned
+    for the call) and its unmasked twin (borrowed): each call sees one of the two as
+    cai.from_object does, owned exactly when masked; once done, no reference to either dict or
+    object is left behind. With no GIL on the free-threaded leg."""
+    import cai_pyo3_ext
+
+    masked = dicts(device_memory())[1]
+    plain = {key: value for key, value in masked.items() if key != "mask"}
+    swapped = [Exposes(masked) for _ in range(4)]
+    holders = swapped + [Exposes(masked), Exposes(plain)]  # the last two never swapped: both ways run
+    wants = [(expected(Exposes(masked)), True), (expected(Exposes(plain)), False)]
+    counts = [sys.getrefcount(x) for x in [masked, plain, *holders]]
+    rounds, stop, errors, owned = 1500, threading.Event(), [], [0] * 6
+    sys.setswitchinterval(1e-5)  # with a GIL, swaps between a reader's calls, not only between its bursts
+
+    def swap():
+        i = 0
+        while not stop.is_set():
+            for holder in swapped:
+                holder.__cuda_array_interface__ = masked if i % 2 else plain
+            i += 1
+
+    def read(index):
+        try:
+            for round_ in range(rounds):
+                holder = holders[(index + round_) % len(holders)]
+                got = cai_pyo3_ext.view_or_own_describe(holder, False)
+                assert got in wants, got
+                owned[index] += got[1]
+                assert cai_pyo3_ext.describe_view(holder) in [want for want, _ in wants]
+        except BaseException as error:  # re-raised below, on the main thread
+            errors.append(error)
+        finally:
+            if index == 0:
+                stop.set()
+
+    swapper = threading.Thread(target=swap)
+    readers = [threading.Thread(target=read, args=(index,)) for index in range(len(owned))]
+    swapper.start()
+    for thread in readers:
+        thread.start()
+    for thread in readers + [swapper]:
+        thread.join()
+    if errors:
+        raise errors[0]
+    assert sum(owned) > 0, "no masked dict was read: view_or_own's owning import did not run"
+    for each in swapped:
+        each.__cuda_array_interface__ = masked
+    del each
+    gc.collect()
+    assert [sys.getrefcount(x) for x in [masked, plain, *holders]] == counts
+    return len(owned) * rounds
+
+
 def check_release_after_the_interpreter_is_gone():
     """A struct released by the extension after finalization (Py_AtExit): no crash; the
     reference is left, as nothing may touch Python then."""
