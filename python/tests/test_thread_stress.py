@@ -250,13 +250,15 @@ def masked_dict(shape, typestr):
 def test_c_views_and_views_or_owns_race_threads_that_rewrite_dicts_fake_driver(offer_ext):
     """`cai_python_view` and `cai_python_view_or_own` (python/tests/extensions/offer_ext.c) on
     objects whose CAI dicts another thread rewrites: plain dicts key by key and whole, and masked
-    dicts replaced whole by their unmasked twins and back. Every struct is of a layout that was
-    written; view_or_own borrows a plain dict and owns a masked one (released at once), the view
-    refuses a masked one with a CaiError; once every thread is done, each producer's reference
-    count is where it was."""
+    dicts replaced whole by their unmasked twins and back (and one masked dict left alone). Every
+    struct is of a layout that was written; view_or_own borrows a plain dict and owns a masked
+    one (released at once), the view refuses a masked one with a CaiError; once every thread is
+    done, each producer's reference count is where it was."""
     plain = [RewrittenProducer() for _ in range(2)]
     masked = [AlternatelyMaskedProducer() for _ in range(2)]
-    producers = plain + masked
+    # the last never rewritten: a masked dict read whatever the threads' timing (under a GIL a
+    # reader may run all its rounds between two of the rewriter's turns)
+    producers = plain + masked + [AlternatelyMaskedProducer()]
     counts = [sys.getrefcount(p) for p in producers]
     owned = [0] * THREADS
 
@@ -272,6 +274,11 @@ def test_c_views_and_views_or_owns_race_threads_that_rewrite_dicts_fake_driver(o
             assert viewed["shape"] in HELD_SHAPES and viewed["data"] == DEVICE_BUFFER, viewed
             owned[index] += viewed["owning"]
 
-    race_a_rewriter(plain, consume, masked)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # under a GIL, rewrites between a reader's calls too
+    try:
+        race_a_rewriter(plain, consume, masked)
+    finally:
+        sys.setswitchinterval(interval)
     assert sum(owned) > 0, "no masked dict was read: view_or_own's owning import did not run"
     assert [sys.getrefcount(p) for p in producers] == counts
