@@ -2,9 +2,10 @@
 consumers on the same objects, and what a pending 10 ms kernel costs each of them.
 
 Per-call host cost (best of 7 runs of N calls, the rows of a table interleaved: each run times
-every row once, so that a machine slowing down mid-table slows every row alike): cai.from_object with its pointer query and no
-sync; stream-ordered and blocking sync; cupy.asarray, torch.as_tensor, numba.cuda.as_cuda_array
-and cuda.core's StridedMemoryView on the same CuPy array. The same for a torch CUDA tensor
+every row once, so that a machine slowing down mid-table slows every row alike):
+cai.from_object with its pointer query and no sync; stream-ordered and blocking sync;
+cupy.asarray, torch.as_tensor, numba.cuda.as_cuda_array and cuda.core's StridedMemoryView on
+the same CuPy array. The same for a torch CUDA tensor
 (read through torch's DLPack exchange table) next to torch.from_dlpack, cupy.from_dlpack and
 StridedMemoryView. Then, with a 10 ms kernel pending on the producer's stream: how long each
 import takes to return.

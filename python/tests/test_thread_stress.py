@@ -267,8 +267,8 @@ def test_c_views_and_views_or_owns_race_threads_that_rewrite_dicts_fake_driver(o
             obj = producers[(index + round_) % len(producers)]
             try:
                 viewed = offer_ext.view(obj) if round_ % 2 else offer_ext.view_or_own(obj)
-            except cai.CaiError as refused:  # a list shape or a mask of another shape, as the dict
-                # rules say; a mask, which a view cannot borrow
+            except cai.CaiError as refused:  # a list shape, as the dict rules say; a mask, which
+                # a view cannot borrow
                 assert "shape" in str(refused) or "cannot borrow" in str(refused), refused
                 continue
             assert viewed["shape"] in HELD_SHAPES and viewed["data"] == DEVICE_BUFFER, viewed
