@@ -16,6 +16,8 @@ import cai
 from conftest import DEVICE_BUFFER, numpy_exports_read_only
 
 THREADS = 6
+# Tens of microseconds of spinning, far longer than a capsule takes to make.
+SPINS_BEFORE_WAITING = 1000
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
@@ -55,19 +57,28 @@ class Holder:
 def test_one_capsule_raced_by_several_consumers_is_taken_exactly_once_real_numpy(max_version):
     """Each round, one thread (in turn) makes a capsule and every thread, spinning until it
     appears, takes it at once: without a per-capsule critical section two threads both see it
-    unused, and the tensor is deleted twice."""
+    unused, and the tensor is deleted twice. A thread that spins long sleeps until the capsule
+    is made: where the threads outnumber the free CPUs (a busy machine), the maker is not
+    running, and a spinning wait made each round last a scheduler slice (minutes in all)."""
     # Under a GIL a spinning thread holds it for a switch interval: fewer rounds there.
     rounds, racers = 60000 if FREE_THREADED else 200, max(2, min(4, os.cpu_count() or 2))
     source = cai.from_object(numpy.arange(64.0), allow_host=True)
     holders = [None] * rounds
     taken = [[] for _ in range(rounds)]
+    made = threading.Condition()
 
     def consume(index):
         for round_ in range(rounds):
             if round_ % racers == index:
                 holders[round_] = Holder(source.__dlpack__(max_version=max_version))
+                with made:
+                    made.notify_all()
+            spins = 0
             while holders[round_] is None:
-                pass
+                spins += 1
+                if spins > SPINS_BEFORE_WAITING:  # the maker is off the CPU: sleep till it makes it
+                    with made:
+                        made.wait_for(lambda: holders[round_] is not None)
             try:
                 array = cai.from_object(holders[round_], allow_host=True)
             except TypeError as error:
