@@ -18,8 +18,9 @@
 // runs), and refuses what it cannot borrow: see the table's member. cai_python_view_or_own
 // borrows where it can and imports the rest owning (`out->release` says which).
 //
-// Every function here needs the caller attached to the interpreter (holding the GIL), but for
-// the release callbacks of what they write, which run on any thread. Call cai_python_import()
+// Every function here needs the caller attached to the main interpreter (holding the GIL), but
+// for the release callbacks of what they write, which run on any thread; in a subinterpreter,
+// importing the table raises ImportError. Call cai_python_import()
 // in the module's init: a module that forgot is given the table on its first call instead, or
 // an ImportError, never a crash. In a program split over
 // several C files, define CAI_PYTHON_TABLE_EXTERN in every file and define the table pointer

@@ -5,6 +5,8 @@ directly. The work is done by libcai's Rust core, in the extension module cai._n
 try:
     from . import _native
 except ImportError as error:  # PyPy, an interpreter older than 3.10, a build for another platform
+    if str(error).startswith("cai: "):  # the module's own refusal (a subinterpreter) says why
+        raise
     import sys
 
     raise ImportError(

@@ -45,6 +45,7 @@ mod fastcall;
 mod pool;
 mod values;
 
+use pyo3::exceptions::PyImportError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -57,6 +58,7 @@ pub use cai::*;
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    refuse_subinterpreters(py)?;
     array_methods::add_array_type(m)?;
     hot::add_from_object(m)?;
     m.add_function(wrap_pyfunction!(functions::from_object, m)?)?;
@@ -79,4 +81,22 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The C API for compiled extensions (include/cai_python.h).
     m.add("_C_API", capi::python_api_capsule(py)?)?;
     Ok(())
+}
+
+/// Refuses to load in any interpreter but the main one, before anything of the module is made.
+/// The module's state is one per process (the cai.Array type, the interned names, the caches
+/// of type facts, the C API table), and an entry that must count its thread in attaches
+/// through PyO3, by the PyGILState API, which serves the main interpreter alone: in a
+/// subinterpreter that call waited forever for the GIL its own thread held.
+fn refuse_subinterpreters(py: Python<'_>) -> PyResult<()> {
+    // SAFETY: the module's exec runs attached; both are queries of the current interpreter.
+    let id = unsafe { pyo3::ffi::PyInterpreterState_GetID(pyo3::ffi::PyInterpreterState_Get()) };
+    match id {
+        // CPython numbers the main interpreter 0, the others from 1.
+        0 => Ok(()),
+        -1 => Err(PyErr::fetch(py)),
+        _ => Err(PyImportError::new_err(format!(
+            "cai: libcai's extension module (cai._native) loads only in the main interpreter, and this is subinterpreter {id}: its types, caches and C API table are one per process, and its threads attach through the PyGILState API, which serves the main interpreter alone. Import cai in the main interpreter (under mod_wsgi: WSGIApplicationGroup %{{GLOBAL}})"
+        ))),
+    }
 }

@@ -194,3 +194,55 @@ def test_cai_array_objects_made_again_from_freed_ones_are_whole_fake_driver(fake
     assert in_cycle() is None, "a made-again object in a reference cycle is collected"
     now = sys.getrefcount(cai.Array)  # outside the assert, whose rewriting holds its operands
     assert now == type_references
+
+
+# Imports cai in a subinterpreter, before or after the main interpreter does, and reports each
+# outcome on a line of its own.
+IMPORTS_IN_A_SUBINTERPRETER = r"""
+import sys, textwrap
+import _testcapi
+
+def main_imports():
+    import numpy, cai
+    array = cai.from_object(numpy.arange(3.0), allow_host=True, sync=False)
+    print("main:", array.shape, flush=True)
+
+in_subinterpreter = textwrap.dedent('''
+    try:
+        import cai
+    except ImportError as error:
+        print("sub: ImportError:", error, flush=True)
+    else:
+        # Where it loaded, its first call waited forever. (No pointer is checked, none read.)
+        interface = {"shape": (1,), "typestr": "<f8", "data": (16, False), "version": 3}
+        cai.from_object(interface, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)
+        print("sub: imported and read", flush=True)
+''')
+if sys.argv[1] == "main-first":
+    main_imports()
+print("sub:", _testcapi.run_in_subinterp(in_subinterpreter), flush=True)
+main_imports()
+"""
+
+
+@pytest.mark.parametrize("order", ["main-first", "sub-first"])
+def test_a_subinterpreter_is_refused_the_module_and_the_main_interpreter_keeps_it_no_driver(order):
+    """The module's state is one per process, and its threads attach through the PyGILState
+    API, which serves the main interpreter alone: imported in a subinterpreter, its first call
+    waited forever for the GIL its own thread held. It now refuses to load there, saying why,
+    and the main interpreter imports and uses it whichever imported first."""
+    _testcapi = pytest.importorskip("_testcapi")
+    if not hasattr(_testcapi, "run_in_subinterp"):
+        pytest.skip("this CPython's _testcapi has no run_in_subinterp")
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", IMPORTS_IN_A_SUBINTERPRETER, order],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    refusals = [line for line in lines if line.startswith("sub: ImportError:")]
+    assert len(refusals) == 1, lines
+    refusal = refusals[0]
+    assert "loads only in the main interpreter" in refusal and "subinterpreter 1" in refusal, refusal
+    assert "CPython 3.10 or later" not in refusal, "the package passes the module's reason on as it is"
+    assert lines[-1] == "main: (3,)", lines
