@@ -4,9 +4,13 @@ directly. The work is done by libcai's Rust core, in the extension module cai._n
 
 try:
     from . import _native
-except ImportError as error:  # PyPy, an interpreter older than 3.10, a build for another platform
+except ImportError as error:  # PyPy, a CPython before 3.10, another platform's build, a subinterpreter
     if str(error).startswith("cai: "):  # the module's own refusal (a subinterpreter) says why
         raise
+    if "subinterpreters" in str(error):  # CPython's own refusal, in an isolated subinterpreter
+        raise ImportError(
+            f"cai: libcai's extension module (cai._native) loads only in the main interpreter ({error})"
+        ) from error
     import sys
 
     raise ImportError(
