@@ -4,8 +4,13 @@ while they offer `__dlpack__` is learned once: later host instances go to DLPack
 raising call, and no instance that differs is read wrongly."""
 
 import numpy
+import pytest
 
 import cai
+from conftest import public_fields
+
+# What two reads of one array need not share: the struct's address, objects compared apart.
+SKIPPED = {"ptr", "buffer", "mask", "owner", "_as_parameter_"}
 
 
 class JaxLike:
@@ -131,3 +136,45 @@ def test_a_type_whose_tensors_were_all_host_memory_is_not_asked_its_device_witho
     assert made.data_ptr == device.data_ptr and made.__dlpack_device__() == (2, 0), "a device instance differs"
     cai.from_object(kind(numpy.arange(4.0)), sync=False, allow_host=True)
     assert kind.device_calls == 2, "asked again once the type has had device memory"
+
+
+def test_host_instances_taken_at_once_give_the_full_negotiations_array_fake_driver(fake):
+    """Once a type's tensors were all host memory, its host instances asked with no sync are
+    taken by `__dlpack__` at once, neither the interface nor the device asked (negotiate.rs,
+    `choose`). Its oracle is the full negotiation: the first read, and a read with a consumer
+    stream, which asks the device first. Every field, the owner and the mask agree, and host
+    memory without allow_host is refused as before."""
+    kind = fresh_type()
+    host = numpy.arange(6.0).reshape(2, 3)[:, ::2]
+    obj = kind(host=host)
+
+    def fields(array):
+        return public_fields(array, SKIPPED), array.owner is obj, array.mask is None
+
+    first = fields(cai.from_object(obj, sync=False, allow_host=True))
+    at_once = [fields(cai.from_object(obj, sync=False, allow_host=True)) for _ in range(4)]
+    assert at_once == [first] * 4
+    assert (kind.interface_calls, kind.device_calls) == (1, 1), "each asked for the first read only"
+    assert fields(cai.from_object(obj, stream=7, allow_host=True)) == first
+    assert kind.device_calls == 2, "a consumer stream asks the device first"
+    with pytest.raises(cai.CaiError, match="allow_host=True") as refused:
+        cai.from_object(obj, sync=False)
+    assert refused.value.status == "CAI_ERROR_HOST_MEMORY"
+
+
+def test_host_instances_taken_at_once_of_real_jax_give_the_full_negotiations_array_real_jax():
+    """The same on jax's own CPU arrays, whose `__cuda_array_interface__` raises. Which read of
+    jax's type in this process came first is not known here, so the oracle is a read with a
+    consumer stream, which asks the device first, against reads in a row without sync, which
+    take the arrays at once; the values are the arrays' own."""
+    jnp = pytest.importorskip("jax.numpy")
+    arrays = [jnp.arange(12.0, dtype=jnp.float32).reshape(3, 4) + i for i in range(3)]
+
+    def fields(array, obj):
+        return public_fields(array, SKIPPED), array.owner is obj, numpy.from_dlpack(array).tolist()
+
+    for obj in arrays:
+        expected = fields(cai.from_object(obj, stream=7, allow_host=True), obj)
+        assert expected[2] == numpy.asarray(obj).tolist()
+        for _ in range(3):
+            assert fields(cai.from_object(obj, sync=False, allow_host=True), obj) == expected
