@@ -20,7 +20,9 @@
 //
 // Every function here needs the caller attached to the main interpreter (holding the GIL), but
 // for the release callbacks of what they write, which run on any thread; in a subinterpreter,
-// importing the table raises ImportError. Call cai_python_import()
+// importing the table raises ImportError, and an extension imported in the main interpreter
+// and used in a subinterpreter is refused there (CAI_ERROR_NOT_SUPPORTED and a RuntimeError;
+// a release run there leaks what it held). Call cai_python_import()
 // in the module's init: a module that forgot is given the table on its first call instead, or
 // an ImportError, never a crash. In a program split over
 // several C files, define CAI_PYTHON_TABLE_EXTERN in every file and define the table pointer

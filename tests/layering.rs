@@ -44,36 +44,37 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// The Python binding's layers (python/src), lowest first: the leaves, the cai.Array's state,
-/// its objects, the protocol readers, the one negotiation, the class as Python sees it, the
-/// entry points.
-const PYTHON_LAYERS: [(&str, u32); 26] = [
-    ("errors", 0),
-    ("exchange_api", 0),
-    ("fastcall", 0),
-    ("pool", 0),
-    ("values", 0),
-    ("described", 1),
-    ("dlpack", 1),
-    ("options", 1),
-    ("array", 2),
-    ("dlpack_export", 2),
-    ("array_object", 3),
-    ("buffer_interface", 4),
-    ("offered", 4),
-    ("read_array", 4),
-    ("read_c_api", 4),
-    ("read_dict", 4),
-    ("read_dlpack", 4),
-    ("read_exchange", 4),
-    ("read_numpy", 4),
-    ("negotiate", 5),
-    ("exchange_offered", 6),
-    ("array_methods", 7),
-    ("offer", 7),
-    ("capi", 8),
-    ("functions", 8),
-    ("hot", 9),
+/// The Python binding's layers (python/src), lowest first: the interpreter query, the leaves,
+/// the cai.Array's state, its objects, the protocol readers, the one negotiation, the class as
+/// Python sees it, the entry points.
+const PYTHON_LAYERS: [(&str, u32); 27] = [
+    ("interpreter", 0),
+    ("errors", 1),
+    ("exchange_api", 1),
+    ("fastcall", 1),
+    ("pool", 1),
+    ("values", 1),
+    ("described", 2),
+    ("dlpack", 2),
+    ("options", 2),
+    ("array", 3),
+    ("dlpack_export", 3),
+    ("array_object", 4),
+    ("buffer_interface", 5),
+    ("offered", 5),
+    ("read_array", 5),
+    ("read_c_api", 5),
+    ("read_dict", 5),
+    ("read_dlpack", 5),
+    ("read_exchange", 5),
+    ("read_numpy", 5),
+    ("negotiate", 6),
+    ("exchange_offered", 7),
+    ("array_methods", 8),
+    ("offer", 8),
+    ("capi", 9),
+    ("functions", 9),
+    ("hot", 10),
 ];
 
 #[test]

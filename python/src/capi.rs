@@ -25,6 +25,7 @@ use crate::buffer_interface::read_buffer_interface;
 use crate::described::Read;
 use crate::errors::{cai_error_type, to_python, CaiResult, Failure};
 use crate::fastcall::with_thread_attached;
+use crate::interpreter::{in_a_subinterpreter, refuse_subinterpreter};
 use crate::negotiate::{
     import_c_api_for_c, import_for_c, import_read, own_by_exchange_table, read_cleanly, remembered_table,
     settle_uncounted_run, view_by_exchange_table, view_object, view_offered, view_or_own_object, ForC,
@@ -257,6 +258,9 @@ unsafe fn remembered_entry(
     error: *mut CaiError,
     body: impl FnOnce(&Bound<'_, PyAny>, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
 ) -> i32 {
+    if in_a_subinterpreter() {
+        return refused_in_subinterpreter(name, error);
+    }
     // SAFETY: attached (the contract); the caller's arguments.
     match unsafe { read_entry(Python::assume_attached(), name, obj, options, out, body) } {
         Ok(()) => CAI_OK,
@@ -288,6 +292,9 @@ unsafe fn object_entry(
     error: *mut CaiError,
     body: impl FnOnce(&Bound<'_, PyAny>, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
 ) -> i32 {
+    if in_a_subinterpreter() {
+        return refused_in_subinterpreter(name, error);
+    }
     let run = |py: Python<'_>| read_entry(py, name, obj, options, out, body);
     // The caller is attached (the function's contract). An object read by an audited path
     // (negotiate.rs's `read_cleanly`, whose success drops nothing PyO3 would defer) runs on
@@ -311,6 +318,20 @@ unsafe fn object_entry(
             Err(failure) => report(py, *failure, error),
         })
     }
+}
+
+/// The refusal of an entry called from a subinterpreter (fastcall.rs's `in_a_subinterpreter`):
+/// CAI_ERROR_NOT_SUPPORTED in `error`, and a RuntimeError (cai.CaiError is the main
+/// interpreter's) raised in the caller's interpreter.
+#[cold]
+fn refused_in_subinterpreter(name: &str, error: *mut CaiError) -> i32 {
+    refuse_subinterpreter(name);
+    let written = Error::new(
+        Status::NotSupported,
+        format!("{name} was called from a subinterpreter; libcai serves the main interpreter only"),
+    );
+    cai::binding::write_error(error, &written);
+    written.status.code()
 }
 
 /// `object_entry`'s work, whether the thread is counted or not: NULL checks, the options, one
@@ -400,6 +421,10 @@ unsafe extern "C" fn release_imported(array: *mut CaiArray) {
 /// release runs when Python lets go of the Array. On failure NULL with an exception set, and
 /// `array` untouched (still the caller's).
 unsafe extern "C" fn python_to_object(array: *mut CaiArray) -> *mut PyObject {
+    if in_a_subinterpreter() {
+        refuse_subinterpreter("cai_python_to_object");
+        return std::ptr::null_mut();
+    }
     // SAFETY: the contract of cai_python_to_object: the caller is attached to the interpreter.
     let py = unsafe { Python::assume_attached() };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

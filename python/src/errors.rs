@@ -2,6 +2,7 @@
 //! subclass defined in python/cai/_errors.py) carrying the status name, its code, the raw
 //! CUresult and the message; an exception raised by the user's objects passes through as is.
 
+use crate::interpreter::attach_where_served;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
@@ -35,7 +36,9 @@ impl From<Failure> for PyErr {
     fn from(failure: Failure) -> PyErr {
         match failure {
             Failure::Python(error) => error,
-            Failure::Cai(error) | Failure::CannotBorrow(error) => Python::attach(|py| to_python(py, &error)),
+            Failure::Cai(error) | Failure::CannotBorrow(error) => {
+                attach_where_served(|py| to_python(py, &error))
+            }
         }
     }
 }

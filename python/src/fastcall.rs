@@ -31,10 +31,17 @@
 //!   exit only.
 //! - A callback that may run on any thread, attached or not (a DLPack tensor's deleter, a C
 //!   consumer's release), runs its body at once where this thread is attached already
-//!   (`attached_here`: the interpreter's own "thread state attached here" query, found at run
+//!   (`attachment`: the interpreter's own "thread state attached here" query, found at run
 //!   time, compared with this thread's own state), and otherwise attaches with the
 //!   interpreter's `PyGILState_Ensure` and `PyGILState_Release` (`with_thread_attached`). Its
 //!   body, like `run_assumed`'s, drops no `Py<T>` and no `PyErr`.
+//! - Every way of attaching above goes through the PyGILState API, which serves the main
+//!   interpreter alone: from a thread attached to a subinterpreter (an extension imported in
+//!   the main interpreter and used in a legacy subinterpreter, which shares the main GIL), it
+//!   would wait forever for the GIL that thread holds. So where a thread attached to another
+//!   interpreter would attach, it does not (`in_a_subinterpreter`): an entry refuses with a
+//!   RuntimeError (`refuse_subinterpreter`), a failure is raised as it is, a callback leaks
+//!   what it would have let go of (as at exit).
 //! - The interned names are made once and kept for the life of the process (a few small
 //!   strings), so a pointer read from a signature is always a live str.
 
@@ -43,6 +50,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
+use crate::interpreter::{
+    current_thread_state_query, in_a_subinterpreter, main_interpreter, refuse_subinterpreter,
+};
 use cai::CaiArray;
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
@@ -236,6 +246,10 @@ impl<const N: usize> Signature<N> {
 /// Runs an entry's `body` attached through PyO3 (see the module's audit): its result, or NULL
 /// with its error (a panic included) raised.
 pub fn run_attached(body: impl Fn(Python<'_>) -> PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
+    if in_a_subinterpreter() {
+        refuse_subinterpreter("a method or function of libcai's (a protocol of an offered type or of cai.Array, cai.from_object)");
+        return null_mut();
+    }
     let guarded = |py: Python<'_>| {
         let error = match catch_unwind(AssertUnwindSafe(|| body(py))) {
             Ok(Ok(result)) => return result,
@@ -302,7 +316,11 @@ pub fn with_thread_attached(body: impl FnOnce(Python<'_>)) -> bool {
     if unsafe { ffi::Py_IsInitialized() } == 0 {
         return false;
     }
-    if attached_here() {
+    let attached = attachment();
+    if attached == Attachment::Subinterpreter {
+        return false;
+    }
+    if attached == Attachment::Here {
         // The common case (a release or deleter run by the consumer's own Python code): no
         // Ensure/Release pair, which costs about 100 instructions more than the query.
         // SAFETY: this thread is attached (just asked), and stays so for the body: only this
@@ -355,38 +373,37 @@ unsafe extern "C" fn release_held_reference(array: *mut CaiArray) {
     with_thread_attached(|_| unsafe { ffi::Py_DecRef(owner) });
 }
 
-/// The interpreter's query for the thread state attached on the calling thread, NULL where
-/// none is, never a fatal error: `PyThreadState_GetUnchecked` (CPython 3.13 and later) or
-/// `_PyThreadState_UncheckedGet` (3.5 to 3.12). Neither is in the limited API, so the abi3
-/// module finds it in the process at run time; None where it cannot (an interpreter loaded
-/// with `RTLD_LOCAL` by an embedding program), and every callback then attaches by Ensure.
-type CurrentThreadState = unsafe extern "C" fn() -> *mut ffi::PyThreadState;
-
-fn current_thread_state_query() -> Option<CurrentThreadState> {
-    static QUERY: std::sync::OnceLock<Option<CurrentThreadState>> = std::sync::OnceLock::new();
-    *QUERY.get_or_init(|| {
-        [c"PyThreadState_GetUnchecked", c"_PyThreadState_UncheckedGet"].into_iter().find_map(|name| {
-            // SAFETY: dlsym in the process's global scope with a NUL-terminated name.
-            let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-            // SAFETY: both names are CPython's `PyThreadState *(void)` functions.
-            (!address.is_null())
-                .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, CurrentThreadState>(address) })
-        })
-    })
+/// How the calling thread is attached to the interpreter now (the interpreter is initialized:
+/// the caller checked).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Attachment {
+    /// With the state the interpreter's GIL-state API keeps for it. Up to 3.11 the query
+    /// answers the state that holds the GIL, whichever thread's: only this thread can make its
+    /// own state that one, so equality with its own state means this thread holds it. From
+    /// 3.12 the query is per thread.
+    Here,
+    /// To a subinterpreter (see `in_a_subinterpreter`).
+    Subinterpreter,
+    /// Not attached, attached with another state of the main interpreter, or the query was not
+    /// found: attaching by Ensure serves it.
+    Otherwise,
 }
 
-/// Whether the calling thread is attached to the interpreter now, with the state the
-/// interpreter's GIL-state API keeps for it. Up to 3.11 the query answers the state that holds
-/// the GIL, whichever thread's: only this thread can make its own state that one, so equality
-/// with its own state means this thread holds it. From 3.12 the query is per thread. A thread
-/// attached with another state (a subinterpreter's) answers false, and attaches by Ensure as
-/// before. The interpreter is initialized (the caller checked).
-pub fn attached_here() -> bool {
-    let Some(current) = current_thread_state_query() else { return false };
+fn attachment() -> Attachment {
+    let Some(current) = current_thread_state_query() else { return Attachment::Otherwise };
     // SAFETY: both queries may be made from any thread, attached or not, once the interpreter
     // is initialized; neither fails.
     let (current, own) = unsafe { (current(), ffi::PyGILState_GetThisThreadState()) };
-    !current.is_null() && current == own
+    if current.is_null() {
+        Attachment::Otherwise
+    // SAFETY: a live thread state, this thread's current one.
+    } else if unsafe { ffi::PyThreadState_GetInterpreter(current) } != main_interpreter() {
+        Attachment::Subinterpreter
+    } else if current == own {
+        Attachment::Here
+    } else {
+        Attachment::Otherwise
+    }
 }
 
 /// Lets go of what PyO3 deferred on this thread: attaching a thread PyO3 did not count empties
@@ -394,7 +411,9 @@ pub fn attached_here() -> bool {
 /// `Py<T>` (see negotiate.rs's `settle_uncounted_run`); where PyO3 refuses to attach (the
 /// interpreter finalizing) the pool waits, harmless at exit.
 pub fn let_go_of_deferred() {
-    let _ = catch_unwind(|| Python::attach(|_| ()));
+    if !in_a_subinterpreter() {
+        let _ = catch_unwind(|| Python::attach(|_| ()));
+    }
 }
 
 /// Raises `error` inside `Python::attach` (which counts the thread and empties PyO3's pool of
@@ -402,13 +421,15 @@ pub fn let_go_of_deferred() {
 #[cold]
 fn raise_counted(error: PyErr) {
     let mut error = Some(error);
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        Python::attach(|py| {
-            if let Some(error) = error.take() {
-                error.restore(py);
-            }
-        })
-    }));
+    let _ = (!in_a_subinterpreter()).then(|| {
+        catch_unwind(AssertUnwindSafe(|| {
+            Python::attach(|py| {
+                if let Some(error) = error.take() {
+                    error.restore(py);
+                }
+            })
+        }))
+    });
     if let Some(error) = error.take() {
         // SAFETY: the interpreter called the entry from an attached thread.
         error.restore(unsafe { Python::assume_attached() });

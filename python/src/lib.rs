@@ -45,6 +45,8 @@ mod fastcall;
 mod pool;
 mod values;
 
+mod interpreter;
+
 use pyo3::exceptions::PyImportError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -93,7 +95,11 @@ fn refuse_subinterpreters(py: Python<'_>) -> PyResult<()> {
     let id = unsafe { pyo3::ffi::PyInterpreterState_GetID(pyo3::ffi::PyInterpreterState_Get()) };
     match id {
         // CPython numbers the main interpreter 0, the others from 1.
-        0 => Ok(()),
+        0 => {
+            // SAFETY: the module's exec runs attached, to the main interpreter (just asked).
+            unsafe { interpreter::remember_main_interpreter() };
+            Ok(())
+        }
         -1 => Err(PyErr::fetch(py)),
         _ => Err(PyImportError::new_err(format!(
             "cai: libcai's extension module (cai._native) loads only in the main interpreter, and this is subinterpreter {id}: its types, caches and C API table are one per process, and its threads attach through the PyGILState API, which serves the main interpreter alone. Import cai in the main interpreter (under mod_wsgi: WSGIApplicationGroup %{{GLOBAL}})"

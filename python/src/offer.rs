@@ -24,6 +24,7 @@ use crate::dlpack::capsule_of;
 use crate::dlpack_export::{plain_arguments, DlpackArguments, DLPACK_SIGNATURE};
 use crate::exchange_offered::offered_exchange_api_capsule;
 use crate::fastcall::{run_assumed, run_attached, Definition};
+use crate::interpreter::{in_a_subinterpreter, refuse_subinterpreter};
 use crate::offered::Offered;
 
 /// The attributes an offer gives a type, in the order they are set.
@@ -191,6 +192,10 @@ pub unsafe extern "C" fn python_offer_to(
     fill: Option<CaiPythonFill>,
     type_dict: *mut ffi::PyObject,
 ) -> i32 {
+    if in_a_subinterpreter() {
+        refuse_subinterpreter("cai_python_offer");
+        return -1;
+    }
     // SAFETY: the caller is attached (the function's contract); attaching again only counts it.
     Python::attach(|py| {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

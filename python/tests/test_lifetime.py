@@ -256,3 +256,94 @@ def test_a_subinterpreter_is_refused_the_module_and_the_main_interpreter_keeps_i
     assert why in refusal, refusal
     assert "CPython 3.10 or later" not in refusal, "the package passes the module's reason on as it is"
     assert lines[-1] == "main: (3,)", lines
+
+
+# Imports the C route's test extensions (single-phase modules, as most compiled extensions
+# are) in the main interpreter, then uses them in a legacy subinterpreter, which CPython gives
+# a copy of each module's dict: their C API table and offered types are the main
+# interpreter's. Reports each outcome on a line of its own.
+EXTENSIONS_IN_A_SUBINTERPRETER = r"""
+import ctypes, sys, textwrap
+import _testcapi
+import cai, cai_c_ext, cai_offer_ext
+
+buffer = ctypes.create_string_buffer(64)
+image = cai_offer_ext.Image(ctypes.addressof(buffer), 2, 3, host=True)
+print("main:", cai_c_ext.view_describe(image, True)[:2], cai.from_object(image, allow_host=True).shape, flush=True)
+in_subinterpreter = textwrap.dedent('''
+    import ctypes
+
+    def use(cai_c_ext, cai_offer_ext):
+        buffer = ctypes.create_string_buffer(64)
+        host = cai_offer_ext.Image(ctypes.addressof(buffer), 2, 3, host=True)
+        device = cai_offer_ext.Image(ctypes.addressof(buffer), 2, 3)
+        interface = {"shape": (2,), "typestr": "<f8", "data": (ctypes.addressof(buffer), False), "version": 3}
+        for own in (0, 1, 2):  # the view, the owning import, the view or owning import
+            status, out, message, raised = cai_c_ext.entry_outcome(interface, own, 1, 0, 2, 0)
+            print("sub entry:", own, status, out == bytes([0xA5]) * len(out), raised, message, flush=True)
+        for name, call in [("offered view", lambda: cai_offer_ext.view(host, True)),
+                           ("offered interface", lambda: device.__cuda_array_interface__),
+                           ("offered dlpack", lambda: type(host.__dlpack__()).__name__)]:
+            try:
+                print("sub:", name, "returned", call(), flush=True)
+            except Exception as error:
+                print("sub:", name, "raised", type(error).__name__, error, flush=True)
+
+    try:
+        import cai_c_ext, cai_offer_ext
+    except ImportError as error:  # a CPython that loads no single-phase module there
+        print("sub: import refused:", error, flush=True)
+    else:
+        use(cai_c_ext, cai_offer_ext)
+''')
+print("sub:", _testcapi.run_in_subinterp(in_subinterpreter), flush=True)
+print("main:", cai_c_ext.view_describe(image, True)[:2], cai.from_object(image, allow_host=True).shape, flush=True)
+"""
+
+
+def test_extensions_used_in_a_subinterpreter_refuse_where_they_waited_forever_no_driver(tmp_path):
+    """An extension imported in the main interpreter and used in a legacy subinterpreter calls
+    libcai's C API table, and its offered types' methods, from a thread attached to that
+    interpreter: where libcai attached (through the PyGILState API, which serves the main
+    interpreter alone), the call waited forever for the GIL its own thread held. Such a call
+    now refuses: the C API's entries with CAI_ERROR_NOT_SUPPORTED, `out` untouched and a
+    RuntimeError that names the subinterpreter and the fix; a method that would attach with
+    the RuntimeError; what needs no attaching (an offered `__dlpack__`) still answers, its
+    capsule dropped there without waiting. The main interpreter goes on as before."""
+    _testcapi = pytest.importorskip("_testcapi")
+    if not hasattr(_testcapi, "run_in_subinterp"):
+        pytest.skip("this CPython's _testcapi has no run_in_subinterp")
+    import os
+    import subprocess
+
+    sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
+    import build
+
+    build.BUILDERS["c"](tmp_path)
+    build.compile_module([build.HERE / "offer_ext.c"], tmp_path / f"cai_offer_ext{build.SUFFIX}", cpp=False)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), CAI_CUDA_DRIVER="/nonexistent/libcuda.so.1")
+    done = subprocess.run([sys.executable, "-c", EXTENSIONS_IN_A_SUBINTERPRETER], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == lines[-1] and lines[0].endswith(" (2, 3)"), lines
+    if any(line.startswith("sub: import refused:") for line in lines):
+        # The free-threaded build's subinterpreters load no single-phase module: no extension
+        # of the main interpreter reaches libcai there.
+        assert "does not support loading in subinterpreters" in "\n".join(lines), lines
+        pytest.skip("this CPython loads no single-phase module in a subinterpreter: " + lines[1])
+    assert lines[-2] == "sub: 0", lines
+    entries = [line.split(" ", 6) for line in lines if line.startswith("sub entry:")]
+    assert [entry[2] for entry in entries] == ["0", "1", "2"], lines
+    names = ["cai_python_view", "cai_python_from_object", "cai_python_view_or_own"]
+    for (_, _, _, status, untouched, raised, message), name in zip(entries, names):
+        assert int(status) == cai._native.STATUS_CODES["CAI_ERROR_NOT_SUPPORTED"], lines
+        assert (untouched, raised) == ("True", "RuntimeError"), lines
+        assert message == f"CAI_ERROR_NOT_SUPPORTED: {name} was called from a subinterpreter; libcai serves the " \
+                          "main interpreter only", lines
+    outcomes = {line.split(" returned ")[0].split(" raised ")[0]: line for line in lines
+                if line.startswith("sub: offered")}
+    for name in ("sub: offered view", "sub: offered interface"):
+        assert "raised RuntimeError" in outcomes[name] and "subinterpreter 1" in outcomes[name], lines
+        assert "call it from the main interpreter" in outcomes[name], lines
+    assert outcomes["sub: offered dlpack"] == "sub: offered dlpack returned PyCapsule", lines
