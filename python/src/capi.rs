@@ -320,7 +320,7 @@ unsafe fn object_entry(
     }
 }
 
-/// The refusal of an entry called from a subinterpreter (fastcall.rs's `in_a_subinterpreter`):
+/// The refusal of an entry called from a subinterpreter (interpreter.rs's `in_a_subinterpreter`):
 /// CAI_ERROR_NOT_SUPPORTED in `error`, and a RuntimeError (cai.CaiError is the main
 /// interpreter's) raised in the caller's interpreter.
 #[cold]
