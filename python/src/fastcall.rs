@@ -50,9 +50,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::interpreter::{
-    current_thread_state_query, in_a_subinterpreter, main_interpreter, refuse_subinterpreter,
-};
+use crate::interpreter::{current_thread_state, in_a_subinterpreter, refuse_subinterpreter};
 use cai::CaiArray;
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
@@ -390,16 +388,13 @@ enum Attachment {
 }
 
 fn attachment() -> Attachment {
-    let Some(current) = current_thread_state_query() else { return Attachment::Otherwise };
-    // SAFETY: both queries may be made from any thread, attached or not, once the interpreter
-    // is initialized; neither fails.
-    let (current, own) = unsafe { (current(), ffi::PyGILState_GetThisThreadState()) };
-    if current.is_null() {
-        Attachment::Otherwise
-    // SAFETY: a live thread state, this thread's current one.
-    } else if unsafe { ffi::PyThreadState_GetInterpreter(current) } != main_interpreter() {
-        Attachment::Subinterpreter
-    } else if current == own {
+    let Some(current) = current_thread_state() else { return Attachment::Otherwise };
+    if current.of_a_subinterpreter() {
+        return Attachment::Subinterpreter;
+    }
+    // SAFETY: a query that may be made from any thread, attached or not, once the interpreter
+    // is initialized; it never fails.
+    if current.as_ptr() == unsafe { ffi::PyGILState_GetThisThreadState() } {
         Attachment::Here
     } else {
         Attachment::Otherwise
@@ -421,15 +416,15 @@ pub fn let_go_of_deferred() {
 #[cold]
 fn raise_counted(error: PyErr) {
     let mut error = Some(error);
-    let _ = (!in_a_subinterpreter()).then(|| {
-        catch_unwind(AssertUnwindSafe(|| {
+    if !in_a_subinterpreter() {
+        let _ = catch_unwind(AssertUnwindSafe(|| {
             Python::attach(|py| {
                 if let Some(error) = error.take() {
                     error.restore(py);
                 }
             })
-        }))
-    });
+        }));
+    }
     if let Some(error) = error.take() {
         // SAFETY: the interpreter called the entry from an attached thread.
         error.restore(unsafe { Python::assume_attached() });

@@ -4,7 +4,7 @@
 //! thread holds the GIL the main interpreter shares, and attaching through the PyGILState API
 //! there waits forever. So whatever would attach asks here first (fastcall.rs's audit).
 
-use std::ptr::null_mut;
+use std::ptr::{null_mut, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use pyo3::ffi;
@@ -15,9 +15,9 @@ use pyo3::prelude::*;
 /// `_PyThreadState_UncheckedGet` (3.5 to 3.12). Neither is in the limited API, so the abi3
 /// module finds it in the process at run time; None where it cannot (an interpreter loaded
 /// with `RTLD_LOCAL` by an embedding program), and every callback then attaches by Ensure.
-pub type CurrentThreadState = unsafe extern "C" fn() -> *mut ffi::PyThreadState;
+type CurrentThreadState = unsafe extern "C" fn() -> *mut ffi::PyThreadState;
 
-pub fn current_thread_state_query() -> Option<CurrentThreadState> {
+fn current_thread_state_query() -> Option<CurrentThreadState> {
     static QUERY: std::sync::OnceLock<Option<CurrentThreadState>> = std::sync::OnceLock::new();
     *QUERY.get_or_init(|| {
         [c"PyThreadState_GetUnchecked", c"_PyThreadState_UncheckedGet"].into_iter().find_map(|name| {
@@ -33,26 +33,45 @@ pub fn current_thread_state_query() -> Option<CurrentThreadState> {
 /// The main interpreter, as the module's exec found it (lib.rs refuses any other).
 static MAIN_INTERPRETER: AtomicPtr<ffi::PyInterpreterState> = AtomicPtr::new(null_mut());
 
-/// Remembers the interpreter the module is made in, the main one: called by the module's exec
-/// (again after the interpreter is finalized and initialized anew).
-///
-/// # Safety
-/// The caller is attached to the main interpreter.
-pub unsafe fn remember_main_interpreter() {
-    // SAFETY: attached (the contract), so the query has a current interpreter to answer.
-    MAIN_INTERPRETER.store(unsafe { ffi::PyInterpreterState_Get() }, Ordering::Release);
+/// Remembers `interpreter`, the one the module is made in, the main one: called by the
+/// module's exec (again after the interpreter is finalized and initialized anew).
+pub fn remember_main_interpreter(interpreter: *mut ffi::PyInterpreterState) {
+    MAIN_INTERPRETER.store(interpreter, Ordering::Release);
+}
+
+/// The thread state attached on the calling thread, as `current_thread_state` found it (the
+/// only way to make one): live while the thread stays attached with it.
+#[derive(Clone, Copy)]
+pub struct CurrentState(NonNull<ffi::PyThreadState>);
+
+impl CurrentState {
+    pub fn as_ptr(self) -> *mut ffi::PyThreadState {
+        self.0.as_ptr()
+    }
+
+    /// Whether the state belongs to an interpreter other than the main one.
+    pub fn of_a_subinterpreter(self) -> bool {
+        // SAFETY: the calling thread's current state (how it was made), live while attached.
+        unsafe {
+            ffi::PyThreadState_GetInterpreter(self.as_ptr()) != MAIN_INTERPRETER.load(Ordering::Acquire)
+        }
+    }
+}
+
+/// The thread state attached on the calling thread; None where none is, or where the
+/// interpreter's query was not found.
+pub fn current_thread_state() -> Option<CurrentState> {
+    let current = current_thread_state_query()?;
+    // SAFETY: the query may be made from any thread, attached or not, once the interpreter is
+    // initialized (every caller runs inside a call from it, or checked it is initialized).
+    NonNull::new(unsafe { current() }).map(CurrentState)
 }
 
 /// Whether the calling thread is attached to an interpreter other than the main one, where
 /// attaching through the PyGILState API would wait forever (see fastcall.rs's audit). False
 /// where the thread is attached to none, or the interpreter's query was not found.
 pub fn in_a_subinterpreter() -> bool {
-    let Some(current) = current_thread_state_query() else { return false };
-    // SAFETY: the query may be made from any thread, attached or not, once the interpreter is
-    // initialized (every caller runs inside a call from it, or checked it is initialized).
-    let state = unsafe { current() };
-    // SAFETY: a live thread state, this thread's current one.
-    !state.is_null() && unsafe { ffi::PyThreadState_GetInterpreter(state) } != main_interpreter()
+    current_thread_state().is_some_and(CurrentState::of_a_subinterpreter)
 }
 
 /// Runs `body` inside `Python::attach`, or, on a thread attached to a subinterpreter (where
@@ -80,9 +99,4 @@ pub fn refuse_subinterpreter(what: &str) {
     let message = std::ffi::CString::new(message).unwrap_or_default();
     // SAFETY: attached (above); a builtin exception type and a NUL-terminated message, copied.
     unsafe { ffi::PyErr_SetString(ffi::PyExc_RuntimeError, message.as_ptr()) };
-}
-
-/// The main interpreter, as the module's exec remembered it.
-pub fn main_interpreter() -> *mut ffi::PyInterpreterState {
-    MAIN_INTERPRETER.load(Ordering::Acquire)
 }

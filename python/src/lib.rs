@@ -92,12 +92,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// subinterpreter that call waited forever for the GIL its own thread held.
 fn refuse_subinterpreters(py: Python<'_>) -> PyResult<()> {
     // SAFETY: the module's exec runs attached; both are queries of the current interpreter.
-    let id = unsafe { pyo3::ffi::PyInterpreterState_GetID(pyo3::ffi::PyInterpreterState_Get()) };
+    let (current, id) = unsafe {
+        let current = pyo3::ffi::PyInterpreterState_Get();
+        (current, pyo3::ffi::PyInterpreterState_GetID(current))
+    };
     match id {
         // CPython numbers the main interpreter 0, the others from 1.
         0 => {
-            // SAFETY: the module's exec runs attached, to the main interpreter (just asked).
-            unsafe { interpreter::remember_main_interpreter() };
+            interpreter::remember_main_interpreter(current);
             Ok(())
         }
         -1 => Err(PyErr::fetch(py)),
