@@ -277,6 +277,11 @@ def numpy_exports_read_only():
     return tuple(int(part) for part in numpy.__version__.split(".")[:2]) >= (2, 1)
 
 
+# What two reads of one array need not share: the struct's address; the owner, the mask and
+# the objects made of the array are compared apart, by identity or by their own fields.
+NOT_SHARED_BY_TWO_READS = frozenset({"ptr", "buffer", "mask", "owner", "_as_parameter_"})
+
+
 def public_fields(array, skipped):
     """Every public value of a cai.Array but those named in `skipped` (the struct as Python sees
     it, methods left out), an attribute that raises as what it raised, and its

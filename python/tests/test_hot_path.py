@@ -15,7 +15,7 @@ import pytest
 
 import cai
 from cai import _native
-from conftest import diverging_producer, public_fields
+from conftest import NOT_SHARED_BY_TWO_READS, diverging_producer, public_fields
 
 REFERENCE = _native._from_object_reference
 NEVER = cai.POINTER_CHECK_NEVER
@@ -60,12 +60,9 @@ def producers():
     }
 
 
-SKIPPED = {"ptr", "buffer", "mask", "owner", "_as_parameter_"}
-
-
 def fields(array):
     """Every public value of an Array (the struct as Python sees it), the owner by identity."""
-    out = public_fields(array, SKIPPED)
+    out = public_fields(array, NOT_SHARED_BY_TWO_READS)
     out["owner"] = id(array.owner)
     out["mask"] = array.mask is None
     return out

@@ -7,10 +7,7 @@ import numpy
 import pytest
 
 import cai
-from conftest import public_fields
-
-# What two reads of one array need not share: the struct's address, objects compared apart.
-SKIPPED = {"ptr", "buffer", "mask", "owner", "_as_parameter_"}
+from conftest import NOT_SHARED_BY_TWO_READS, public_fields
 
 
 class JaxLike:
@@ -149,7 +146,7 @@ def test_host_instances_taken_at_once_give_the_full_negotiations_array_fake_driv
     obj = kind(host=host)
 
     def fields(array):
-        return public_fields(array, SKIPPED), array.owner is obj, array.mask is None
+        return public_fields(array, NOT_SHARED_BY_TWO_READS), array.owner is obj, array.mask is None
 
     first = fields(cai.from_object(obj, sync=False, allow_host=True))
     at_once = [fields(cai.from_object(obj, sync=False, allow_host=True)) for _ in range(4)]
