@@ -103,3 +103,92 @@ def test_a_blocking_import_releases_the_gil_fake_driver(fake):
     assert end.value - begin.value >= 0.2
     inside = [t for t in ticks if begin.value + 0.05 < t < end.value - 0.05]
     assert inside, "no Python thread ran while the import waited: the GIL was held"
+
+
+def test_children_forked_while_other_threads_read_read_at_once_no_driver():
+    """os.fork() while other threads are inside libcai (each read of a new type takes the lock of
+    the types' facts, full eviction included; DLPack capsules are taken and their deleters run;
+    CAI dicts are read): in the child those threads are gone, and a lock one of them held would
+    stay held forever. Each child reads arrays of new types at once and exits; the parent waits
+    for each with a deadline. Host memory and unchecked dicts only, no driver: a child of a
+    process that initialized CUDA cannot use CUDA (docs/robustness.md, "fork")."""
+    import os
+    import signal
+    import warnings
+
+    import numpy
+    import pytest
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no os.fork on this platform")
+
+    def new_host_type(number):
+        # A class of its own each time: its facts are learned anew, under the lock.
+        return type(f"Host{number}", (), {
+            "__init__": lambda self, values: setattr(self, "values", values),
+            "__dlpack__": lambda self, **kwargs: self.values.__dlpack__(**kwargs),
+            "__dlpack_device__": lambda self: (1, 0),
+        })
+
+    def read_some(number):
+        values = numpy.arange(16.0) + number
+        array = cai.from_object(new_host_type(number)(values), allow_host=True)
+        assert array.shape == (16,) and array.data_ptr == values.ctypes.data
+        assert numpy.from_dlpack(array)[3] == 3.0 + number
+        described = {"shape": (4,), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3}
+        read = cai.from_object(described, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)
+        assert read.data_ptr == DEVICE_BUFFER
+
+    stop, failures = threading.Event(), []
+
+    def keep_reading(index):
+        number = index * 1_000_000
+        try:
+            while not stop.is_set():
+                number += 1
+                read_some(number)
+        except BaseException as error:  # reported by the test below
+            failures.append(error)
+
+    readers = [threading.Thread(target=keep_reading, args=(i + 1,)) for i in range(3)]
+    for reader in readers:
+        reader.start()
+    children, hung, failed = [], [], []
+    try:
+        with warnings.catch_warnings():
+            # CPython 3.12+ warns that forking a threaded process may deadlock the child: that
+            # is what this test looks for, in libcai's part.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            for fork_number in range(25):
+                time.sleep(0.002)
+                pid = os.fork()
+                if pid == 0:
+                    code = 1
+                    try:
+                        for number in range(5):
+                            read_some(-1 - 10 * fork_number - number)
+                        code = 0
+                    finally:
+                        os._exit(code)
+                children.append(pid)
+        for pid in children:
+            deadline = time.monotonic() + 60
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    if os.waitstatus_to_exitcode(status) != 0:
+                        failed.append(pid)
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    hung.append(pid)
+                    break
+                time.sleep(0.01)
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert not failures, failures[0]
+    assert not hung, f"{len(hung)} of {len(children)} forked children hung reading (a lock a vanished thread held)"
+    assert not failed, f"{len(failed)} of {len(children)} forked children failed to read"
