@@ -183,7 +183,9 @@
 // The driver library the call needs (libcuda.so.1, or libOpenCL.so.1 for OpenCL memory) could
 // not be loaded, or its initialization failed; the message has the loader's reason. A CUDA
 // driver that loads but finds no GPU is this status too, with cuInit's CUresult in
-// `driver_result` (100, CUDA_ERROR_NO_DEVICE): either way no pointer check or sync can run.
+// `driver_result` (100, CUDA_ERROR_NO_DEVICE), and so is every CUDA driver call of a process
+// forked after its parent began loading the driver (CUDA does not carry over a fork): either
+// way no pointer check or sync can run.
 #define CAI_ERROR_NO_DRIVER 13
 
 // A driver call failed; `CaiError.driver_result` holds its raw result (a CUresult, or an OpenCL

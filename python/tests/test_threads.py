@@ -192,3 +192,49 @@ def test_children_forked_while_other_threads_read_read_at_once_no_driver():
     assert not failures, failures[0]
     assert not hung, f"{len(hung)} of {len(children)} forked children hung reading (a lock a vanished thread held)"
     assert not failed, f"{len(failed)} of {len(children)} forked children failed to read"
+
+
+def test_a_child_forked_after_the_driver_loaded_is_refused_device_work_at_once_fake_driver(fake):
+    """CUDA cannot be used in a child forked after its parent initialized it: there, work that
+    needs the driver (a sync on the producer's stream) raises CAI_ERROR_NO_DRIVER naming the
+    fork and the fix, at once, and work that needs none goes on. Before, the child called into
+    the driver state it copied from its parent (c_tests/test_fork.c also forks while another
+    thread's load is under way, where the child used to wait forever)."""
+    import ast
+    import os
+    import signal
+    import warnings
+
+    desc = {"shape": (4,), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3, "stream": fake.stream(0)}
+    assert cai.from_object(desc).data_ptr == DEVICE_BUFFER  # the parent's driver, loaded and used
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # CPython 3.12+ on a threaded fork
+        pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        outcome = {}
+        try:
+            signal.alarm(20)
+            try:
+                cai.from_object(desc, pointer_check=cai.POINTER_CHECK_NEVER)
+                outcome["synced"] = "no error"
+            except cai.CaiError as error:
+                outcome["synced"] = str(error)
+            unchecked = cai.from_object(desc, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)
+            outcome["unchecked"] = unchecked.data_ptr == DEVICE_BUFFER
+        except BaseException as error:  # reported to the parent
+            outcome["raised"] = repr(error)
+        finally:
+            os.write(write, repr(outcome).encode())
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        reported = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, reported
+    outcome = ast.literal_eval(reported)
+    assert "raised" not in outcome, outcome
+    assert outcome["synced"].startswith("CAI_ERROR_NO_DRIVER: this process was forked"), outcome
+    assert "spawn" in outcome["synced"], outcome
+    assert outcome["unchecked"] is True, outcome

@@ -13,6 +13,7 @@ use crate::status::{Error, Result, Status};
 
 mod calls;
 pub(crate) mod cuda;
+mod fork;
 mod library;
 pub(crate) mod opencl;
 
@@ -70,7 +71,35 @@ static DRIVER: OnceLock<std::result::Result<Driver, Error>> = OnceLock::new();
 
 /// The process's driver, loaded and cuInit-ed on first use from any thread.
 pub(crate) fn driver() -> Result<&'static Driver> {
-    DRIVER.get_or_init(load).as_ref().map_err(Clone::clone)
+    if fork::forked_after_load_began() {
+        return Err(forked_child_error());
+    }
+    loaded().as_ref().map_err(Clone::clone)
+}
+
+/// What loading the driver gave, loading it on first use. Not for a child forked after its
+/// parent began loading it (fork.rs), whose load is its parent's.
+fn loaded() -> &'static std::result::Result<Driver, Error> {
+    if let Some(loaded) = DRIVER.get() {
+        return loaded;
+    }
+    fork::note_load_beginning();
+    DRIVER.get_or_init(load)
+}
+
+/// The status of every driver call in a child forked after its parent began loading the
+/// driver: the parent's failure where its load failed, else a refusal naming the fork (the
+/// parent's driver, loaded or still loading when it forked, is not this process's). Made per
+/// call, never kept: a fork of this child must not find it half made.
+#[cold]
+fn forked_child_error() -> Error {
+    match DRIVER.get() {
+        Some(Err(failed)) => failed.clone(),
+        _ => Error::new(
+            Status::NoDriver,
+            format!("this process was forked from one that had loaded the CUDA driver (or was loading it), and CUDA cannot be used in a child forked after its parent initialized it: start such processes with spawn (Python: multiprocessing.get_context(\"spawn\")), or load the driver only in the children; without a driver no pointer check or sync can run: {SKIP_DEVICE_WORK}"),
+        ),
+    }
 }
 
 /// The loaded driver's cuDriverGetVersion, loading it if need be.
@@ -81,12 +110,12 @@ pub(crate) fn driver_version() -> Result<i32> {
 /// True once loading the driver has been tried, whatever came of it: from then on `driver()`
 /// returns at once.
 pub fn driver_load_attempted() -> bool {
-    DRIVER.get().is_some()
+    fork::forked_after_load_began() || DRIVER.get().is_some()
 }
 
 /// True when a driver is loaded or can be: the import's default pointer check runs only then.
 pub(crate) fn driver_available() -> bool {
-    DRIVER.get_or_init(load).is_ok() // not driver(): no copy of the error on every call
+    !fork::forked_after_load_began() && loaded().is_ok() // not driver(): no copy of the error
 }
 
 /// How to go on without a driver or a device, named for Python and C callers alike.

@@ -16,7 +16,9 @@
  * Loaded by libcai through CAI_CUDA_DRIVER=/path/to/this.so. Test-only functions start with
  * fake_cuda_. Environment: FAKE_CUDA_INIT_RESULT=N makes cuInit return N;
  * FAKE_CUDA_NO_PROC_ADDRESS=1 makes cuGetProcAddress find nothing (libcai then uses dlsym);
- * FAKE_CUDA_NO_CONTEXT_ID=1 makes it not offer cuCtxGetId (as a driver before CUDA 12.0).
+ * FAKE_CUDA_NO_CONTEXT_ID=1 makes it not offer cuCtxGetId (as a driver before CUDA 12.0);
+ * FAKE_CUDA_INIT_DELAY_MS=N makes cuInit take N ms (as on a large machine), fake_cuda_init_calls
+ * counting the calls begun.
  *
  * Every entry point libcai resolves can be made to fail (fake_cuda_fail). A context can be
  * destroyed and re-created at the same address (fake_cuda_recreate_context): it then has a
@@ -208,9 +210,18 @@ static Allocation *find_allocation(uint64_t pointer) {
 
 /* ---- driver entry points ---- */
 
+static int init_calls; /* cuInit calls begun, for a test that forks while one is under way */
+
 CUresult cuInit(unsigned flags) {
   const char *forced = getenv("FAKE_CUDA_INIT_RESULT");
+  const char *delay = getenv("FAKE_CUDA_INIT_DELAY_MS");
+  __atomic_add_fetch(&init_calls, 1, __ATOMIC_SEQ_CST);
   log_call("cuInit flags=%u", flags);
+  if (delay) {
+    int ms = atoi(delay);
+    struct timespec wait = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&wait, NULL);
+  }
   FAIL_IF_INJECTED("cuInit");
   return forced ? atoi(forced) : CUDA_SUCCESS;
 }
@@ -683,3 +694,4 @@ void fake_cuda_last_sync_window(double *begin, double *end) {
 }
 
 int fake_cuda_proc_address_lookups(void) { return __atomic_load_n(&proc_address_lookups, __ATOMIC_SEQ_CST); }
+int fake_cuda_init_calls(void) { return __atomic_load_n(&init_calls, __ATOMIC_SEQ_CST); }
