@@ -156,9 +156,11 @@ def test_children_forked_while_other_threads_read_read_at_once_no_driver():
     children, hung, failed = [], [], []
     try:
         with warnings.catch_warnings():
-            # CPython 3.12+ warns that forking a threaded process may deadlock the child: that
-            # is what this test looks for, in libcai's part.
+            # CPython 3.12+ warns that forking a threaded process may deadlock the child (and
+            # JAX, where another test imported it, that its threads may): that is what this
+            # test looks for, in libcai's part; the children run no JAX.
             warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
             for fork_number in range(25):
                 time.sleep(0.002)
                 pid = os.fork()
@@ -209,7 +211,10 @@ def test_a_child_forked_after_the_driver_loaded_is_refused_device_work_at_once_f
     assert cai.from_object(desc).data_ptr == DEVICE_BUFFER  # the parent's driver, loaded and used
     read, write = os.pipe()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # CPython 3.12+ on a threaded fork
+        # CPython 3.12+ and JAX (where another test imported it) warn of forking their threads;
+        # the child runs neither's code.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
         pid = os.fork()
     if pid == 0:
         os.close(read)
