@@ -2,11 +2,18 @@
 (where there is one) released while an import waits in the driver. Runs on the fake driver (a
 test double); on a free-threaded CPython the same tests run with no GIL at all."""
 
+import ast
 import ctypes
+import os
+import signal
 import sys
 import sysconfig
 import threading
 import time
+import warnings
+
+import numpy
+import pytest
 
 import cai
 from conftest import DEVICE_BUFFER
@@ -105,6 +112,20 @@ def test_a_blocking_import_releases_the_gil_fake_driver(fake):
     assert inside, "no Python thread ran while the import waited: the GIL was held"
 
 
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+
+
+def fork_quietly():
+    """os.fork(), without the warnings CPython 3.12+ and JAX (where another test imported it)
+    give of forking a threaded process: the children here run libcai's and numpy's code only,
+    and what a fork does to libcai's part is what these tests look for."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
+        return os.fork()
+
+
+@needs_fork
 def test_children_forked_while_other_threads_read_read_at_once_no_driver():
     """os.fork() while other threads are inside libcai (each read of a new type takes the lock of
     the types' facts, full eviction included; DLPack capsules are taken and their deleters run;
@@ -112,16 +133,6 @@ def test_children_forked_while_other_threads_read_read_at_once_no_driver():
     stay held forever. Each child reads arrays of new types at once and exits; the parent waits
     for each with a deadline. Host memory and unchecked dicts only, no driver: a child of a
     process that initialized CUDA cannot use CUDA (docs/robustness.md, "fork")."""
-    import os
-    import signal
-    import warnings
-
-    import numpy
-    import pytest
-
-    if not hasattr(os, "fork"):
-        pytest.skip("no os.fork on this platform")
-
     def new_host_type(number):
         # A class of its own each time: its facts are learned anew, under the lock.
         return type(f"Host{number}", (), {
@@ -155,24 +166,18 @@ def test_children_forked_while_other_threads_read_read_at_once_no_driver():
         reader.start()
     children, hung, failed = [], [], []
     try:
-        with warnings.catch_warnings():
-            # CPython 3.12+ warns that forking a threaded process may deadlock the child (and
-            # JAX, where another test imported it, that its threads may): that is what this
-            # test looks for, in libcai's part; the children run no JAX.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
-            for fork_number in range(25):
-                time.sleep(0.002)
-                pid = os.fork()
-                if pid == 0:
-                    code = 1
-                    try:
-                        for number in range(5):
-                            read_some(-1 - 10 * fork_number - number)
-                        code = 0
-                    finally:
-                        os._exit(code)
-                children.append(pid)
+        for fork_number in range(25):
+            time.sleep(0.002)
+            pid = fork_quietly()
+            if pid == 0:
+                code = 1
+                try:
+                    for number in range(5):
+                        read_some(-1 - 10 * fork_number - number)
+                    code = 0
+                finally:
+                    os._exit(code)
+            children.append(pid)
         for pid in children:
             deadline = time.monotonic() + 60
             while True:
@@ -196,26 +201,17 @@ def test_children_forked_while_other_threads_read_read_at_once_no_driver():
     assert not failed, f"{len(failed)} of {len(children)} forked children failed to read"
 
 
+@needs_fork
 def test_a_child_forked_after_the_driver_loaded_is_refused_device_work_at_once_fake_driver(fake):
     """CUDA cannot be used in a child forked after its parent initialized it: there, work that
     needs the driver (a sync on the producer's stream) raises CAI_ERROR_NO_DRIVER naming the
     fork and the fix, at once, and work that needs none goes on. Before, the child called into
     the driver state it copied from its parent (c_tests/test_fork.c also forks while another
     thread's load is under way, where the child used to wait forever)."""
-    import ast
-    import os
-    import signal
-    import warnings
-
     desc = {"shape": (4,), "typestr": "<f4", "data": (DEVICE_BUFFER, False), "version": 3, "stream": fake.stream(0)}
     assert cai.from_object(desc).data_ptr == DEVICE_BUFFER  # the parent's driver, loaded and used
     read, write = os.pipe()
-    with warnings.catch_warnings():
-        # CPython 3.12+ and JAX (where another test imported it) warn of forking their threads;
-        # the child runs neither's code.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
-        pid = os.fork()
+    pid = fork_quietly()
     if pid == 0:
         os.close(read)
         outcome = {}

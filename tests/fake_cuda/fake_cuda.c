@@ -130,6 +130,12 @@ static double monotonic_seconds(void) {
   return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 }
 
+/* Holds the calling thread back `ms` milliseconds, as a busy GPU or a slow cuInit would. */
+static void sleep_ms(int ms) {
+  struct timespec wait = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&wait, NULL);
+}
+
 static Context *current(void) { return depth > 0 ? stack[depth - 1] : NULL; }
 
 static Stream *find_stream(uintptr_t handle) {
@@ -217,11 +223,7 @@ CUresult cuInit(unsigned flags) {
   const char *delay = getenv("FAKE_CUDA_INIT_DELAY_MS");
   __atomic_add_fetch(&init_calls, 1, __ATOMIC_SEQ_CST);
   log_call("cuInit flags=%u", flags);
-  if (delay) {
-    int ms = atoi(delay);
-    struct timespec wait = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&wait, NULL);
-  }
+  if (delay) sleep_ms(atoi(delay));
   FAIL_IF_INJECTED("cuInit");
   return forced ? atoi(forced) : CUDA_SUCCESS;
 }
@@ -306,8 +308,7 @@ CUresult cuStreamSynchronize(void *stream) {
   int delay_ms = __atomic_load_n(&sync_delay_ms, __ATOMIC_SEQ_CST);
   if (c && delay_ms > 0) {
     double begin = monotonic_seconds();
-    struct timespec wait = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
-    nanosleep(&wait, NULL);
+    sleep_ms(delay_ms);
     pthread_mutex_lock(&lock);
     sync_window[0] = begin;
     sync_window[1] = monotonic_seconds();
