@@ -17,8 +17,8 @@ use std::ffi::{c_int, c_void};
 
 use cai::binding::dlpack::AllowHost;
 use cai::{
-    CaiArray, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor,
-    CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION, CAI_STREAM_LEGACY,
+    CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDLPackVersion, CaiDLTensor, CAI_DLPACK_MAJOR_VERSION,
+    CAI_DLPACK_MINOR_VERSION, CAI_STREAM_LEGACY,
 };
 use pyo3::prelude::*;
 
@@ -30,6 +30,7 @@ use crate::errors::Failure;
 use crate::exchange_api::{ExchangeApi, ExchangeApiHeader, EXCHANGE_API};
 use crate::fastcall::run_assumed_status;
 use crate::offered::Offered;
+use crate::pool::with_fill_array;
 
 /// cai.Array's table. Its work stream is the legacy default stream (the table is per type, and
 /// a cai.Array's producer stream is per array): taking a tensor orders the legacy default
@@ -111,11 +112,11 @@ unsafe extern "C" fn offered_managed_tensor_from_py_object(
         // SAFETY: the consumer passes an object it holds.
         let object = unsafe { pyo3::Borrowed::from_ptr(py, py_object.cast::<pyo3::ffi::PyObject>()) };
         let offered = offered_of(&object)?;
-        let mut array = CaiArray::zeroed();
-        let described = offered.describe_object(&object, AllowHost::ALLOWED, &mut array)?;
-        let device = Offered::device_of(&described, &array)?;
-        let tensor =
-            Offered::export_described(&object, &mut array, &described, device, work_stream(device), true)?;
+        let tensor = with_fill_array(|array| {
+            let described = offered.describe_object(&object, AllowHost::ALLOWED, array)?;
+            let device = Offered::device_of(&described, array)?;
+            Offered::export_described(&object, array, &described, device, work_stream(device), true)
+        })?;
         // SAFETY: the consumer's out-pointer.
         unsafe { *out = tensor.cast() };
         Ok(())

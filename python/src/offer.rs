@@ -18,7 +18,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
 use cai::binding::dlpack::AllowHost;
-use cai::CaiArray;
 
 use crate::dlpack::capsule_of;
 use crate::dlpack_export::{plain_arguments, DlpackArguments, DLPACK_SIGNATURE};
@@ -26,6 +25,7 @@ use crate::exchange_offered::offered_exchange_api_capsule;
 use crate::fastcall::{run_assumed, run_attached, Definition};
 use crate::interpreter::{in_a_subinterpreter, refuse_subinterpreter};
 use crate::offered::Offered;
+use crate::pool::with_fill_array;
 
 /// The attributes an offer gives a type, in the order they are set.
 const ATTRIBUTES: [&str; 5] = [
@@ -137,25 +137,26 @@ unsafe extern "C" fn dlpack_fastcall(
         let (offered, instance) = unsafe { offered_self(py, slf) }?;
         // SAFETY: attached; the slots are the call's arguments, alive for its duration.
         let arguments = unsafe { DlpackArguments::of_call(py, slots, plain) }?;
-        let mut array = CaiArray::zeroed();
-        let mut found = None;
-        let (request, device) = arguments.read(|| {
-            let described = offered.describe_object(&instance, AllowHost::ALLOWED, &mut array)?;
-            let device = Offered::device_of(&described, &array)?;
-            found = Some(described);
-            Ok(device)
-        })?;
-        let described =
-            found.ok_or_else(|| PySystemError::new_err("libcai: __dlpack__ described nothing"))?;
-        let tensor = Offered::export_described(
-            &instance,
-            &mut array,
-            &described,
-            device,
-            request.consumer,
-            request.versioned,
-        )?;
-        Ok(capsule_of(py, tensor, request.versioned)?.into_ptr())
+        with_fill_array(|array| {
+            let mut found = None;
+            let (request, device) = arguments.read(|| {
+                let described = offered.describe_object(&instance, AllowHost::ALLOWED, array)?;
+                let device = Offered::device_of(&described, array)?;
+                found = Some(described);
+                Ok(device)
+            })?;
+            let described =
+                found.ok_or_else(|| PySystemError::new_err("libcai: __dlpack__ described nothing"))?;
+            let tensor = Offered::export_described(
+                &instance,
+                array,
+                &described,
+                device,
+                request.consumer,
+                request.versioned,
+            )?;
+            Ok(capsule_of(py, tensor, request.versioned)?.into_ptr())
+        })
     };
     if plain.is_some() {
         run_assumed(body)
@@ -174,10 +175,10 @@ unsafe extern "C" fn dlpack_device_call(
     run_assumed(|py| {
         // SAFETY: the descriptor's `self`, alive for the call.
         let (offered, instance) = unsafe { offered_self(py, slf) }?;
-        let mut array = CaiArray::zeroed();
-        let host = AllowHost::ALLOWED;
-        let described = offered.describe_object(&instance, host, &mut array)?;
-        let device = Offered::device_of(&described, &array)?;
+        let device = with_fill_array(|array| {
+            let described = offered.describe_object(&instance, AllowHost::ALLOWED, array)?;
+            Offered::device_of(&described, array)
+        })?;
         Ok((device.device_type, device.device_id).into_pyobject(py)?.into_ptr())
     })
 }

@@ -1,6 +1,8 @@
 //! Room reused per thread: heap boxes for CaiArrays (1160 bytes each; an import needs one, and
 //! an allocation of that size is past the allocator's fast per-thread cache, so a small pool of
-//! our own is the cheaper way), and the CaiError a fill writes (512 bytes not zeroed per call).
+//! our own is the cheaper way), the CaiArray an offered type's fill describes into when the
+//! description is not kept, and the CaiError a fill writes (1160 and 512 bytes not zeroed per
+//! call).
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::ops::{Deref, DerefMut};
@@ -118,5 +120,50 @@ pub fn with_fill_error<E>(
         // SAFETY: the scratch, no longer lent, read for this call only: a message shorter than
         // a stale one ends at its own NUL, and no byte past it is read.
         Err(refused(status, unsafe { &*error }))
+    })
+}
+
+/// The CaiArray an offered type's fill describes into when the description is not kept (a
+/// DLPack tensor is made of it, or its device read), one per thread: zeroed when the thread
+/// first uses it; its head is written before each fill (`write_defaults`), and its extents keep
+/// what the thread's last fill wrote, which a fill overwrites up to its rank and nothing reads
+/// past it, as with a reused `Pooled` box. Zeroing a struct on the stack per call instead cost a
+/// 1,160-byte memset, about 2% of `numpy.from_dlpack` of an offered type (docs/benchmarks.md).
+/// Lent to one caller at a time (`lent`): a fill that describes another offered object gets a
+/// zeroed one. No destructor: nothing to free.
+struct FillArray {
+    lent: Cell<bool>,
+    array: UnsafeCell<CaiArray>,
+}
+
+thread_local! {
+    static FILL_ARRAY: FillArray =
+        const { FillArray { lent: Cell::new(false), array: UnsafeCell::new(CaiArray::zeroed()) } };
+}
+
+/// Gives the lending back when dropped, so that a panic out of the borrower leaves the array
+/// lendable (the panic boundary above it returns an error; the thread goes on).
+struct GiveBack<'a>(&'a Cell<bool>);
+
+impl Drop for GiveBack<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+/// Runs `describe` with a CaiArray for a fill to describe into (its head unspecified, its
+/// extents those of an earlier fill, or zero): this thread's `FILL_ARRAY` where it is free,
+/// else one on the stack, zeroed. Nothing may keep a pointer into the array past `describe`.
+#[inline(always)]
+pub fn with_fill_array<R>(describe: impl FnOnce(&mut CaiArray) -> R) -> R {
+    FILL_ARRAY.with(|scratch| {
+        if scratch.lent.replace(true) {
+            // A fill that describes another offered object: the scratch is its caller's.
+            return describe(&mut CaiArray::zeroed());
+        }
+        let _give_back = GiveBack(&scratch.lent);
+        // SAFETY: this thread's scratch, lent to this call alone until `_give_back` drops
+        // (`lent` was false), so no other reference to the array exists meanwhile.
+        describe(unsafe { &mut *scratch.array.get() })
     })
 }

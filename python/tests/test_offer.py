@@ -17,6 +17,7 @@ from conftest import (
     DEVICE_BUFFER,
     EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
     TorchLikeStream,
+    delete_managed_tensor,
     diverging_producer,
     exchange_table_entry,
     outcome_of,
@@ -113,6 +114,32 @@ def test_a_fill_that_views_another_object_through_cai_python_view_leaves_the_out
     assert outer.calls == 1
     assert ext.view(inner)["shape"] == (2, 3, 4, 5)  # and the struct given back still serves
     assert ext.view(outer) == {**expected, "owning": False}
+
+
+def test_a_fill_that_exports_another_offered_object_leaves_the_outer_export_whole_no_driver(kind, ext):
+    """A fill that re-enters libcai's export after writing `out` (another offered object's
+    `__dlpack__`, of another shape and type) leaves the outer description whole, on every read
+    that describes into a struct kept per thread (`__dlpack__`, `__dlpack_device__`, the
+    exchange table): the inner export gets a struct of its own (a struct shared by the two, as
+    the per-thread one would be if lent twice, fails this)."""
+    inner_values = np.arange(20, dtype=np.uint8).reshape(4, 5)
+    inner = kind(inner_values.ctypes.data, 4, 5, host=True, base=inner_values)
+    values = np.arange(42, dtype=np.int16).reshape(6, 7)
+    outer = kind(values.ctypes.data, 6, 7, typestr="<i2", host=True, fault=ext.EXPORTS_BASE, base=inner)
+    for _ in range(2):  # and the struct given back still serves
+        read = np.from_dlpack(outer)
+        assert read.dtype == np.int16 and read.shape == (6, 7)
+        np.testing.assert_array_equal(read, values)
+        assert outer.__dlpack_device__() == (1, 0)
+        out = ctypes.c_void_p()
+        assert exchange_table_entry(kind, EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT)(outer, ctypes.addressof(out)) == 0
+        # The DLTensor at byte 32 of the versioned struct: its ndim at 16, its shape pointer at 24.
+        ndim = ctypes.c_int32.from_address(out.value + 48).value
+        shape = ctypes.cast(ctypes.c_void_p.from_address(out.value + 56).value, ctypes.POINTER(ctypes.c_int64))
+        assert (ndim, shape[0], shape[1]) == (2, 6, 7)
+        delete_managed_tensor(out.value)
+        np.testing.assert_array_equal(np.from_dlpack(inner), inner_values)
+    assert inner.calls == 2 * 3 + 2 and outer.calls == 2 * 3
 
 
 def test_the_table_refuses_unknown_must_understand_flags_and_objects_of_other_types(kind, ext):

@@ -22,6 +22,7 @@ enum Fault {
   FAULT_SILENT_REFUSAL,  // returns CAI_ERROR_INVALID_TYPESTR with no message
   VIEWS_BASE,            // not a fault: views `base` through cai_python_view first (re-enters libcai)
   FAULT_REFUSES_AROUND_A_VIEW,  // writes its refusal, views `base` (re-enters libcai), then refuses
+  EXPORTS_BASE,          // not a fault: exports `base` by its __dlpack__ last (re-enters libcai's export)
 };
 
 typedef struct {
@@ -80,6 +81,12 @@ static CaiStatus image_fill(PyObject *self, CaiArray *out, CaiDLDevice *device, 
       options.sync_mode = CAI_SYNC_NONE;
       CaiArray inner;
       if (cai_python_view(im->base, &options, &inner, NULL) != CAI_OK) return CAI_ERROR_PYTHON;  // raised
+      break;
+    }
+    case EXPORTS_BASE: {  // after writing `out`, so that an export into the same struct would show
+      PyObject *capsule = PyObject_CallMethod(im->base, "__dlpack__", NULL);
+      if (!capsule) return CAI_ERROR_PYTHON;  // raised
+      Py_DECREF(capsule);
       break;
     }
     case FAULT_REFUSES_AROUND_A_VIEW: {  // the message must survive the view made meanwhile
@@ -484,6 +491,7 @@ PyMODINIT_FUNC PyInit_cai_offer_ext(void) {
   PyModule_AddIntConstant(m, "FAULT_BAD_DEVICE", FAULT_BAD_DEVICE);
   PyModule_AddIntConstant(m, "FAULT_SILENT_REFUSAL", FAULT_SILENT_REFUSAL);
   PyModule_AddIntConstant(m, "VIEWS_BASE", VIEWS_BASE);
+  PyModule_AddIntConstant(m, "EXPORTS_BASE", EXPORTS_BASE);
   return m;
 fail:
   Py_DECREF(m);
