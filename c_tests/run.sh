@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs the C and C++ tests against a built libcai; the device tests run against the
-# fake CUDA driver (tests/fake_cuda/fake_cuda.c, a test double), and the no-GPU case against
-# NVIDIA's real driver library.
+# fake CUDA driver (tests/fake_cuda/fake_cuda.c, a test double; test_fork_opencl.c against the
+# fake OpenCL library beside it), the no-GPU case against NVIDIA's real driver library, and the
+# OpenCL tests against PoCL.
 # Usage: c_tests/run.sh [LIBDIR]   (default: target/release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,11 +15,12 @@ cflags=(-std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -Ic_tests)
 link=(-L"$libdir" -lcai -Wl,-rpath,"$libdir")
 
 "$CC" -std=c11 -Wall -Wextra -Werror -shared -fPIC -pthread tests/fake_cuda/fake_cuda.c -o "$out/libfake_cuda.so"
+"$CC" -std=c11 -Wall -Wextra -Werror -shared -fPIC tests/fake_opencl/fake_opencl.c -o "$out/libfake_opencl.so"
 
 for test in c_tests/test_*.c; do
   name=$(basename "$test" .c)
-  "$CC" "${cflags[@]}" "$test" -o "$out/$name" "${link[@]}" -ldl
-  CAI_CUDA_DRIVER="$out/libfake_cuda.so" "$out/$name"
+  "$CC" "${cflags[@]}" "$test" -o "$out/$name" "${link[@]}" -ldl -pthread
+  CAI_CUDA_DRIVER="$out/libfake_cuda.so" CAI_OPENCL_LIBRARY="$out/libfake_opencl.so" "$out/$name"
 done
 
 # On NVIDIA's real libcuda.so.1 with no GPU (scripts/nvidia-driver.sh fetches it; scripts/test.sh

@@ -11,43 +11,21 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cai.h"
 #include "check.h"
+#include "fork_check.h"
 
 static int (*init_calls)(void);
 
-/* What a child's cai_driver_status returns and says, as its exit code: 0 when it is `expected`
- * (and, for a refusal, names the fork), 2 when not; killed by SIGALRM when it waits. */
+/* A child's check: cai_driver_status returns `expected` (a refusal naming the fork). */
 static int child_driver_status(CaiStatus expected) {
-  alarm(10);
   int32_t version = 0;
   CaiError error;
   memset(&error, 0, sizeof error);
-  CaiStatus got = cai_driver_status(&version, &error);
-  if (got != expected) {
-    fprintf(stderr, "child: cai_driver_status returned %s: %s\n", cai_status_string(got), error.message);
-    return 2;
-  }
-  if (expected != CAI_OK && strstr(error.message, "forked") == NULL) {
-    fprintf(stderr, "child: the refusal does not name the fork: %s\n", error.message);
-    return 2;
-  }
-  return 0;
-}
-
-/* Forks a child that runs child_driver_status(expected); true when it exited 0. */
-static int fork_and_check(CaiStatus expected, const char *when) {
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) _exit(child_driver_status(expected));
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid) return 0;
-  if (WIFSIGNALED(status)) fprintf(stderr, "%s: the child was killed by signal %d (it waited)\n", when, WTERMSIG(status));
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return child_exit_code("cai_driver_status", cai_driver_status(&version, &error), expected, &error);
 }
 
 static void *load_driver(void *unused) {
@@ -66,7 +44,7 @@ int main(void) {
   }
 
   /* Before the parent touches the driver, a child loads its own. */
-  CHECK(fork_and_check(CAI_OK, "forked before any load"));
+  CHECK(fork_and_check(child_driver_status, CAI_OK, "forked before any load"));
   CHECK(init_calls() == 0);
 
   /* While another thread's load is under way (its cuInit held back 500 ms). */
@@ -77,7 +55,7 @@ int main(void) {
     struct timespec tick = {0, 1000000L};
     nanosleep(&tick, NULL);
   }
-  CHECK(fork_and_check(CAI_ERROR_NO_DRIVER, "forked while another thread loaded the driver"));
+  CHECK(fork_and_check(child_driver_status, CAI_ERROR_NO_DRIVER, "forked while another thread loaded the driver"));
   void *loaded = NULL;
   CHECK(pthread_join(loader, &loaded) == 0);
   CHECK((CaiStatus)(intptr_t)loaded == CAI_OK);
@@ -86,7 +64,7 @@ int main(void) {
   /* After the load: the parent goes on using its driver, a child is refused. */
   int32_t version = 0;
   CHECK_STATUS(cai_driver_status(&version, NULL), CAI_OK);
-  CHECK(fork_and_check(CAI_ERROR_NO_DRIVER, "forked after the load"));
+  CHECK(fork_and_check(child_driver_status, CAI_ERROR_NO_DRIVER, "forked after the load"));
   CHECK_STATUS(cai_driver_status(&version, NULL), CAI_OK);
   return check_summary("test_fork (fake driver)");
 }

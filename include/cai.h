@@ -184,8 +184,9 @@
 // not be loaded, or its initialization failed; the message has the loader's reason. A CUDA
 // driver that loads but finds no GPU is this status too, with cuInit's CUresult in
 // `driver_result` (100, CUDA_ERROR_NO_DEVICE), and so is every CUDA driver call of a process
-// forked after its parent began loading the driver (CUDA does not carry over a fork): either
-// way no pointer check or sync can run.
+// forked after its parent began loading the driver (CUDA does not carry over a fork), and
+// every OpenCL call of one forked while another thread was loading the OpenCL library (a load
+// that cannot finish in the child): either way no pointer check or sync can run.
 #define CAI_ERROR_NO_DRIVER 13
 
 // A driver call failed; `CaiError.driver_result` holds its raw result (a CUresult, or an OpenCL

@@ -21,11 +21,12 @@ echo "== C tests under ASan + UBSan + LSan"
 san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g)
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 clang -std=c11 -shared -fPIC -pthread "${san[@]}" tests/fake_cuda/fake_cuda.c -o "$out/libfake_cuda.so"
+clang -std=c11 -shared -fPIC "${san[@]}" tests/fake_opencl/fake_opencl.c -o "$out/libfake_opencl.so"
 for test in c_tests/test_*.c; do
   name=$(basename "$test" .c)
   clang -std=c11 -Wall -Wextra -Werror -pedantic "${san[@]}" -Iinclude -Ic_tests "$test" -o "$out/$name" \
-    -L"$lib" -lcai -Wl,-rpath,"$lib" -ldl
-  CAI_CUDA_DRIVER="$out/libfake_cuda.so" "$out/$name"
+    -L"$lib" -lcai -Wl,-rpath,"$lib" -ldl -pthread
+  CAI_CUDA_DRIVER="$out/libfake_cuda.so" CAI_OPENCL_LIBRARY="$out/libfake_opencl.so" "$out/$name"
 done
 clang -std=c11 -Wall -Wextra -Werror -pedantic "${san[@]}" -DTEST_DRIVER='"fake driver"' -Iinclude -Ic_tests \
   c_tests/gpu/test_gpu.c -o "$out/test_gpu" -L"$lib" -lcai -Wl,-rpath,"$lib" -L"$out" -lfake_cuda -Wl,-rpath,"$out"

@@ -6,6 +6,7 @@
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
+use super::fork;
 use super::library::{path_from, Library};
 use crate::config::OPENCL_PATH_ENV;
 use crate::status::{Error, Result, Status};
@@ -44,10 +45,24 @@ unsafe impl Send for OpenCl {}
 // SAFETY: as for Send: nothing in the table changes after it is made.
 unsafe impl Sync for OpenCl {}
 
-/// The process's OpenCL library, loaded on first use.
+/// The process's OpenCL library, loaded on first use; refused in a child forked while another
+/// thread of its parent was loading it (fork.rs), whose load never finishes there.
 pub(crate) fn opencl() -> Result<&'static OpenCl> {
     static OPENCL: OnceLock<std::result::Result<OpenCl, Error>> = OnceLock::new();
-    OPENCL.get_or_init(load).as_ref().map_err(Clone::clone)
+    let loaded = match OPENCL.get() {
+        Some(loaded) => loaded,
+        None if fork::forked_during_opencl_load() => return Err(forked_during_load_error()),
+        None => fork::loading_opencl(|| OPENCL.get_or_init(load)),
+    };
+    loaded.as_ref().map_err(Clone::clone)
+}
+
+#[cold]
+fn forked_during_load_error() -> Error {
+    Error::new(
+        Status::NoDriver,
+        "this process was forked while another thread of its parent was loading the OpenCL library, a load that cannot finish in the child: load it before forking (any import of OpenCL memory does), or start such processes with spawn (Python: multiprocessing.get_context(\"spawn\"))",
+    )
 }
 
 fn load() -> std::result::Result<OpenCl, Error> {
