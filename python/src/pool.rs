@@ -70,21 +70,59 @@ impl DerefMut for Pooled {
     }
 }
 
-/// The CaiError fills write on failure, one per thread: zeroed when the thread first uses it;
-/// before each fill its code and the first byte of its message are reset, so that what is
-/// read on failure is the message that fill wrote (up to its NUL, within the buffer). Lent to
-/// one fill at a time (`lent`): a fill that reads another offered object gets a zeroed one.
-/// No destructor: nothing to free.
-struct FillError {
+/// A value kept per thread and lent to one caller at a time (`lent`): a caller that asks while
+/// it is lent (a fill that reads another offered object, which asks again on the same thread)
+/// gets a fresh value of its own instead. No destructor: nothing to free.
+struct Lent<T> {
     lent: Cell<bool>,
-    error: UnsafeCell<CaiError>,
+    value: UnsafeCell<T>,
+}
+
+impl<T> Lent<T> {
+    const fn new(value: T) -> Lent<T> {
+        Lent { lent: Cell::new(false), value: UnsafeCell::new(value) }
+    }
+
+    /// Runs `use_value` with this thread's value where it is free, else with `fresh()`.
+    #[inline(always)]
+    fn lend<R>(&self, fresh: impl FnOnce() -> T, use_value: impl FnOnce(&mut T) -> R) -> R {
+        if self.lent.replace(true) {
+            return use_value(&mut fresh());
+        }
+        let _give_back = GiveBack(&self.lent);
+        // SAFETY: this thread's value, lent to this call alone until `_give_back` drops
+        // (`lent` was false), so no other reference to it exists meanwhile.
+        use_value(unsafe { &mut *self.value.get() })
+    }
+}
+
+/// Gives the lending back when dropped, so that a panic out of the borrower leaves the value
+/// lendable (the panic boundary above it returns an error; the thread goes on).
+struct GiveBack<'a>(&'a Cell<bool>);
+
+impl Drop for GiveBack<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
 }
 
 const ZEROED_ERROR: CaiError =
     CaiError { code: 0, driver_result: 0, message: [0; CAI_ERROR_MESSAGE_CAPACITY] };
 
 thread_local! {
-    static FILL_ERROR: FillError = const { FillError { lent: Cell::new(false), error: UnsafeCell::new(ZEROED_ERROR) } };
+    /// The CaiError fills write on failure: zeroed when the thread first uses it; before each
+    /// fill its code and the first byte of its message are reset, so that what is read on
+    /// failure is the message that fill wrote (up to its NUL, within the buffer).
+    static FILL_ERROR: Lent<CaiError> = const { Lent::new(ZEROED_ERROR) };
+
+    /// The CaiArray an offered type's fill describes into when the description is not kept (a
+    /// DLPack tensor is made of it, or its device read): zeroed when the thread first uses it;
+    /// its head is written before each fill (`write_defaults`), and its extents keep what the
+    /// thread's last fill wrote, which a fill overwrites up to its rank and nothing reads past
+    /// it, as with a reused `Pooled` box. Zeroing a struct on the stack per call instead cost a
+    /// 1,160-byte memset, about 2% of `numpy.from_dlpack` of an offered type
+    /// (docs/benchmarks.md).
+    static FILL_ARRAY: Lent<CaiArray> = const { Lent::new(CaiArray::zeroed()) };
 }
 
 /// Runs `fill` (a call that writes the CaiError it is given only when it fails, and cannot
@@ -96,59 +134,23 @@ pub fn with_fill_error<E>(
     refused: impl FnOnce(CaiStatus, &CaiError) -> E,
 ) -> Result<(), E> {
     FILL_ERROR.with(|scratch| {
-        if scratch.lent.replace(true) {
-            // A fill that reads an offered object itself: the scratch is its caller's.
-            let mut error = ZEROED_ERROR;
-            let status = fill(&mut error);
-            return if status == CAI_OK { Ok(()) } else { Err(refused(status, &error)) };
-        }
-        let error = scratch.error.get();
-        // SAFETY: this thread's scratch, lent to nobody else (`lent`), every byte of it
-        // initialized (zeroed when made, written since only by fills); reset as a fresh
-        // CaiError reads: no code, an empty message.
-        unsafe {
-            (*error).code = 0;
-            (*error).driver_result = 0;
-            (*error).message[0] = 0;
-        }
-        let status = fill(error);
-        // `fill` cannot unwind (its contract), so the scratch is always given back here.
-        scratch.lent.set(false);
-        if status == CAI_OK {
-            return Ok(());
-        }
-        // SAFETY: the scratch, no longer lent, read for this call only: a message shorter than
-        // a stale one ends at its own NUL, and no byte past it is read.
-        Err(refused(status, unsafe { &*error }))
+        scratch.lend(
+            || ZEROED_ERROR,
+            |error| {
+                // Reset as a fresh CaiError reads: no code, an empty message (a message shorter
+                // than a stale one ends at its own NUL, and no byte past it is read).
+                error.code = 0;
+                error.driver_result = 0;
+                error.message[0] = 0;
+                let status = fill(error);
+                if status == CAI_OK {
+                    Ok(())
+                } else {
+                    Err(refused(status, error))
+                }
+            },
+        )
     })
-}
-
-/// The CaiArray an offered type's fill describes into when the description is not kept (a
-/// DLPack tensor is made of it, or its device read), one per thread: zeroed when the thread
-/// first uses it; its head is written before each fill (`write_defaults`), and its extents keep
-/// what the thread's last fill wrote, which a fill overwrites up to its rank and nothing reads
-/// past it, as with a reused `Pooled` box. Zeroing a struct on the stack per call instead cost a
-/// 1,160-byte memset, about 2% of `numpy.from_dlpack` of an offered type (docs/benchmarks.md).
-/// Lent to one caller at a time (`lent`): a fill that describes another offered object gets a
-/// zeroed one. No destructor: nothing to free.
-struct FillArray {
-    lent: Cell<bool>,
-    array: UnsafeCell<CaiArray>,
-}
-
-thread_local! {
-    static FILL_ARRAY: FillArray =
-        const { FillArray { lent: Cell::new(false), array: UnsafeCell::new(CaiArray::zeroed()) } };
-}
-
-/// Gives the lending back when dropped, so that a panic out of the borrower leaves the array
-/// lendable (the panic boundary above it returns an error; the thread goes on).
-struct GiveBack<'a>(&'a Cell<bool>);
-
-impl Drop for GiveBack<'_> {
-    fn drop(&mut self) {
-        self.0.set(false);
-    }
 }
 
 /// Runs `describe` with a CaiArray for a fill to describe into (its head unspecified, its
@@ -156,14 +158,5 @@ impl Drop for GiveBack<'_> {
 /// else one on the stack, zeroed. Nothing may keep a pointer into the array past `describe`.
 #[inline(always)]
 pub fn with_fill_array<R>(describe: impl FnOnce(&mut CaiArray) -> R) -> R {
-    FILL_ARRAY.with(|scratch| {
-        if scratch.lent.replace(true) {
-            // A fill that describes another offered object: the scratch is its caller's.
-            return describe(&mut CaiArray::zeroed());
-        }
-        let _give_back = GiveBack(&scratch.lent);
-        // SAFETY: this thread's scratch, lent to this call alone until `_give_back` drops
-        // (`lent` was false), so no other reference to the array exists meanwhile.
-        describe(unsafe { &mut *scratch.array.get() })
-    })
+    FILL_ARRAY.with(|scratch| scratch.lend(CaiArray::zeroed, describe))
 }
