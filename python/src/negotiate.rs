@@ -35,7 +35,7 @@ use crate::pool::Pooled;
 use crate::read_array::read_array;
 use crate::read_c_api::{call_c_api, interface_defined_nearer, lookup_c_api, request_of, CApi, Called};
 use crate::read_dict::{interface_of, interface_read, read_dict, read_dict_pooled, read_interface};
-use crate::read_dlpack::{reported_device, take_from_producer, KnownDevice};
+use crate::read_dlpack::{reported_device, take_from_producer, DlpackKeywords, KnownDevice};
 use crate::read_exchange::{
     lookup_exchange_api, own_by_exchange, take_by_exchange, view_by_exchange, Exchange, ExchangeView,
 };
@@ -63,6 +63,9 @@ pub struct TypeFacts {
     /// Learned: whether every tensor taken by `__dlpack__` from its instances was host memory
     /// (None: none taken yet).
     pub dlpack_host_only: Option<bool>,
+    /// Learned: the keywords its `__dlpack__` answered to last (all four until one refused
+    /// them).
+    pub dlpack_keywords: DlpackKeywords,
 }
 
 /// Types seen, with what was found of them: looked up on the type once per type (DLPack's rule
@@ -250,6 +253,7 @@ fn remembered_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
         type_has_dlpack: ty.hasattr(intern!(py, "__dlpack__"))?,
         numpy_array: is_numpy_array_type(&ty),
         dlpack_host_only: None,
+        dlpack_keywords: DlpackKeywords::All,
     };
     let mut cache = lock_facts();
     let mut evicted = None;
@@ -635,7 +639,15 @@ fn choose<'py>(
     }
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
     let no_copy = holder == Holder::View;
-    let take = |known| take_from_producer(obj, options.consumer_stream, ordering, host, known, no_copy);
+    let take = |known| {
+        let mut keywords = facts.dlpack_keywords;
+        let taken =
+            take_from_producer(obj, options.consumer_stream, ordering, host, known, no_copy, &mut keywords);
+        if keywords != facts.dlpack_keywords {
+            learn(obj, |learned| learned.dlpack_keywords = keywords);
+        }
+        taken
+    };
     // A type whose host instances lack the interface (a property that raises for them, at a
     // cost per call) is asked the instance's device first: a host instance is taken by DLPack
     // without the raising call, and read by its interface after all if DLPack refuses it (an

@@ -71,7 +71,9 @@ pub fn reported_device(obj: &Bound<'_, PyAny>) -> PyResult<CaiDLDevice> {
 /// owns it from then on. The array is on the stream the producer ordered, for the import to
 /// finish the sync (nothing more for a consumer on that stream, a host wait for one without).
 /// `known` is what the negotiation knows of the device already; `no_copy` asks the producer
-/// for its own memory, never a copy (`copy=False`), for a view that lets go of the tensor.
+/// for its own memory, never a copy (`copy=False`), for a view that lets go of the tensor;
+/// `keywords` is the set the type's `__dlpack__` is asked with first, lowered to the one that
+/// answered (`call_dlpack`).
 pub fn take_from_producer(
     obj: &Bound<'_, PyAny>,
     consumer: u64,
@@ -79,6 +81,7 @@ pub fn take_from_producer(
     host: AllowHost,
     known: KnownDevice,
     no_copy: bool,
+    keywords: &mut DlpackKeywords,
 ) -> CaiResult<TakenTensor> {
     let py = obj.py();
     // A consumer without a stream asks for None whatever the device, and so does one that
@@ -99,7 +102,7 @@ pub fn take_from_producer(
             .and_then(|()| Ok(stream_argument(py, device, consumer, ordering)?))?,
         None => py.None().into_bound(py),
     };
-    let capsule = call_dlpack(obj, &stream, no_copy)?;
+    let capsule = call_dlpack(obj, &stream, no_copy, keywords)?;
     let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
     let mut taken = Taken::new();
     let (versioned, validated) = take_capsule(&capsule, &options, host.how, taken.array())?;
@@ -137,52 +140,123 @@ extern "C" {
     ) -> *mut ffi::PyObject;
 }
 
-/// `obj.__dlpack__(stream=stream, max_version=(1, n))` (with `copy=False` when `no_copy`),
-/// called without a keyword dict; again with `stream` alone for a producer from before DLPack
-/// 1.0, which refuses the newer arguments with a TypeError (and, from before `copy` existed,
-/// never copies).
+/// The keywords a type's `__dlpack__` is called with, from the most to the fewest; learned per
+/// type (negotiate.rs's `TypeFacts`): the set that answered last, lowered when a call refused
+/// with a TypeError and the next set answered, so that a producer from before a keyword
+/// existed pays no refused call once its type is known.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DlpackKeywords {
+    /// The array API standard's four: `stream`, `max_version`, and `dl_device=None` and
+    /// `copy=None` (or `copy=False`), their defaults spelled out: a `__dlpack__` written in
+    /// Python then fills no default from its keyword defaults (a dict lookup each).
+    All,
+    /// `stream` and `max_version` (and `copy=False` when asked never to copy): a producer that
+    /// has `max_version` but not `dl_device`.
+    Versioned,
+    /// `stream` alone, a producer from before DLPack 1.0 (which never copies): the legacy struct.
+    StreamOnly,
+}
+
+impl DlpackKeywords {
+    /// The next set to try after a TypeError, if any.
+    fn fewer(self) -> Option<Self> {
+        match self {
+            Self::All => Some(Self::Versioned),
+            Self::Versioned => Some(Self::StreamOnly),
+            Self::StreamOnly => None,
+        }
+    }
+}
+
+/// The constant arguments of `call_dlpack`: `max_version` and each keyword set's names, made
+/// once.
+struct DlpackArguments {
+    max_version: Py<PyTuple>,
+    all: Py<PyTuple>,
+    versioned: Py<PyTuple>,
+    versioned_no_copy: Py<PyTuple>,
+    stream_only: Py<PyTuple>,
+}
+
+impl DlpackArguments {
+    fn get(py: Python<'_>) -> PyResult<&'static DlpackArguments> {
+        static ARGUMENTS: PyOnceLock<DlpackArguments> = PyOnceLock::new();
+        ARGUMENTS.get_or_try_init(py, || {
+            let names = |each: &[&str]| PyTuple::new(py, each.iter().map(|name| PyString::intern(py, name)));
+            Ok(DlpackArguments {
+                max_version: PyTuple::new(py, [CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION])?.unbind(),
+                all: names(&["stream", "max_version", "dl_device", "copy"])?.unbind(),
+                versioned: names(&["stream", "max_version"])?.unbind(),
+                versioned_no_copy: names(&["stream", "max_version", "copy"])?.unbind(),
+                stream_only: names(&["stream"])?.unbind(),
+            })
+        })
+    }
+}
+
+/// `obj.__dlpack__(stream=stream, max_version=(1, n), dl_device=None, copy=None)` (`copy=False`
+/// when `no_copy`), called without a keyword dict, with the keywords of `keywords` (its type's
+/// learned set); on a TypeError again with the fewer keywords of each older producer in turn
+/// (`DlpackKeywords`); a failure with a set fewer than all four is asked again from all four,
+/// once; `keywords` is set to the set that answered. A failure of every set is the last one's.
 fn call_dlpack<'py>(
     obj: &Bound<'py, PyAny>,
     stream: &Bound<'py, PyAny>,
     no_copy: bool,
+    keywords: &mut DlpackKeywords,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
-    static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    static BOTH: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    static NO_COPY: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    static STREAM_ONLY: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    let max_version = MAX_VERSION.get_or_try_init(py, || {
-        PyTuple::new(py, [CAI_DLPACK_MAJOR_VERSION, CAI_DLPACK_MINOR_VERSION]).map(Bound::unbind)
-    })?;
-    let names = |each: &[&Bound<'py, PyString>]| PyTuple::new(py, each).map(Bound::unbind);
-    let both = BOTH.get_or_try_init(py, || names(&[intern!(py, "stream"), intern!(py, "max_version")]))?;
-    let no_copy_names = NO_COPY.get_or_try_init(py, || {
-        names(&[intern!(py, "stream"), intern!(py, "max_version"), intern!(py, "copy")])
-    })?;
-    let stream_only = STREAM_ONLY.get_or_try_init(py, || names(&[intern!(py, "stream")]))?;
+    let arguments = DlpackArguments::get(py)?;
     let name = intern!(py, "__dlpack__");
-    let call = |args: &[*mut ffi::PyObject], kwnames: &Py<PyTuple>| {
-        // SAFETY: live objects borrowed for the call: `obj` first (the method's self, the one
-        // positional argument), then one value per name of `kwnames`; a new reference or NULL
-        // with an exception set comes back.
+    // SAFETY: attached; None lives as long as the interpreter (borrowed, never let go of here).
+    let none = unsafe { ffi::Py_None() };
+    let copy = if no_copy { PyBool::new(py, false).as_ptr() } else { none };
+    let (stream, max_version) = (stream.as_ptr(), arguments.max_version.as_ptr());
+    let call = |asked: DlpackKeywords| {
+        let (args, kwnames): (&[*mut ffi::PyObject], &Py<PyTuple>) = match asked {
+            DlpackKeywords::All => (&[obj.as_ptr(), stream, max_version, none, copy], &arguments.all),
+            DlpackKeywords::Versioned if no_copy => {
+                (&[obj.as_ptr(), stream, max_version, copy], &arguments.versioned_no_copy)
+            }
+            DlpackKeywords::Versioned => (&[obj.as_ptr(), stream, max_version], &arguments.versioned),
+            DlpackKeywords::StreamOnly => (&[obj.as_ptr(), stream], &arguments.stream_only),
+        };
+        // SAFETY: live objects borrowed for the call (None and False live as long as the
+        // interpreter, the tuples as long as their static): `obj` first (the method's self,
+        // the one positional argument), then one value per name of `kwnames`; a new reference
+        // or NULL with an exception set comes back.
         unsafe { PyObject_VectorcallMethod(name.as_ptr(), args.as_ptr(), 1, kwnames.as_ptr()) }
     };
-    let mut result = match no_copy {
-        true => call(
-            &[obj.as_ptr(), stream.as_ptr(), max_version.as_ptr(), PyBool::new(py, false).as_ptr()],
-            no_copy_names,
-        ),
-        false => call(&[obj.as_ptr(), stream.as_ptr(), max_version.as_ptr()], both),
-    };
-    // The TypeError cleared where it is raised, not taken into a `PyErr`: this path makes no
-    // value whose drop PyO3 may defer (negotiate.rs's `read_cleanly`).
-    // SAFETY: attached; the exception queried is the one the call just raised.
-    let refused = result.is_null() && unsafe { ffi::PyErr_ExceptionMatches(ffi::PyExc_TypeError) } == 1;
-    if refused {
-        // SAFETY: attached; clears the TypeError just matched.
+    let learned = *keywords;
+    let mut asked = learned;
+    // A first read's set, All, has nothing to retry from.
+    let mut retried = learned == DlpackKeywords::All;
+    loop {
+        let result = call(asked);
+        if !result.is_null() {
+            *keywords = asked;
+            // SAFETY: a new reference.
+            return Ok(unsafe { Bound::from_owned_ptr(py, result) });
+        }
+        // SAFETY: attached; the exception queried is the one the call just raised.
+        let raised = |kind| unsafe { ffi::PyErr_ExceptionMatches(kind) } == 1;
+        // SAFETY: the exception types, which live as long as the interpreter.
+        let (type_error, exception) = unsafe { (ffi::PyExc_TypeError, ffi::PyExc_Exception) };
+        asked = match asked.fewer() {
+            Some(fewer) if raised(type_error) => fewer,
+            // Failed with the set its type learned (any Exception; KeyboardInterrupt and
+            // SystemExit are not retried): this instance may differ from the ones it was
+            // learned on (a wrapper of another producer), so it is asked again as on a first
+            // read, once.
+            _ if !retried && raised(exception) => {
+                retried = true;
+                DlpackKeywords::All
+            }
+            _ => return Err(PyErr::fetch(py)),
+        };
+        // The exception cleared where it is raised, not taken into a `PyErr`: this path makes
+        // no value whose drop PyO3 may defer (negotiate.rs's `read_cleanly`).
+        // SAFETY: attached; clears the exception just matched.
         unsafe { ffi::PyErr_Clear() };
-        result = call(&[obj.as_ptr(), stream.as_ptr()], stream_only);
     }
-    // SAFETY: a new reference or NULL with an exception set.
-    unsafe { Bound::from_owned_ptr_or_err(py, result) }
 }

@@ -189,13 +189,14 @@ def diverging_producer(device):
     """(Producer, held, watches): a producer type whose instances either expose a CAI dict of
     4 float32 at `device` (`Producer(True)`) or lack it, the property raising AttributeError,
     and are taken by a `__dlpack__` from before DLPack 1.0 that refuses `max_version` with a
-    TypeError (`Producer(False)`, host memory). Each of the two errors holds an object popped
-    from `held`; `watches` are weak references to them, to see that both are let go of."""
+    TypeError (`Producer(False)`, host memory), once for each of the two newer keyword sets a
+    consumer asks with first. Each of the three errors holds an object popped from `held`;
+    `watches` are weak references to them, to see that all are let go of."""
     import weakref
 
     import numpy
 
-    held = [_Held(), _Held()]
+    held = [_Held(), _Held(), _Held()]
     watches = [weakref.ref(each) for each in held]
     values = numpy.arange(4, dtype=numpy.float32)
 
@@ -218,6 +219,31 @@ def diverging_producer(device):
             return (1, 0)
 
     return Producer, held, watches
+
+
+def keyword_producer(values, takes):
+    """A DLPack producer type over the numpy array `values` whose `__dlpack__` takes only the
+    keywords in `takes` (a TypeError for any other, as Python's own for an unexpected keyword),
+    recording the keywords of every call, refused or not, in the type's `asked`."""
+
+    class KeywordProducer:
+        asked = []
+
+        def __dlpack_device__(self):
+            return values.__dlpack_device__()
+
+        def __dlpack__(self, **keywords):
+            type(self).asked.append(keywords)
+            unexpected = sorted(set(keywords) - set(takes))
+            if unexpected:
+                raise TypeError(f"__dlpack__() got an unexpected keyword argument '{unexpected[0]}'")
+            return values.__dlpack__(**keywords)
+
+    return KeywordProducer
+
+
+# The keywords of the array API standard's `__dlpack__`, all of which libcai asks with first.
+ALL_FOUR = ["stream", "max_version", "dl_device", "copy"]
 
 
 # DLPack 1.3's exchange table: a {version, prev_version_api} header (16 bytes), then

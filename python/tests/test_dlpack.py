@@ -12,10 +12,12 @@ import pytest
 
 import cai
 from conftest import (
+    ALL_FOUR,
     EXCHANGE_DLTENSOR_FROM_PY_OBJECT,
     EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
     TorchLikeStream,
     exchange_table_entry,
+    keyword_producer,
     take_and_delete_through_exchange_table,
 )
 
@@ -143,6 +145,151 @@ def test_the_consumer_stream_is_passed_and_ordered_after_the_producers_fake_driv
     assert producer.calls[-1]["stream"] == -1, "no sync asked: DLPack's -1"
     cai.from_object(producer)
     assert producer.calls[-1]["stream"] is None, "no consumer stream: DLPack's None (legacy default)"
+
+
+@pytest.mark.parametrize(
+    "takes, refused_first, capsule",
+    [
+        (ALL_FOUR, 0, "versioned"),
+        (["stream", "max_version"], 1, "versioned"),
+        (["stream"], 2, "legacy"),
+    ],
+)
+def test_dlpack_is_asked_with_all_four_keywords_and_a_types_older_set_is_learned_real_numpy(
+        takes, refused_first, capsule):
+    """`__dlpack__` is asked with the array API standard's four keywords, `dl_device` and
+    `copy` at their defaults (None), then, refused with a TypeError, with `stream` and
+    `max_version`, then with `stream` alone; the set that answered is what the type is asked
+    with from then on, so that an older producer is refused on the first read alone. Each read
+    sees what numpy sees, the versioned struct where the producer can give it (read-only
+    carried), the legacy one from a producer from before DLPack 1.0 (a writable array)."""
+    values = numpy.arange(12, dtype=numpy.float32).reshape(3, 4)
+    # numpy refuses a read-only array the legacy struct, which cannot say so.
+    values.flags.writeable = capsule == "legacy"
+    Producer = keyword_producer(values, takes)
+    for read in range(3):
+        taken = cai.from_object(Producer(), sync=False, allow_host=True)
+        assert numpy.array_equal(numpy.from_dlpack(taken), values) and taken.data_ptr == values.ctypes.data
+        assert taken.readonly == (capsule == "versioned"), "read-only carried by the versioned struct"
+    first = ALL_FOUR[: {0: 4, 1: 2, 2: 1}[refused_first]]
+    tried = [ALL_FOUR, ["stream", "max_version"], ["stream"]][: refused_first + 1]
+    assert [sorted(asked) for asked in Producer.asked] == [sorted(each) for each in tried + [first, first]]
+    assert Producer.asked[0] == {"stream": None, "max_version": (1, 1), "dl_device": None, "copy": None}
+
+
+def test_a_c_view_asks_dlpack_never_to_copy_with_each_keyword_set_real_numpy(offer_ext):
+    """cai_python_view lets go of the tensor it took and keeps its pointer, so it asks for the
+    producer's own memory: `copy=False` in both newer keyword sets; a producer that takes
+    `max_version` but not `copy` is asked with `stream` alone (a producer from before `copy`
+    never copies), learned for its type."""
+    values = numpy.arange(4, dtype=numpy.float32)
+    Producer = keyword_producer(values, ALL_FOUR)
+    assert offer_ext.view(Producer(), allow_host=True)["data"] == values.ctypes.data
+    assert Producer.asked == [{"stream": None, "max_version": (1, 1), "dl_device": None, "copy": False}]
+    NoCopyKeyword = keyword_producer(values, ["stream", "max_version"])
+    for _ in range(2):
+        assert offer_ext.view(NoCopyKeyword(), allow_host=True)["data"] == values.ctypes.data
+    assert [sorted(asked) for asked in NoCopyKeyword.asked] == [
+        sorted(ALL_FOUR), ["copy", "max_version", "stream"], ["stream"], ["stream"]]
+    assert NoCopyKeyword.asked[1]["copy"] is False
+
+
+def test_a_types_dlpack_keywords_follow_a_method_replaced_between_reads_real_numpy():
+    """A type whose `__dlpack__` changes between reads: one that takes all four keywords and is
+    then replaced by one from before DLPack 1.0 is still read (refused, then asked with fewer);
+    the older set learned stands when the method takes all four again (the legacy struct,
+    read as before)."""
+    values = numpy.arange(4, dtype=numpy.int16)
+    Producer = keyword_producer(values, ALL_FOUR)
+    assert numpy.array_equal(numpy.from_dlpack(cai.from_object(Producer(), allow_host=True)), values)
+    older = keyword_producer(values, ["stream"])
+    Producer.__dlpack__ = older.__dlpack__
+    Producer.asked = older.asked
+    assert numpy.array_equal(numpy.from_dlpack(cai.from_object(Producer(), allow_host=True)), values)
+    assert [sorted(asked) for asked in older.asked] == [sorted(ALL_FOUR), ["max_version", "stream"], ["stream"]]
+    Producer.__dlpack__ = keyword_producer(values, ALL_FOUR).__dlpack__
+    Producer.asked = []
+    assert numpy.array_equal(numpy.from_dlpack(cai.from_object(Producer(), allow_host=True)), values)
+    assert Producer.asked == [{"stream": None}]
+
+
+def test_an_instance_that_fails_with_its_types_learned_keywords_is_asked_as_on_a_first_read_real_numpy():
+    """A wrapper type whose instances forward `__dlpack__` to different producers: one from
+    before DLPack 1.0 teaches the type `stream` alone; a read-only numpy array wrapped then
+    refuses that set (the legacy struct cannot say read-only: BufferError), and is asked again
+    from all four keywords, read read-only through the versioned struct, the type learning all
+    four again."""
+    writable = numpy.arange(4, dtype=numpy.float32)
+    read_only = numpy.arange(6, dtype=numpy.float32)
+    read_only.flags.writeable = False
+
+    class Wrapper:
+        asked = []
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __dlpack_device__(self):
+            return self.inner.__dlpack_device__()
+
+        def __dlpack__(self, **keywords):
+            Wrapper.asked.append(sorted(keywords))
+            return self.inner.__dlpack__(**keywords)
+
+    legacy = Wrapper(keyword_producer(writable, ["stream"])())
+    assert cai.from_object(legacy, allow_host=True).readonly is False
+    assert Wrapper.asked == [sorted(ALL_FOUR), ["max_version", "stream"], ["stream"]]
+    Wrapper.asked.clear()
+    taken = cai.from_object(Wrapper(read_only), allow_host=True)
+    assert taken.readonly and taken.data_ptr == read_only.ctypes.data and taken.shape == (6,)
+    assert Wrapper.asked == [["stream"], sorted(ALL_FOUR)]
+    Wrapper.asked.clear()
+    assert numpy.array_equal(numpy.from_dlpack(cai.from_object(legacy, allow_host=True)), writable)
+    assert Wrapper.asked == [sorted(ALL_FOUR), ["max_version", "stream"], ["stream"]]
+
+
+def test_a_keyboard_interrupt_with_a_types_learned_keywords_is_raised_not_retried_real_numpy():
+    """The retry from all four keywords is for an instance that fails with its type's learned
+    set; a KeyboardInterrupt raised meanwhile is raised at once, never cleared for a retry."""
+    values = numpy.arange(4, dtype=numpy.float32)
+    Producer = keyword_producer(values, ["stream"])
+    cai.from_object(Producer(), allow_host=True)  # learned: `stream` alone
+
+    def interrupted(self, **keywords):
+        Producer.asked.append(sorted(keywords))
+        raise KeyboardInterrupt
+
+    Producer.__dlpack__, Producer.asked = interrupted, []
+    with pytest.raises(KeyboardInterrupt):
+        cai.from_object(Producer(), allow_host=True)
+    assert Producer.asked == [["stream"]]
+
+
+def test_a_typeerror_of_every_keyword_set_is_raised_and_nothing_learned_real_numpy():
+    """A `__dlpack__` that raises TypeError whatever it is asked (a failure of its own, not a
+    keyword refused) has its last TypeError raised, each set asked once, and its type is asked
+    with all four again on the next read: a set is learned only when it answered."""
+    values = numpy.arange(4, dtype=numpy.float32)
+    failing = [True]
+
+    class Failing:
+        asked = []
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **keywords):
+            type(self).asked.append(sorted(keywords))
+            if failing[0]:
+                raise TypeError("cannot export this dtype")
+            return values.__dlpack__(**keywords)
+
+    with pytest.raises(TypeError, match="cannot export this dtype"):
+        cai.from_object(Failing(), allow_host=True)
+    assert Failing.asked == [sorted(ALL_FOUR), ["max_version", "stream"], ["stream"]]
+    failing[0], Failing.asked = False, []
+    assert cai.from_object(Failing(), allow_host=True).readonly is False
+    assert Failing.asked == [sorted(ALL_FOUR)]
 
 
 def test_the_capsule_keeps_the_array_alive_until_its_tensor_is_deleted_fake_driver(fake):

@@ -282,15 +282,15 @@ def test_dicts_read_without_pyo3s_count_keep_reference_counts_fake_driver(fake):
 def test_an_instance_its_types_mark_did_not_foresee_lets_go_of_what_its_path_dropped_fake_driver(fake):
     """The entry runs uncounted on a type whose last read here was its CAI dict. An instance of
     it without the interface (the property raises AttributeError) is taken by `__dlpack__`,
-    whose retry for a producer refusing `max_version` drops the TypeError: both errors, and what
+    whose retries for a producer refusing `max_version` drop its TypeErrors: every error, and what
     they hold, are let go of before the call returns, not kept in PyO3's pool for a later
     entry (the entry attaches once after an unaudited path)."""
     Producer, held, watches = diverging_producer(fake.alloc(16))
     for _ in range(2):  # the type learned, then read by its dict (marked)
         cai.from_object(Producer(True), sync=False, pointer_check=NEVER)
     taken = cai.from_object(Producer(False), sync=False, allow_host=True)
-    assert not held, "the property and __dlpack__ were each asked once"
-    assert [watch() for watch in watches] == [None, None]
+    assert not held, "the property was asked once, __dlpack__ once with each newer keyword set"
+    assert [watch() for watch in watches] == [None] * 3
     assert taken.shape == (4,)
 
 
@@ -300,8 +300,8 @@ def test_dlpack_producers_read_without_pyo3s_count_let_go_at_once_fake_driver():
     `__dlpack__` and `__dlpack_device__` (over a numpy array), and of the numpy array itself
     (read by its fields: read_numpy.rs), leave both counts where they were; a producer from
     before DLPack 1.0, which refuses `max_version` with a TypeError holding an object, has that
-    object let go of before each call returns (the retry clears the error where it is raised,
-    not in PyO3's deferred pool)."""
+    object let go of before the call returns (the retry clears the error where it is raised,
+    not in PyO3's deferred pool), and is asked with `stream` alone from then on."""
     values = numpy.arange(4, dtype=numpy.float32)
 
     class DLPackOnly:
@@ -331,8 +331,10 @@ def test_dlpack_producers_read_without_pyo3s_count_let_go_at_once_fake_driver():
     producer = BeforeDLPack1()
     for call in range(5):
         taken = cai.from_object(producer, sync=False, allow_host=True, pointer_check=NEVER)
-        assert watches[call]() is None, f"call {call}: the TypeError's object outlived the call"
+        assert [watch() for watch in watches] == [None] * len(watches), (
+            f"call {call}: a TypeError's object outlived the call")
         assert taken.shape == (4,)
+    assert len(watches) == 2, "refused once for each newer keyword set, on the first call alone (learned)"
 
 
 def test_cai_arrays_read_without_pyo3s_count_end_their_exports_fake_driver():

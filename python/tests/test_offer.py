@@ -527,12 +527,12 @@ def test_from_object_lets_go_of_what_reading_a_stream_object_drops_fake_driver(k
 def test_a_c_view_of_an_instance_its_types_mark_did_not_foresee_lets_go_of_what_its_path_dropped_fake_driver(
         ext, fake):
     """cai_python_view runs uncounted on a type whose last read here was its CAI dict. An
-    instance of it without the interface is taken by `__dlpack__`, whose retry for a producer
-    refusing `max_version` drops the TypeError: both errors, and what they hold, are let go of
+    instance of it without the interface is taken by `__dlpack__`, whose retries for a producer
+    refusing `max_version` drop its TypeErrors: every error, and what they hold, are let go of
     before the view returns (the entry attaches once after an unaudited path)."""
     Producer, held, watches = diverging_producer(fake.alloc(16))
     for _ in range(2):  # the type learned, then read by its dict (marked)
         assert ext.view(Producer(True))["shape"] == (4,)
     assert ext.view(Producer(False), allow_host=True)["shape"] == (4,)
-    assert not held, "the property and __dlpack__ were each asked once"
-    assert [watch() for watch in watches] == [None, None]
+    assert not held, "the property was asked once, __dlpack__ once with each newer keyword set"
+    assert [watch() for watch in watches] == [None] * 3

@@ -16,7 +16,7 @@ import numpy
 import pytest
 
 import cai
-from conftest import DEVICE_BUFFER
+from conftest import ALL_FOUR, DEVICE_BUFFER, keyword_producer
 
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
@@ -78,6 +78,38 @@ def test_sixteen_threads_import_while_another_rewrites_the_dicts_fake_driver():
     writer.join()
     assert not problems, problems[:5]
     assert len(counts) == 16 and sum(ok for ok, _ in counts) > 0
+
+
+def test_sixteen_threads_learn_a_types_dlpack_keywords_at_once_real_numpy():
+    """Sixteen threads read new DLPack producer types at once, one per keyword set (all four;
+    `stream` and `max_version`; `stream` alone): every read sees the data, each thread is
+    refused at most once per newer set (threads that raced the learning each find the set),
+    and afterwards the type is asked with the set that answered alone."""
+    values = numpy.arange(6, dtype=numpy.float32)
+    for takes, newer_sets in ((ALL_FOUR, 0), (["stream", "max_version"], 1), (["stream"], 2)):
+        Producer = keyword_producer(values, takes)
+        problems = []
+        start = threading.Barrier(16)
+
+        def read():
+            start.wait()
+            for _ in range(200):
+                taken = cai.from_object(Producer(), sync=False, allow_host=True)
+                if taken.data_ptr != values.ctypes.data or taken.shape != (6,):
+                    problems.append((taken.data_ptr, taken.shape))
+
+        threads = [threading.Thread(target=read) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not problems, problems[:5]
+        refused = [asked for asked in Producer.asked if set(asked) - set(takes)]
+        assert len(refused) <= 16 * newer_sets, (takes, len(refused))
+        assert len(Producer.asked) - len(refused) == 16 * 200
+        Producer.asked.clear()
+        cai.from_object(Producer(), sync=False, allow_host=True)
+        assert [sorted(asked) for asked in Producer.asked] == [sorted(takes)]
 
 
 def test_a_blocking_import_releases_the_gil_fake_driver(fake):
