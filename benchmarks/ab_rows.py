@@ -3,8 +3,8 @@
 (`numpy.from_dlpack`), a cai.Array (`tvm_ffi.from_dlpack`), a jax CPU array (the faster of
 `numpy.from_dlpack` and `tvm_ffi.from_dlpack`) and a producer from before DLPack 1.0 (a Python
 `__dlpack__(self, stream=None)` over a numpy array; `numpy.from_dlpack`), best of 9 rounds of
-20,000 calls, the peers measured in the same process. The package imported is the first on `sys.path`: name a
-copy of the other build's `cai` package directory's parent in PYTHONPATH.
+20,000 calls, the peers measured in the same process. The package imported is the first on
+`sys.path`: name a copy of the other build's `cai` package directory's parent in PYTHONPATH.
 
     for i in 1 2 3; do for p in /tmp/a /tmp/b; do
       PYTHONPATH=$p OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/ab_rows.py $p

@@ -244,6 +244,9 @@ def keyword_producer(values, takes):
 
 # The keywords of the array API standard's `__dlpack__`, all of which libcai asks with first.
 ALL_FOUR = ["stream", "max_version", "dl_device", "copy"]
+# The keyword sets libcai asks `__dlpack__` with, in turn after each TypeError (each sorted, as
+# the tests compare them): all four, `stream` and `max_version`, `stream` alone.
+KEYWORD_SETS = [sorted(ALL_FOUR), ["max_version", "stream"], ["stream"]]
 
 
 # DLPack 1.3's exchange table: a {version, prev_version_api} header (16 bytes), then

@@ -15,6 +15,7 @@ from conftest import (
     ALL_FOUR,
     EXCHANGE_DLTENSOR_FROM_PY_OBJECT,
     EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
+    KEYWORD_SETS,
     TorchLikeStream,
     exchange_table_entry,
     keyword_producer,
@@ -147,16 +148,8 @@ def test_the_consumer_stream_is_passed_and_ordered_after_the_producers_fake_driv
     assert producer.calls[-1]["stream"] is None, "no consumer stream: DLPack's None (legacy default)"
 
 
-@pytest.mark.parametrize(
-    "takes, refused_first, capsule",
-    [
-        (ALL_FOUR, 0, "versioned"),
-        (["stream", "max_version"], 1, "versioned"),
-        (["stream"], 2, "legacy"),
-    ],
-)
-def test_dlpack_is_asked_with_all_four_keywords_and_a_types_older_set_is_learned_real_numpy(
-        takes, refused_first, capsule):
+@pytest.mark.parametrize("takes, capsule", list(zip(KEYWORD_SETS, ["versioned", "versioned", "legacy"])))
+def test_dlpack_is_asked_with_all_four_keywords_and_a_types_older_set_is_learned_real_numpy(takes, capsule):
     """`__dlpack__` is asked with the array API standard's four keywords, `dl_device` and
     `copy` at their defaults (None), then, refused with a TypeError, with `stream` and
     `max_version`, then with `stream` alone; the set that answered is what the type is asked
@@ -171,9 +164,8 @@ def test_dlpack_is_asked_with_all_four_keywords_and_a_types_older_set_is_learned
         taken = cai.from_object(Producer(), sync=False, allow_host=True)
         assert numpy.array_equal(numpy.from_dlpack(taken), values) and taken.data_ptr == values.ctypes.data
         assert taken.readonly == (capsule == "versioned"), "read-only carried by the versioned struct"
-    first = ALL_FOUR[: {0: 4, 1: 2, 2: 1}[refused_first]]
-    tried = [ALL_FOUR, ["stream", "max_version"], ["stream"]][: refused_first + 1]
-    assert [sorted(asked) for asked in Producer.asked] == [sorted(each) for each in tried + [first, first]]
+    tried = KEYWORD_SETS[: KEYWORD_SETS.index(takes) + 1]
+    assert [sorted(asked) for asked in Producer.asked] == tried + [takes, takes]
     assert Producer.asked[0] == {"stream": None, "max_version": (1, 1), "dl_device": None, "copy": None}
 
 
@@ -206,7 +198,7 @@ def test_a_types_dlpack_keywords_follow_a_method_replaced_between_reads_real_num
     Producer.__dlpack__ = older.__dlpack__
     Producer.asked = older.asked
     assert numpy.array_equal(numpy.from_dlpack(cai.from_object(Producer(), allow_host=True)), values)
-    assert [sorted(asked) for asked in older.asked] == [sorted(ALL_FOUR), ["max_version", "stream"], ["stream"]]
+    assert [sorted(asked) for asked in older.asked] == KEYWORD_SETS
     Producer.__dlpack__ = keyword_producer(values, ALL_FOUR).__dlpack__
     Producer.asked = []
     assert numpy.array_equal(numpy.from_dlpack(cai.from_object(Producer(), allow_host=True)), values)
@@ -238,14 +230,14 @@ def test_an_instance_that_fails_with_its_types_learned_keywords_is_asked_as_on_a
 
     legacy = Wrapper(keyword_producer(writable, ["stream"])())
     assert cai.from_object(legacy, allow_host=True).readonly is False
-    assert Wrapper.asked == [sorted(ALL_FOUR), ["max_version", "stream"], ["stream"]]
+    assert Wrapper.asked == KEYWORD_SETS
     Wrapper.asked.clear()
     taken = cai.from_object(Wrapper(read_only), allow_host=True)
     assert taken.readonly and taken.data_ptr == read_only.ctypes.data and taken.shape == (6,)
     assert Wrapper.asked == [["stream"], sorted(ALL_FOUR)]
     Wrapper.asked.clear()
     assert numpy.array_equal(numpy.from_dlpack(cai.from_object(legacy, allow_host=True)), writable)
-    assert Wrapper.asked == [sorted(ALL_FOUR), ["max_version", "stream"], ["stream"]]
+    assert Wrapper.asked == KEYWORD_SETS
 
 
 def test_a_keyboard_interrupt_with_a_types_learned_keywords_is_raised_not_retried_real_numpy():
@@ -286,7 +278,7 @@ def test_a_typeerror_of_every_keyword_set_is_raised_and_nothing_learned_real_num
 
     with pytest.raises(TypeError, match="cannot export this dtype"):
         cai.from_object(Failing(), allow_host=True)
-    assert Failing.asked == [sorted(ALL_FOUR), ["max_version", "stream"], ["stream"]]
+    assert Failing.asked == KEYWORD_SETS
     failing[0], Failing.asked = False, []
     assert cai.from_object(Failing(), allow_host=True).readonly is False
     assert Failing.asked == [sorted(ALL_FOUR)]

@@ -16,7 +16,7 @@ import numpy
 import pytest
 
 import cai
-from conftest import ALL_FOUR, DEVICE_BUFFER, keyword_producer
+from conftest import DEVICE_BUFFER, KEYWORD_SETS, keyword_producer
 
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
@@ -86,7 +86,7 @@ def test_sixteen_threads_learn_a_types_dlpack_keywords_at_once_real_numpy():
     refused at most once per newer set (threads that raced the learning each find the set),
     and afterwards the type is asked with the set that answered alone."""
     values = numpy.arange(6, dtype=numpy.float32)
-    for takes, newer_sets in ((ALL_FOUR, 0), (["stream", "max_version"], 1), (["stream"], 2)):
+    for newer_sets, takes in enumerate(KEYWORD_SETS):
         Producer = keyword_producer(values, takes)
         problems = []
         start = threading.Barrier(16)
