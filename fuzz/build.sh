@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds libcai with libFuzzer's coverage instrumentation (stable rustc flags, the `fuzz` cargo
 # profile with overflow checks) and links the C harnesses with clang's libFuzzer, ASan and UBSan.
-# Output: target/fuzz/bin/fuzz_validate, target/fuzz/bin/fuzz_typestr.
+# Output: target/fuzz/bin/fuzz_validate, fuzz_typestr and fuzz_dlpack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 triple=$(rustc -vV | sed -n 's/^host: //p')

@@ -1,8 +1,9 @@
 """Writes the seed corpora of fuzz/corpus/ from docs/conformance.md's rows: CaiArray byte images
-for fuzz_validate (control byte last) and typestrs for fuzz_typestr. Run once; the output is
-committed.  target/venv/bin/python fuzz/make_seeds.py (the venv of scripts/python-env.sh)"""
+for fuzz_validate (control byte last), typestrs for fuzz_typestr and DLPack tensors for
+fuzz_dlpack (its `Head`, then the shape and strides). Run once; the output is committed.  target/venv/bin/python fuzz/make_seeds.py (the venv of scripts/python-env.sh)"""
 
 import pathlib
+import struct
 
 from cai._ctypes import CaiArray, CaiField
 
@@ -20,11 +21,24 @@ def image(shape, typestr, data=0x10000, strides=None, version=3, readonly=False,
     return bytes(a)
 
 
+# fuzz_dlpack.c's Head: control, code, bits, device choice, lanes, unused, device type and id,
+# ndim, major, minor, (padding), flags, data, byte_offset.
+HEAD = struct.Struct("<BBBBHHiiiII4xQQQ")
+ALLOW_HOST, NULL_STRIDES = 1, 4
+CPU, CUDA, CUDA_HOST = 0, 1, 2  # fuzz_dlpack.c's `devices` entries
+
+
+def tensor(shape, code, bits, strides=(), control=0, device=CUDA, flags=0, data=0x10000, byte_offset=0):
+    head = HEAD.pack(control, code, bits, device, 1, 0, 0, 0, len(shape), 1, 1, flags, data, byte_offset)
+    return head + struct.pack(f"<{len(shape)}q", *shape) + struct.pack(f"<{len(strides)}q", *strides)
+
+
 def main():
     validate = HERE / "corpus" / "validate"
     typestr = HERE / "corpus" / "typestr"
-    validate.mkdir(parents=True, exist_ok=True)
-    typestr.mkdir(parents=True, exist_ok=True)
+    dlpack = HERE / "corpus" / "dlpack"
+    for folder in (validate, typestr, dlpack):
+        folder.mkdir(parents=True, exist_ok=True)
     mask = image((2, 3), "|b1")
     fields = bytes((CaiField * 8)(CaiField(b"x", b"<f4", 0), CaiField(b"y", b"<i8", 4)))
     seeds = {
@@ -42,6 +56,18 @@ def main():
     }
     for name, blob in seeds.items():
         (validate / name).write_bytes(blob)
+    tensors = {
+        "float32_matrix": tensor((2, 3), 2, 32, (3, 1)),
+        "c_contiguous_no_strides": tensor((4, 5), 2, 64, control=NULL_STRIDES),
+        "negative_strides": tensor((3, 4), 0, 16, (-4, 1), byte_offset=16),
+        "zero_size": tensor((0, 3), 2, 32, (3, 1), data=0),
+        "zero_d": tensor((), 1, 8),
+        "read_only_host": tensor((8,), 6, 8, (1,), control=ALLOW_HOST, device=CPU, flags=1),
+        "complex_pinned": tensor((2, 2), 5, 128, (1, 2), device=CUDA_HOST),
+        "bfloat16_refused": tensor((16,), 4, 16, (1,)),
+    }
+    for name, blob in tensors.items():
+        (dlpack / name).write_bytes(blob)
     for i, t in enumerate(["<f4", "|b1", "<c16", ">i4", "<M8[ns]", "<m8[25s]", "|S5", "<U3", "|V12", "|O8", "<f",
                            "M8[generic]", "f16", "i04"]):
         (typestr / f"seed{i:02d}").write_bytes(t.encode())

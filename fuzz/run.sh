@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${SECONDS_PER_TARGET:-${1:-20}}
 bash fuzz/build.sh
-for target in validate typestr; do
+for target in validate typestr dlpack; do
   work=$(mktemp -d)
   cp fuzz/corpus/$target/* "$work/"
   log="$work/log"
