@@ -87,7 +87,7 @@ typedef struct CaiCApi {
 // a 0-d, writable, C-contiguous "|u1" array at data 0 with no mask, no descr, stream 0 (no
 // work pending) and CUDA memory; the fill writes what differs: data, ndim, shape, typestr,
 // strides (with strides_given = 1), readonly, stream (the stream its pending work is on),
-// mask and descr (pointing into storage `self` keeps), never owner or release. `*device` is
+// mask and descr (pointing into storage `self` keeps), never owner, release or memory. `*device` is
 // preset to {CAI_DL_CUDA, -1} (found from the pointer when asked); an array in host memory
 // sets {CAI_DL_CPU, 0}. Returns CAI_OK, or a status with `error` written (its message names
 // the field), or CAI_ERROR_PYTHON with a Python exception set. It runs with the caller

@@ -230,6 +230,18 @@ impl Offered {
             ));
         }
         let validated = validate(out).map_err(|e| Refusal::Cai(self.wrote_invalid(e)))?;
+        // Before anything reads the memory: an OpenCL description is valid to the rules, and a
+        // consumer checking its pointer would hand it to OpenCL, which reads through a cl_mem.
+        if let Some(memory) = memory_other_than_cuda(out) {
+            return Err(self.invalid(
+                Status::InvalidArgument,
+                &format!(
+                    "set memory {memory} (of the array or a mask); a fill describes CUDA memory \
+                     (CAI_MEMORY_CUDA, as preset) or, with device kDLCPU, host memory: the C-level \
+                     table's 1.0 carries no other kind"
+                ),
+            ));
+        }
         match device.device_type {
             CAI_DL_CUDA => {}
             CAI_DL_CPU if allow_host => {}
@@ -356,6 +368,22 @@ impl Offered {
             ),
             ..error
         }
+    }
+}
+
+/// The memory kind of `array` or of a mask in its chain where it is not CUDA's (host memory is
+/// CUDA's kind with a CPU device).
+fn memory_other_than_cuda(array: &CaiArray) -> Option<u32> {
+    let mut current = array;
+    loop {
+        if current.memory != CAI_MEMORY_CUDA {
+            return Some(current.memory);
+        }
+        if current.mask.is_null() {
+            return None;
+        }
+        // SAFETY: a validated array: its mask chain is readable and of bounded depth.
+        current = unsafe { &*current.mask };
     }
 }
 

@@ -338,6 +338,7 @@ FAULTS = {
     "FAULT_SILENT_PYTHON": (SystemError, r"fill function of '.*Image' returned CAI_ERROR_PYTHON without an exception"),
     "FAULT_BAD_DEVICE": (cai.CaiError, r"fill function of '.*Image' set device type 7"),
     "FAULT_SILENT_REFUSAL": (cai.CaiError, r"fill function of '.*Image' returned CAI_ERROR_INVALID_TYPESTR without a message"),
+    "FAULT_OPENCL_MEMORY": (cai.CaiError, r"fill function of '.*Image' set memory 1 \(of the array or a mask\); a fill describes CUDA"),
 }
 
 
@@ -536,3 +537,141 @@ def test_a_c_view_of_an_instance_its_types_mark_did_not_foresee_lets_go_of_what_
     assert ext.view(Producer(False), allow_host=True)["shape"] == (4,)
     assert not held, "the property was asked once, __dlpack__ once with each newer keyword set"
     assert [watch() for watch in watches] == [None] * 3
+
+
+# Any fill: a struct a fill could hand back, most of it valid, with none, one or two fields
+# set to a value at or past a rule's edge (offer_ext.c's FILLS_FROM_BASE copies it over the
+# struct, its pointers set valid).
+def raw_fill_strategy():
+    from hypothesis import strategies as st
+
+    from cai._ctypes import CaiArray
+
+    typestrs = [b"|u1", b"<f4", b">f8", b"|b1", b"<c8", b"|V8", b"<M8[ns]", b"<f2", b"<i8", b"=i4"]
+    edges = {
+        "abi_version": st.sampled_from([1, 2**32 - 1]),  # CAI_ABI_VERSION is 0
+        "version": st.sampled_from([-1, 0, 1, 2, 4]),
+        "ndim": st.sampled_from([-1, 65, 70]),
+        "shape": st.sampled_from([-1, 2**31, 2**62, -(2**63)]),
+        "strides": st.sampled_from([0, 1, 3, -4, 2**40, -(2**63), 2**63 - 1]),
+        "strides_given": st.just(2),
+        "typestr": st.one_of(st.sampled_from([b"|O8", b"<U3", b"|S4", b"", b"x", b"|V12", b"<f3"]),
+                             st.binary(min_size=1, max_size=32)),
+        "readonly": st.just(2),
+        "data": st.sampled_from([0, 2**63, 2**64 - 16]),
+        "stream": st.sampled_from([0, 1, 2]),
+        "descr_count": st.integers(1, 3),
+        "memory": st.sampled_from([1, 5]),
+        "stream_kind": st.just(1),
+        "byte_offset": st.just(8),
+        "reserved": st.just(1),
+        "owner": st.just(0x1234),
+    }
+
+    @st.composite
+    def fill(draw):
+        ndim = draw(st.integers(0, 3))
+        a = CaiArray()
+        a.version, a.ndim, a.data, a.stream = 3, ndim, 0x1000, 0
+        a.typestr = draw(st.sampled_from(typestrs))
+        a.readonly = draw(st.sampled_from([0, 1]))
+        for i in range(ndim):
+            a.shape[i] = draw(st.integers(0, 4))
+        if draw(st.booleans()):
+            a.strides_given = 1
+            for i in range(ndim):
+                a.strides[i] = draw(st.sampled_from([-8, -4, 0, 4, 8, 16, 64]))
+        for field in draw(st.lists(st.sampled_from(sorted(edges)), max_size=2, unique=True)):
+            value = draw(edges[field])
+            if field in ("shape", "strides"):
+                if ndim:
+                    getattr(a, field)[draw(st.integers(0, ndim - 1))] = value
+                    a.strides_given = a.strides_given or field == "strides"
+            elif field == "reserved":
+                a.reserved[0] = value
+            else:
+                setattr(a, field, value)
+        control = draw(st.sampled_from([0, 0, 0, 1, 2, 3, 4, 8, 17]))  # offer_ext.c's FILLS_FROM_BASE
+        return bytes(a) + bytes([control]), draw(st.booleans())
+
+    return fill()
+
+
+def reads_of_an_offered_object(ext, image, host):
+    """Each protocol's reading of `image`, as (name, function giving what it read, comparably)."""
+    def from_object():
+        a = cai.from_object(image, sync=False, allow_host=True, pointer_check=cai.POINTER_CHECK_NEVER)
+        return a.shape, spelled(a.typestr), a.readonly
+
+    def cai_dict():
+        d = image.__cuda_array_interface__
+        a = cai.from_object(d, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)
+        return a.shape, spelled(a.typestr), a.readonly
+
+    def c_view():
+        v = ext.view(image, allow_host=True)
+        return v["shape"], spelled(v["typestr"]), v["readonly"] == 1
+
+    def table_view():
+        v = ext.table_view(image, allow_host=True)
+        return v["shape"], spelled(v["typestr"]), v["readonly"] == 1
+
+    def dlpack():
+        capsule = image.__dlpack__(max_version=(1, 0))
+        a = cai.from_object(DlpackOf(capsule, image.__dlpack_device__()), sync=False, allow_host=True,
+                            pointer_check=cai.POINTER_CHECK_NEVER)
+        return a.shape, spelled(a.typestr), a.readonly
+
+    reads = [("cai.from_object", from_object), ("cai_python_view", c_view), ("C-level table", table_view),
+             ("__dlpack__", dlpack), ("__dlpack_device__", image.__dlpack_device__)]
+    if not host:
+        reads.append(("__cuda_array_interface__", cai_dict))
+    return reads
+
+
+def spelled(typestr):
+    """One spelling of a dtype (DLPack's side writes `=i4` as `<i4` on this machine)."""
+    return np.dtype(typestr).str
+
+
+class DlpackOf:
+    """A capsule handed back once by __dlpack__, for a consumer that asks for it."""
+
+    def __init__(self, capsule, device):
+        self.capsule, self.device = capsule, device
+
+    def __dlpack__(self, **_):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+def test_any_fill_is_one_array_on_every_protocol_or_a_clear_error_naming_the_type_fake_driver(ext):
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=400, database=None, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(raw_fill_strategy())
+    def check(raw_and_host):
+        raw, host = raw_and_host
+        for kind in (ext.Image, ext.StaticImage):
+            image = kind(DEVICE_BUFFER, 1, 1, host=host, fault=ext.FILLS_FROM_BASE, base=raw)
+            outcomes = {}
+            for name, read in reads_of_an_offered_object(ext, image, host):
+                try:
+                    outcomes[name] = ("read", read())
+                except (cai.CaiError, TypeError, ValueError, BufferError, OverflowError) as error:
+                    outcomes[name] = ("refused", f"{type(error).__name__}: {error}")
+            accepted = outcomes["cai.from_object"][0] == "read"
+            described = {name: what for name, (verdict, what) in outcomes.items()
+                         if verdict == "read" and name != "__dlpack_device__"}
+            # One array for every protocol that read it; the dict of what libcai read reads back.
+            assert len(set(described.values())) <= 1, outcomes
+            assert host or not accepted or outcomes["__cuda_array_interface__"][0] == "read", outcomes
+            if not accepted:
+                # What libcai refuses to read, no protocol hands out; each refusal names the type.
+                assert not described, outcomes
+                for verdict, what in outcomes.values():
+                    assert kind.__name__ in what, outcomes
+    check()

@@ -20,9 +20,11 @@ enum Fault {
   FAULT_CHANGES,         // a different shape on every call
   FAULT_BAD_DEVICE,      // a device type other than CUDA or CPU
   FAULT_SILENT_REFUSAL,  // returns CAI_ERROR_INVALID_TYPESTR with no message
+  FAULT_OPENCL_MEMORY,   // describes OpenCL memory, which the table's 1.0 does not carry
   VIEWS_BASE,            // not a fault: views `base` through cai_python_view first (re-enters libcai)
   FAULT_REFUSES_AROUND_A_VIEW,  // writes its refusal, views `base` (re-enters libcai), then refuses
   EXPORTS_BASE,          // not a fault: exports `base` by its __dlpack__ last (re-enters libcai's export)
+  FILLS_FROM_BASE,       // any fill: copies `base` (a CaiArray's bytes, then a control byte) over the struct
 };
 
 typedef struct {
@@ -33,9 +35,54 @@ typedef struct {
   char typestr[8];
   unsigned long long stream;
   int readonly, host, fault, calls;
+  CaiArray raw_mask;  // FILLS_FROM_BASE's mask, shaped as the array
 } Image;
 
 static void noop_release(CaiArray *array) { (void)array; }
+
+// What FILLS_FROM_BASE points `mask` and `descr` at: a mask (in CUDA memory, or in OpenCL
+// memory), copied into the instance with the array's shape, and two fields, so that every
+// pointer the fill hands over is valid, as the fill's contract requires.
+static const CaiArray RAW_MASK = {
+    .abi_version = CAI_ABI_VERSION, .version = 3, .ndim = 2, .shape = {2, 3}, .typestr = "|b1", .data = 0x20000};
+static const CaiArray RAW_OPENCL_MASK = {.abi_version = CAI_ABI_VERSION, .version = 3, .ndim = 2, .shape = {2, 3},
+                                         .typestr = "|b1", .data = 0x20000, .memory = CAI_MEMORY_OPENCL};
+#define RAW_FIELD_COUNT 2
+static const CaiField RAW_FIELDS[RAW_FIELD_COUNT] = {{"x", "<f4", 0}, {"y", "<i8", 4}};
+
+// FILLS_FROM_BASE: the struct is `base`'s bytes as they are, but for its pointers, set by the
+// control byte after them: bit 0 the mask (bit 4 too: a mask in OpenCL memory), bit 1 the descr
+// (its count cut to the fields there are), bit 2 a release, bit 3 keeps the raw `owner`. A device instance keeps its own data
+// pointer and a stream of 0, 1 or 2 (the fake driver is not handed arbitrary handles).
+static CaiStatus fill_from_bytes(Image *im, CaiArray *out) {
+  char *raw;
+  Py_ssize_t size;
+  if (PyBytes_AsStringAndSize(im->base, &raw, &size) < 0) return CAI_ERROR_PYTHON;  // raised
+  if (size != (Py_ssize_t)sizeof(CaiArray) + 1) {
+    PyErr_SetString(PyExc_ValueError, "base: a CaiArray's bytes and a control byte");
+    return CAI_ERROR_PYTHON;
+  }
+  unsigned control = (unsigned char)raw[sizeof(CaiArray)];
+  memcpy(out, raw, sizeof(CaiArray));
+  out->mask = NULL;
+  if (control & 1) {  // shaped as the array, where its rank is one
+    im->raw_mask = (control & 16) ? RAW_OPENCL_MASK : RAW_MASK;
+    if (out->ndim >= 0 && out->ndim <= CAI_MAX_NDIM) {
+      im->raw_mask.ndim = out->ndim;
+      memcpy(im->raw_mask.shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+    }
+    out->mask = &im->raw_mask;
+  }
+  out->descr = (control & 2) ? RAW_FIELDS : NULL;
+  out->descr_count = (control & 2) ? out->descr_count % (RAW_FIELD_COUNT + 1) : out->descr_count;
+  out->release = (control & 4) ? noop_release : NULL;
+  if (!(control & 8)) out->owner = NULL;
+  if (!im->host) {
+    out->data = im->data;
+    out->stream %= 3;
+  }
+  return CAI_OK;
+}
 
 static CaiStatus image_fill(PyObject *self, CaiArray *out, CaiDLDevice *device, CaiError *error) {
   Image *im = (Image *)self;
@@ -75,6 +122,9 @@ static CaiStatus image_fill(PyObject *self, CaiArray *out, CaiDLDevice *device, 
       break;
     case FAULT_SILENT_REFUSAL:
       return CAI_ERROR_INVALID_TYPESTR;
+    case FAULT_OPENCL_MEMORY:
+      out->memory = CAI_MEMORY_OPENCL;
+      break;
     case VIEWS_BASE: {  // after writing `out`, so that a view into the same struct would show
       CaiImportOptions options = {0};
       options.allow_host = 1;
@@ -89,6 +139,8 @@ static CaiStatus image_fill(PyObject *self, CaiArray *out, CaiDLDevice *device, 
       Py_DECREF(capsule);
       break;
     }
+    case FILLS_FROM_BASE:
+      return fill_from_bytes(im, out);
     case FAULT_REFUSES_AROUND_A_VIEW: {  // the message must survive the view made meanwhile
       error->code = CAI_ERROR_INVALID_SHAPE;
       strcpy(error->message, "the outer image refuses");
@@ -489,6 +541,8 @@ PyMODINIT_FUNC PyInit_cai_offer_ext(void) {
   PyModule_AddIntConstant(m, "FAULT_CHANGES", FAULT_CHANGES);
   PyModule_AddIntConstant(m, "FAULT_REFUSES_AROUND_A_VIEW", FAULT_REFUSES_AROUND_A_VIEW);
   PyModule_AddIntConstant(m, "FAULT_BAD_DEVICE", FAULT_BAD_DEVICE);
+  PyModule_AddIntConstant(m, "FILLS_FROM_BASE", FILLS_FROM_BASE);
+  PyModule_AddIntConstant(m, "FAULT_OPENCL_MEMORY", FAULT_OPENCL_MEMORY);
   PyModule_AddIntConstant(m, "FAULT_SILENT_REFUSAL", FAULT_SILENT_REFUSAL);
   PyModule_AddIntConstant(m, "VIEWS_BASE", VIEWS_BASE);
   PyModule_AddIntConstant(m, "EXPORTS_BASE", EXPORTS_BASE);
