@@ -47,8 +47,9 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// The Python binding's layers (python/src), lowest first: the interpreter query, the leaves,
 /// the cai.Array's state, its objects, the protocol readers, the one negotiation, the class as
 /// Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 27] = [
+const PYTHON_LAYERS: [(&str, u32); 28] = [
     ("interpreter", 0),
+    ("c_api_rules", 1),
     ("errors", 1),
     ("exchange_api", 1),
     ("fastcall", 1),

@@ -39,6 +39,7 @@ mod described;
 mod dlpack;
 mod options;
 
+mod c_api_rules;
 mod errors;
 mod exchange_api;
 mod fastcall;

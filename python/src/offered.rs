@@ -30,6 +30,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::array_object::ArrayObject;
+use crate::c_api_rules::memory_other_than_cuda;
 use crate::described::Read;
 use crate::dlpack::{device_of_array, tensor_of};
 use crate::errors::{CaiResult, Failure};
@@ -232,7 +233,8 @@ impl Offered {
         let validated = validate(out).map_err(|e| Refusal::Cai(self.wrote_invalid(e)))?;
         // Before anything reads the memory: an OpenCL description is valid to the rules, and a
         // consumer checking its pointer would hand it to OpenCL, which reads through a cl_mem.
-        if let Some(memory) = memory_other_than_cuda(out) {
+        // SAFETY: validated: a readable mask chain (the fill's contract) of bounded depth.
+        if let Some(memory) = unsafe { memory_other_than_cuda(out) } {
             return Err(self.invalid(
                 Status::InvalidArgument,
                 &format!(
@@ -368,22 +370,6 @@ impl Offered {
             ),
             ..error
         }
-    }
-}
-
-/// The memory kind of `array` or of a mask in its chain where it is not CUDA's (host memory is
-/// CUDA's kind with a CPU device).
-fn memory_other_than_cuda(array: &CaiArray) -> Option<u32> {
-    let mut current = array;
-    loop {
-        if current.memory != CAI_MEMORY_CUDA {
-            return Some(current.memory);
-        }
-        if current.mask.is_null() {
-            return None;
-        }
-        // SAFETY: a validated array: its mask chain is readable and of bounded depth.
-        current = unsafe { &*current.mask };
     }
 }
 

@@ -11,6 +11,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
 
+use crate::c_api_rules::memory_other_than_cuda;
 use crate::errors::{CaiResult, Failure};
 
 /// A type's table of major 1. It lives as long as the type (the proposal's rule), which the
@@ -124,7 +125,20 @@ pub fn call_c_api(
     // writable for the call.
     let status = unsafe { function(api.table(), obj.as_ptr(), request, out, &mut error) };
     if status == CAI_OK {
-        return Ok(Called::Described);
+        // SAFETY: what the table described: its mask chain readable (the protocol's rule).
+        let Some(memory) = (unsafe { memory_other_than_cuda(out) }) else { return Ok(Called::Described) };
+        if owning {
+            // SAFETY: the struct the table's acquire just handed over, touched by nothing else.
+            unsafe { cai::binding::release_array(out) };
+        }
+        return Err(refused(
+            obj,
+            Status::InvalidArgument,
+            &format!(
+                "described memory {memory} (of the array or a mask); the table's 1.0 carries CUDA memory \
+                 only, host memory as CUDA's on a CPU device (docs/c-level-cai.md section 5)"
+            ),
+        ));
     }
     // An exception exists only with CAI_ERROR_PYTHON; one a producer left otherwise is dropped
     // for its status, which is the report.

@@ -338,7 +338,7 @@ FAULTS = {
     "FAULT_SILENT_PYTHON": (SystemError, r"fill function of '.*Image' returned CAI_ERROR_PYTHON without an exception"),
     "FAULT_BAD_DEVICE": (cai.CaiError, r"fill function of '.*Image' set device type 7"),
     "FAULT_SILENT_REFUSAL": (cai.CaiError, r"fill function of '.*Image' returned CAI_ERROR_INVALID_TYPESTR without a message"),
-    "FAULT_OPENCL_MEMORY": (cai.CaiError, r"fill function of '.*Image' set memory 1 \(of the array or a mask\); a fill describes CUDA"),
+    "FAULT_OPENCL_MEMORY": (cai.CaiError, r"fill function of '.*Image' set memory 1 \(of the array or a mask\)"),
 }
 
 
@@ -675,3 +675,28 @@ def test_any_fill_is_one_array_on_every_protocol_or_a_clear_error_naming_the_typ
                 for verdict, what in outcomes.values():
                     assert kind.__name__ in what, outcomes
     check()
+
+
+def test_a_hand_written_table_describing_opencl_memory_is_refused_and_what_it_acquired_released_fake_driver(ext):
+    """docs/c-level-cai.md section 5: the table's 1.0 carries CUDA memory (host memory on a CPU
+    device) only. A table that describes OpenCL memory is refused by every libcai reader of it,
+    naming the type and the value, before anything reads the memory (its pointer checked would
+    be a cl_mem OpenCL reads through); what its acquire handed out is released."""
+    opencl = ext.Foreign(DEVICE_BUFFER, 1)
+    never = cai.POINTER_CHECK_NEVER
+    reads = (lambda: cai.from_object(opencl, sync=False, pointer_check=never),  # acquire
+             lambda: ext.view(opencl),  # view
+             lambda: ext.import_kept(opencl))  # acquire, from C
+    refusal = r"C-level CAI table of 'Foreign' described memory 1 \(of the array or a mask\); the table's 1\.0"
+    for read in reads:
+        with pytest.raises(cai.CaiError, match=refusal):
+            read()
+        assert ext.foreign_outstanding() == 0
+    # The same table's CUDA memory is read (the table itself is sound).
+    cuda = ext.Foreign(DEVICE_BUFFER, 0)
+    taken = cai.from_object(cuda, sync=False)
+    assert (taken.shape, taken.typestr, taken.data_ptr) == ((2, 3), "<f4", DEVICE_BUFFER)
+    assert ext.foreign_outstanding() == 1
+    del taken
+    gc.collect()
+    assert ext.foreign_outstanding() == 0

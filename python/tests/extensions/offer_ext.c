@@ -221,6 +221,67 @@ static PyTypeObject StaticImageType = {
     .tp_new = PyType_GenericNew,
 };
 
+// `Foreign`: a producer that writes its C-level table by hand, without libcai's glue, as
+// docs/c-level-cai.md lets any library do: a 2 x 3 "<f4" array at the instance's `data`, in the
+// memory kind it was made with (anything but CUDA's breaks the table's 1.0). Its acquire counts
+// what it hands out and its release what comes back (`foreign_outstanding()`).
+typedef struct {
+  PyObject_HEAD
+  unsigned long long data;
+  unsigned int memory;
+} Foreign;
+
+static long foreign_outstanding_count;
+
+static void foreign_release(CaiArray *array) {
+  (void)array;
+  foreign_outstanding_count--;
+}
+
+static CaiStatus foreign_view(const CaiCApi *api, PyObject *obj, const CaiRequest *request, CaiArray *out,
+                              CaiError *error) {
+  (void)api, (void)request, (void)error;
+  const Foreign *f = (const Foreign *)obj;
+  memset(out, 0, sizeof *out);
+  out->abi_version = CAI_ABI_VERSION;
+  out->version = 3;
+  out->ndim = 2;
+  out->shape[0] = 2;
+  out->shape[1] = 3;
+  strcpy(out->typestr, "<f4");
+  out->data = f->data;
+  out->memory = f->memory;
+  return CAI_OK;
+}
+
+static CaiStatus foreign_acquire(const CaiCApi *api, PyObject *obj, const CaiRequest *request, CaiArray *out,
+                                 CaiError *error) {
+  CaiStatus status = foreign_view(api, obj, request, out, error);
+  if (status != CAI_OK) return status;
+  out->owner = obj;
+  out->release = foreign_release;
+  foreign_outstanding_count++;
+  return CAI_OK;
+}
+
+static const CaiCApi FOREIGN_API = {{{CAI_C_API_MAJOR, CAI_C_API_MINOR}, NULL}, foreign_view, foreign_acquire, NULL};
+
+static int foreign_init(PyObject *self, PyObject *args, PyObject *kwargs) {
+  static char *names[] = {"data", "memory", NULL};
+  Foreign *f = (Foreign *)self;
+  f->memory = 0;
+  return PyArg_ParseTupleAndKeywords(args, kwargs, "K|I", names, &f->data, &f->memory) ? 0 : -1;
+}
+
+static PyType_Slot foreign_slots[] = {{Py_tp_init, foreign_init}, {Py_tp_new, PyType_GenericNew}, {0, NULL}};
+
+static PyType_Spec foreign_spec = {"cai_offer_ext.Foreign", sizeof(Foreign), 0, Py_TPFLAGS_DEFAULT, foreign_slots};
+
+static PyObject *foreign_outstanding(PyObject *self, PyObject *unused) {
+  (void)self, (void)unused;
+  return PyLong_FromLong(foreign_outstanding_count);
+}
+
 // The C-level table of `obj`'s type, as a C consumer finds it: 1 found, 0 not offered, -1 raised.
 static int c_api_of(PyTypeObject *type, const CaiCApi **api) {
   *api = NULL;
@@ -514,6 +575,7 @@ static PyMethodDef methods[] = {
     {"import_released_on_a_thread", import_released_on_a_thread, METH_O, NULL},
     {"delete_on_a_thread", delete_on_a_thread, METH_O, NULL},
     {"offer", offer, METH_O, NULL},
+    {"foreign_outstanding", foreign_outstanding, METH_NOARGS, NULL},
     {NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cai_offer_ext", NULL, -1, methods};
@@ -533,6 +595,14 @@ PyMODINIT_FUNC PyInit_cai_offer_ext(void) {
   if (PyType_Ready(&StaticImageType) < 0 || cai_python_offer(&StaticImageType, image_fill) < 0) goto fail;
   Py_INCREF(&StaticImageType);
   if (PyModule_AddObject(m, "StaticImage", (PyObject *)&StaticImageType) < 0) goto fail;
+  PyObject *foreign = PyType_FromSpec(&foreign_spec);
+  PyObject *foreign_api = PyCapsule_New((void *)&FOREIGN_API, CAI_C_API_CAPSULE_NAME, NULL);
+  int foreign_set = foreign && foreign_api ? PyObject_SetAttrString(foreign, CAI_C_API_ATTRIBUTE, foreign_api) : -1;
+  Py_XDECREF(foreign_api);
+  if (foreign_set < 0 || PyModule_AddObject(m, "Foreign", foreign) < 0) {
+    Py_XDECREF(foreign);
+    goto fail;
+  }
   PyModule_AddIntConstant(m, "FAULT_REFUSES", FAULT_REFUSES);
   PyModule_AddIntConstant(m, "FAULT_RAISES", FAULT_RAISES);
   PyModule_AddIntConstant(m, "FAULT_NEGATIVE_SHAPE", FAULT_NEGATIVE_SHAPE);
