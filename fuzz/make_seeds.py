@@ -1,6 +1,7 @@
 """Writes the seed corpora of fuzz/corpus/ from docs/conformance.md's rows: CaiArray byte images
 for fuzz_validate (control byte last), typestrs for fuzz_typestr and DLPack tensors for
-fuzz_dlpack (its `Head`, then the shape and strides). Run once; the output is committed.  target/venv/bin/python fuzz/make_seeds.py (the venv of scripts/python-env.sh)"""
+fuzz_dlpack (its `Head`, then the shape and strides). Run once; the output is committed.
+target/venv/bin/python fuzz/make_seeds.py (the venv of scripts/python-env.sh)"""
 
 import pathlib
 import struct

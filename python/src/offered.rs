@@ -231,8 +231,6 @@ impl Offered {
             ));
         }
         let validated = validate(out).map_err(|e| Refusal::Cai(self.wrote_invalid(e)))?;
-        // Before anything reads the memory: an OpenCL description is valid to the rules, and a
-        // consumer checking its pointer would hand it to OpenCL, which reads through a cl_mem.
         // SAFETY: validated: a readable mask chain (the fill's contract) of bounded depth.
         if let Some(memory) = unsafe { memory_other_than_cuda(out) } {
             return Err(self.invalid(

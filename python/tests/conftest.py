@@ -290,6 +290,20 @@ def take_and_delete_through_exchange_table(obj, times=500, each=None):
     assert sys.getrefcount(obj) == before
 
 
+class CapsuleOf:
+    """A DLPack producer whose `__dlpack__`, asked with any keywords, hands back a capsule made
+    already (the consumer takes it once), on `device`."""
+
+    def __init__(self, capsule, device):
+        self.capsule, self.device = capsule, device
+
+    def __dlpack__(self, **_):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return self.device
+
+
 def outcome_of(read):
     """What `read()` gave: its value, or the exception's type and words."""
     try:

@@ -13,6 +13,7 @@ import pytest
 import cai
 from conftest import (
     ALL_FOUR,
+    CapsuleOf,
     EXCHANGE_DLTENSOR_FROM_PY_OBJECT,
     EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
     KEYWORD_SETS,
@@ -105,21 +106,11 @@ def test_capsules_follow_the_protocol_names_and_are_marked_used(fake):
     versioned = a.__dlpack__(max_version=(1, 0))
     assert capsule_name(versioned) == "dltensor_versioned"
 
-    class Capsule:
-        def __init__(self, capsule):
-            self.capsule = capsule
-
-        def __dlpack_device__(self):
-            return a.__dlpack_device__()
-
-        def __dlpack__(self, **kwargs):
-            return self.capsule
-
-    b = cai.from_object(Capsule(versioned))
+    b = cai.from_object(CapsuleOf(versioned, a.__dlpack_device__()))
     assert capsule_name(versioned) == "used_dltensor_versioned"
     assert b.data_ptr == a.data_ptr and b.shape == a.shape and b.typestr == a.typestr
     with pytest.raises(TypeError, match="no unused"):
-        cai.from_object(Capsule(versioned))
+        cai.from_object(CapsuleOf(versioned, a.__dlpack_device__()))
 
 
 def test_device_memory_round_trips_through_libcais_own_capsules_fake_driver(fake):

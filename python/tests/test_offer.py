@@ -15,6 +15,7 @@ import pytest
 import cai
 from conftest import (
     DEVICE_BUFFER,
+    CapsuleOf,
     EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
     TorchLikeStream,
     delete_managed_tensor,
@@ -618,7 +619,7 @@ def reads_of_an_offered_object(ext, image, host):
 
     def dlpack():
         capsule = image.__dlpack__(max_version=(1, 0))
-        a = cai.from_object(DlpackOf(capsule, image.__dlpack_device__()), sync=False, allow_host=True,
+        a = cai.from_object(CapsuleOf(capsule, image.__dlpack_device__()), sync=False, allow_host=True,
                             pointer_check=cai.POINTER_CHECK_NEVER)
         return a.shape, spelled(a.typestr), a.readonly
 
@@ -633,18 +634,6 @@ def spelled(typestr):
     """One spelling of a dtype (DLPack's side writes `=i4` as `<i4` on this machine)."""
     return np.dtype(typestr).str
 
-
-class DlpackOf:
-    """A capsule handed back once by __dlpack__, for a consumer that asks for it."""
-
-    def __init__(self, capsule, device):
-        self.capsule, self.device = capsule, device
-
-    def __dlpack__(self, **_):
-        return self.capsule
-
-    def __dlpack_device__(self):
-        return self.device
 
 
 def test_any_fill_is_one_array_on_every_protocol_or_a_clear_error_naming_the_type_fake_driver(ext):

@@ -40,20 +40,19 @@ typedef struct {
 
 static void noop_release(CaiArray *array) { (void)array; }
 
-// What FILLS_FROM_BASE points `mask` and `descr` at: a mask (in CUDA memory, or in OpenCL
-// memory), copied into the instance with the array's shape, and two fields, so that every
-// pointer the fill hands over is valid, as the fill's contract requires.
+// What FILLS_FROM_BASE points `mask` and `descr` at: a mask, copied into the instance with the
+// array's shape (and, when asked, in OpenCL memory), and two fields, so that every pointer the
+// fill hands over is valid, as the fill's contract requires.
 static const CaiArray RAW_MASK = {
     .abi_version = CAI_ABI_VERSION, .version = 3, .ndim = 2, .shape = {2, 3}, .typestr = "|b1", .data = 0x20000};
-static const CaiArray RAW_OPENCL_MASK = {.abi_version = CAI_ABI_VERSION, .version = 3, .ndim = 2, .shape = {2, 3},
-                                         .typestr = "|b1", .data = 0x20000, .memory = CAI_MEMORY_OPENCL};
 #define RAW_FIELD_COUNT 2
 static const CaiField RAW_FIELDS[RAW_FIELD_COUNT] = {{"x", "<f4", 0}, {"y", "<i8", 4}};
 
 // FILLS_FROM_BASE: the struct is `base`'s bytes as they are, but for its pointers, set by the
-// control byte after them: bit 0 the mask (bit 4 too: a mask in OpenCL memory), bit 1 the descr
-// (its count cut to the fields there are), bit 2 a release, bit 3 keeps the raw `owner`. A device instance keeps its own data
-// pointer and a stream of 0, 1 or 2 (the fake driver is not handed arbitrary handles).
+// control byte after them: bit 0 the mask (bit 4 too: a mask in OpenCL memory), bit 1 the
+// descr (its count cut to the fields there are), bit 2 a release, bit 3 keeps the raw `owner`.
+// A device instance keeps its own data pointer and a stream of 0, 1 or 2 (the fake driver is
+// not handed arbitrary handles).
 static CaiStatus fill_from_bytes(Image *im, CaiArray *out) {
   char *raw;
   Py_ssize_t size;
@@ -66,7 +65,8 @@ static CaiStatus fill_from_bytes(Image *im, CaiArray *out) {
   memcpy(out, raw, sizeof(CaiArray));
   out->mask = NULL;
   if (control & 1) {  // shaped as the array, where its rank is one
-    im->raw_mask = (control & 16) ? RAW_OPENCL_MASK : RAW_MASK;
+    im->raw_mask = RAW_MASK;
+    if (control & 16) im->raw_mask.memory = CAI_MEMORY_OPENCL;
     if (out->ndim >= 0 && out->ndim <= CAI_MAX_NDIM) {
       im->raw_mask.ndim = out->ndim;
       memcpy(im->raw_mask.shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
