@@ -82,17 +82,17 @@ typedef struct CaiCApi {
                               uint64_t *stream, CaiError *error);  /* may be NULL */
 } CaiCApi;
 
-// A producer's fill function, for cai_python_offer: describes `self` (an instance of the
-// offered type or of a subclass) into `out`, borrowed. Before the call the glue has written
-// a 0-d, writable, C-contiguous "|u1" array at data 0 with no mask, no descr, stream 0 (no
-// work pending) and CUDA memory; the fill writes what differs: data, ndim, shape, typestr,
-// strides (with strides_given = 1), readonly, stream (the stream its pending work is on),
-// mask and descr (pointing into storage `self` keeps), never owner, release or memory. `*device` is
-// preset to {CAI_DL_CUDA, -1} (found from the pointer when asked); an array in host memory
-// sets {CAI_DL_CPU, 0}. Returns CAI_OK, or a status with `error` written (its message names
-// the field), or CAI_ERROR_PYTHON with a Python exception set. It runs with the caller
-// attached to the interpreter, may be called concurrently on a free-threaded build, and must
-// not run Python code that could change `self`.
+// A producer's fill function, for cai_python_offer: describes `self` (an instance of the offered
+// type or of a subclass) into `out`, borrowed. Before the call the glue has written a 0-d,
+// writable, C-contiguous "|u1" array at data 0 with no mask, no descr, stream 0 (no work pending)
+// and CUDA memory; the fill writes what differs: data, ndim, shape, typestr, strides (with
+// strides_given = 1), readonly, stream (the stream its pending work is on), mask and descr
+// (pointing into storage `self` keeps), never owner, release or memory. `*device` is preset to
+// {CAI_DL_CUDA, -1} (found from the pointer when asked); a fill may set the CUDA ordinal it knows
+// (0 or more, trusted); an array in host memory sets {CAI_DL_CPU, 0}. Returns CAI_OK, or a status
+// with `error` written (its message names the field), or CAI_ERROR_PYTHON with a Python exception
+// set. It runs with the caller attached to the interpreter, may be called concurrently on a
+// free-threaded build, and must not run Python code that could change `self`.
 typedef CaiStatus (*CaiPythonFill)(PyObject *self, CaiArray *out, CaiDLDevice *device, CaiError *error);
 
 // The table. Members are named as the functions they are; see cai.h for cai_* ones.

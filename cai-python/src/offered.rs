@@ -206,8 +206,9 @@ impl<'py> Fill<'_, 'py> {
         self
     }
 
-    /// The data is memory of CUDA device `ordinal` (by default the ordinal is asked of the
-    /// driver from the pointer).
+    /// The data is memory of CUDA device `ordinal`, 0 or more and trusted (by default the
+    /// ordinal is asked of the driver from the pointer; a negative one other than that
+    /// default's -1 is refused by every protocol, naming the type).
     pub fn cuda_device(&mut self, ordinal: i32) -> &mut Self {
         *self.device = CaiDLDevice { device_type: CAI_DL_CUDA, device_id: ordinal };
         self

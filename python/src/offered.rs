@@ -242,10 +242,22 @@ impl Offered {
                 ),
             ));
         }
-        match device.device_type {
-            CAI_DL_CUDA => {}
-            CAI_DL_CPU if allow_host => {}
-            CAI_DL_CPU => {
+        match (device.device_type, device.device_id) {
+            (CAI_DL_CUDA, -1..) => {}
+            (CAI_DL_CUDA, id) => {
+                return Err(self.invalid(
+                    Status::InvalidArgument,
+                    &format!("set device (kDLCUDA, {id}); a CUDA ordinal is 0 or more, or -1 (as preset) to find it from the pointer"),
+                ))
+            }
+            (CAI_DL_CPU, id) if id != 0 => {
+                return Err(self.invalid(
+                    Status::InvalidArgument,
+                    &format!("set device (kDLCPU, {id}); host memory is device (kDLCPU, 0), as DLPack says"),
+                ))
+            }
+            (CAI_DL_CPU, _) if allow_host => {}
+            (CAI_DL_CPU, _) => {
                 return Err(Refusal::Cai(Error::new(
                     Status::HostMemory,
                     format!(
@@ -254,7 +266,7 @@ impl Offered {
                 ),
                 )))
             }
-            other => {
+            (other, _) => {
                 return Err(self.invalid(
                     Status::InvalidArgument,
                     &format!("set device type {other}; a fill sets CAI_DL_CUDA (2) or CAI_DL_CPU (1)"),

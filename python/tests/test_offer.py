@@ -340,6 +340,8 @@ FAULTS = {
     "FAULT_BAD_DEVICE": (cai.CaiError, r"fill function of '.*Image' set device type 7"),
     "FAULT_SILENT_REFUSAL": (cai.CaiError, r"fill function of '.*Image' returned CAI_ERROR_INVALID_TYPESTR without a message"),
     "FAULT_OPENCL_MEMORY": (cai.CaiError, r"fill function of '.*Image' set memory 1 \(of the array or a mask\)"),
+    "FAULT_HOST_DEVICE_ID": (cai.CaiError, r"fill function of '.*Image' set device \(kDLCPU, 5\); host memory is device \(kDLCPU, 0\)"),
+    "FAULT_CUDA_DEVICE_ID": (cai.CaiError, r"fill function of '.*Image' set device \(kDLCUDA, -7\); a CUDA ordinal is 0 or more"),
 }
 
 

@@ -21,6 +21,8 @@ enum Fault {
   FAULT_BAD_DEVICE,      // a device type other than CUDA or CPU
   FAULT_SILENT_REFUSAL,  // returns CAI_ERROR_INVALID_TYPESTR with no message
   FAULT_OPENCL_MEMORY,   // describes OpenCL memory, which the table's 1.0 does not carry
+  FAULT_HOST_DEVICE_ID,  // host memory on device (kDLCPU, 5): DLPack's host device is 0
+  FAULT_CUDA_DEVICE_ID,  // a CUDA ordinal below -1
   VIEWS_BASE,            // not a fault: views `base` through cai_python_view first (re-enters libcai)
   FAULT_REFUSES_AROUND_A_VIEW,  // writes its refusal, views `base` (re-enters libcai), then refuses
   EXPORTS_BASE,          // not a fault: exports `base` by its __dlpack__ last (re-enters libcai's export)
@@ -124,6 +126,13 @@ static CaiStatus image_fill(PyObject *self, CaiArray *out, CaiDLDevice *device, 
       return CAI_ERROR_INVALID_TYPESTR;
     case FAULT_OPENCL_MEMORY:
       out->memory = CAI_MEMORY_OPENCL;
+      break;
+    case FAULT_HOST_DEVICE_ID:
+      device->device_type = CAI_DL_CPU;
+      device->device_id = 5;
+      break;
+    case FAULT_CUDA_DEVICE_ID:
+      device->device_id = -7;
       break;
     case VIEWS_BASE: {  // after writing `out`, so that a view into the same struct would show
       CaiImportOptions options = {0};
@@ -613,6 +622,8 @@ PyMODINIT_FUNC PyInit_cai_offer_ext(void) {
   PyModule_AddIntConstant(m, "FAULT_BAD_DEVICE", FAULT_BAD_DEVICE);
   PyModule_AddIntConstant(m, "FILLS_FROM_BASE", FILLS_FROM_BASE);
   PyModule_AddIntConstant(m, "FAULT_OPENCL_MEMORY", FAULT_OPENCL_MEMORY);
+  PyModule_AddIntConstant(m, "FAULT_HOST_DEVICE_ID", FAULT_HOST_DEVICE_ID);
+  PyModule_AddIntConstant(m, "FAULT_CUDA_DEVICE_ID", FAULT_CUDA_DEVICE_ID);
   PyModule_AddIntConstant(m, "FAULT_SILENT_REFUSAL", FAULT_SILENT_REFUSAL);
   PyModule_AddIntConstant(m, "VIEWS_BASE", VIEWS_BASE);
   PyModule_AddIntConstant(m, "EXPORTS_BASE", EXPORTS_BASE);
