@@ -216,7 +216,11 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
             let Some(api) = lookup_c_api(&obj.get_type())? else { return Ok(None) };
             let mut array = Pooled::cleared();
             match call_c_api(api, owning, obj, &request_of(&options), &mut array)? {
-                Called::Described => Read::borrowing(array, None, keep),
+                Called::Described(validated) => {
+                    let mut read = Read::borrowing(array, None, keep);
+                    read.validated = Some(validated);
+                    read
+                }
                 Called::NotSupported => {
                     return Err(Failure::Cai(cai::Error::new(
                         cai::Status::NotSupported,

@@ -853,7 +853,11 @@ fn read_by_c_api(
     Ok(match call_c_api(api, true, obj, &request_of(options), &mut array)? {
         // The struct's release (the producer's) runs with the Read or the Array made of it;
         // `obj` is kept too, for a table whose acquire forgot to.
-        Called::Described => Some(Read::borrowing(array, None, keep)),
+        Called::Described(validated) => {
+            let mut read = Read::borrowing(array, None, keep);
+            read.validated = Some(validated);
+            Some(read)
+        }
         Called::NotSupported => None,
     })
 }
@@ -1142,7 +1146,7 @@ fn view_chosen(
                 return Ok((described.is_host(), Some(described.validated)));
             }
             match call_c_api(api, false, obj, &request_of(options), array)? {
-                Called::Described => (false, None),
+                Called::Described(validated) => (false, Some(validated)),
                 Called::NotSupported => {
                     let next = choose(obj, options, Holder::View, allow, Start::PastCApi)?;
                     return view_chosen(obj, next, options, allow, array);

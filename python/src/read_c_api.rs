@@ -2,6 +2,7 @@
 //! found once per type along the MRO, checked by capsule name and major version, and called
 //! per object into a struct the caller owns.
 
+use cai::binding::rules::{validate, Validated};
 use cai::{CaiArray, CaiError, CaiImportOptions, Error, Status, CAI_OK};
 use cai_python::ffi::{
     CaiCApi, CaiCApiHeader, CaiRequest, CAI_C_API_ATTRIBUTE, CAI_C_API_CAPSULE_NAME, CAI_C_API_MAJOR,
@@ -99,14 +100,19 @@ pub fn request_of(options: &CaiImportOptions) -> CaiRequest {
 
 /// What a table call gave.
 pub enum Called {
-    /// `out` describes the object (owning, for `acquire`).
-    Described,
+    /// `out` describes the object (owning, for `acquire`), valid by the rules as validation
+    /// found it.
+    Described(Validated),
     /// The table refused with CAI_ERROR_NOT_SUPPORTED: read the object by another protocol.
     NotSupported,
 }
 
 /// Calls the table's `acquire` (`owning`) or `view` on `obj` into `out`. Its refusals become
-/// cai.CaiError with their status and message; CAI_ERROR_PYTHON the exception it set.
+/// cai.CaiError with their status and message; CAI_ERROR_PYTHON the exception it set. What it
+/// describes is checked here, so that a refusal of it names the table's type (the producer's
+/// fault, not the caller's): the table's rules (section 3: a view borrows, an acquire owns;
+/// section 5: CUDA memory), then validation; what an acquire handed out is released when
+/// refused.
 pub fn call_c_api(
     api: CApi,
     owning: bool,
@@ -125,20 +131,17 @@ pub fn call_c_api(
     // writable for the call.
     let status = unsafe { function(api.table(), obj.as_ptr(), request, out, &mut error) };
     if status == CAI_OK {
-        // SAFETY: what the table described: its mask chain readable (the protocol's rule).
-        let Some(memory) = (unsafe { memory_other_than_cuda(out) }) else { return Ok(Called::Described) };
-        if owning {
-            // SAFETY: the struct the table's acquire just handed over, touched by nothing else.
-            unsafe { cai::binding::release_array(out) };
-        }
-        return Err(refused(
-            obj,
-            Status::InvalidArgument,
-            &format!(
-                "described memory {memory} (of the array or a mask); the table's 1.0 carries CUDA memory \
-                 only, host memory as CUDA's on a CPU device (docs/c-level-cai.md section 5)"
-            ),
-        ));
+        return match described_by_the_rules(out, owning) {
+            Ok(validated) => Ok(Called::Described(validated)),
+            Err((status, what)) => {
+                if owning {
+                    // SAFETY: the struct the table's acquire just handed over, touched by
+                    // nothing else (a release left NULL is not run).
+                    unsafe { cai::binding::release_array(out) };
+                }
+                Err(refused(obj, status, &what))
+            }
+        };
     }
     // An exception exists only with CAI_ERROR_PYTHON; one a producer left otherwise is dropped
     // for its status, which is the report.
@@ -163,6 +166,39 @@ pub fn call_c_api(
             }
         }
     }
+}
+
+/// What a table's `CAI_OK` described, checked: its validation, or the status and what the table
+/// did wrong.
+fn described_by_the_rules(out: &CaiArray, owning: bool) -> Result<Validated, (Status, String)> {
+    match (owning, out.release.is_some()) {
+        (false, true) => {
+            return Err((
+                Status::InvalidArgument,
+                "set release in a view; a view is borrowed, its release NULL (docs/c-level-cai.md section 3)"
+                    .into(),
+            ))
+        }
+        (true, false) => {
+            return Err((
+                Status::InvalidArgument,
+                "acquired with no release; an acquire hands out a release (docs/c-level-cai.md section 3)"
+                    .into(),
+            ))
+        }
+        _ => {}
+    }
+    // SAFETY: what the table described: its mask chain readable (the protocol's rule).
+    if let Some(memory) = unsafe { memory_other_than_cuda(out) } {
+        return Err((
+            Status::InvalidArgument,
+            format!(
+                "described memory {memory} (of the array or a mask); the table's 1.0 carries CUDA memory \
+                 only, host memory as CUDA's on a CPU device (docs/c-level-cai.md section 5)"
+            ),
+        ));
+    }
+    validate(out).map_err(|e| (e.status, format!("described an invalid array: {}", e.message)))
 }
 
 fn refused(obj: &Bound<'_, PyAny>, status: Status, what: &str) -> Failure {

@@ -691,3 +691,48 @@ def test_a_hand_written_table_describing_opencl_memory_is_refused_and_what_it_ac
     del taken
     gc.collect()
     assert ext.foreign_outstanding() == 0
+
+
+def test_any_struct_a_hand_written_table_gives_is_one_array_to_every_reader_or_a_clear_error_fake_driver(ext):
+    """docs/c-level-cai.md lets any library write its table by hand, so libcai's readers of it
+    (`cai.from_object` and `cai_python_from_object` by `acquire`, `cai_python_view` by `view`,
+    each checking the pointer with the fake driver) take whatever struct it hands back as they
+    take a dict: one array read by all of them, or a refusal by all, naming the type where the
+    table broke a rule (a pointer outside its allocation is the import's finding, as for a dict);
+    never a view's release called, and everything an acquire handed out released."""
+    from hypothesis import HealthCheck, given, settings
+
+    def from_object(obj):
+        a = cai.from_object(obj, sync=False, allow_host=True)
+        return a.shape, spelled(a.typestr), a.readonly
+
+    def c_view(obj):
+        v = ext.view(obj, allow_host=True)
+        return v["shape"], spelled(v["typestr"]), v["readonly"] == 1
+
+    def c_import(obj):
+        v, kept = ext.import_kept(obj, allow_host=True)
+        del kept
+        return v["shape"], spelled(v["typestr"]), v["readonly"] == 1
+
+    @settings(max_examples=400, database=None, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(raw_fill_strategy())
+    def check(raw_and_host):
+        raw, host = raw_and_host
+        foreign = ext.Foreign(DEVICE_BUFFER, raw=raw, host=host)
+        outcomes = {}
+        for name, read in (("cai.from_object", from_object), ("cai_python_view", c_view),
+                           ("cai_python_from_object", c_import)):
+            try:
+                outcomes[name] = ("read", read(foreign))
+            except (cai.CaiError, TypeError, ValueError, BufferError, OverflowError) as error:
+                outcomes[name] = ("refused", f"{type(error).__name__}: {error}")
+        gc.collect()
+        assert ext.foreign_outstanding() == 0, outcomes
+        assert ext.foreign_view_releases() == 0, outcomes
+        assert len(set(outcomes.values())) == 1 or {v for v, _ in outcomes.values()} == {"refused"}, outcomes
+        for verdict, what in outcomes.values():
+            assert verdict == "read" or "'Foreign'" in what or "CAI_ERROR_OUT_OF_BOUNDS" in what, outcomes
+
+    check()

@@ -50,35 +50,45 @@ static const CaiArray RAW_MASK = {
 #define RAW_FIELD_COUNT 2
 static const CaiField RAW_FIELDS[RAW_FIELD_COUNT] = {{"x", "<f4", 0}, {"y", "<i8", 4}};
 
-// FILLS_FROM_BASE: the struct is `base`'s bytes as they are, but for its pointers, set by the
-// control byte after them: bit 0 the mask (bit 4 too: a mask in OpenCL memory), bit 1 the
-// descr (its count cut to the fields there are), bit 2 a release, bit 3 keeps the raw `owner`.
-// A device instance keeps its own data pointer and a stream of 0, 1 or 2 (the fake driver is
-// not handed arbitrary handles).
-static CaiStatus fill_from_bytes(Image *im, CaiArray *out) {
-  char *raw;
+// The struct of FILLS_FROM_BASE and of a Foreign made with `raw`: the bytes of `raw` (a
+// CaiArray's, then a control byte) as they are, but for its pointers, set by the control byte:
+// bit 0 the mask (bit 4 too: a mask in OpenCL memory), bit 1 the descr (its count cut to the
+// fields there are), bit 3 keeps the raw `owner`; bit 2 (a release where none belongs, or none
+// where one does) is the caller's. The control byte, or -1 with an exception set.
+static int copy_raw_struct(PyObject *raw, CaiArray *raw_mask, CaiArray *out) {
+  char *bytes;
   Py_ssize_t size;
-  if (PyBytes_AsStringAndSize(im->base, &raw, &size) < 0) return CAI_ERROR_PYTHON;  // raised
+  if (PyBytes_AsStringAndSize(raw, &bytes, &size) < 0) return -1;
   if (size != (Py_ssize_t)sizeof(CaiArray) + 1) {
-    PyErr_SetString(PyExc_ValueError, "base: a CaiArray's bytes and a control byte");
-    return CAI_ERROR_PYTHON;
+    PyErr_SetString(PyExc_ValueError, "raw: a CaiArray's bytes and a control byte");
+    return -1;
   }
-  unsigned control = (unsigned char)raw[sizeof(CaiArray)];
-  memcpy(out, raw, sizeof(CaiArray));
+  unsigned control = (unsigned char)bytes[sizeof(CaiArray)];
+  memcpy(out, bytes, sizeof(CaiArray));
   out->mask = NULL;
   if (control & 1) {  // shaped as the array, where its rank is one
-    im->raw_mask = RAW_MASK;
-    if (control & 16) im->raw_mask.memory = CAI_MEMORY_OPENCL;
+    *raw_mask = RAW_MASK;
+    if (control & 16) raw_mask->memory = CAI_MEMORY_OPENCL;
     if (out->ndim >= 0 && out->ndim <= CAI_MAX_NDIM) {
-      im->raw_mask.ndim = out->ndim;
-      memcpy(im->raw_mask.shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+      raw_mask->ndim = out->ndim;
+      memcpy(raw_mask->shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
     }
-    out->mask = &im->raw_mask;
+    out->mask = raw_mask;
   }
   out->descr = (control & 2) ? RAW_FIELDS : NULL;
   out->descr_count = (control & 2) ? out->descr_count % (RAW_FIELD_COUNT + 1) : out->descr_count;
-  out->release = (control & 4) ? noop_release : NULL;
+  out->release = NULL;
   if (!(control & 8)) out->owner = NULL;
+  return (int)control;
+}
+
+// FILLS_FROM_BASE: `base` copied by copy_raw_struct, bit 2 setting a release (a fill describes
+// a borrowed view). A device instance keeps its own data pointer and a stream of 0, 1 or 2 (the
+// fake driver is not handed arbitrary handles).
+static CaiStatus fill_from_bytes(Image *im, CaiArray *out) {
+  int control = copy_raw_struct(im->base, &im->raw_mask, out);
+  if (control < 0) return CAI_ERROR_PYTHON;  // raised
+  if (control & 4) out->release = noop_release;
   if (!im->host) {
     out->data = im->data;
     out->stream %= 3;
@@ -232,25 +242,46 @@ static PyTypeObject StaticImageType = {
 
 // `Foreign`: a producer that writes its C-level table by hand, without libcai's glue, as
 // docs/c-level-cai.md lets any library do: a 2 x 3 "<f4" array at the instance's `data`, in the
-// memory kind it was made with (anything but CUDA's breaks the table's 1.0). Its acquire counts
-// what it hands out and its release what comes back (`foreign_outstanding()`).
+// memory kind it was made with (anything but CUDA's breaks the table's 1.0); made with `raw`,
+// any struct (copy_raw_struct's, its bit 2 a view with a release or an acquire without one; a
+// device instance keeps its own data and a stream of 0, 1 or 2). Its acquire counts what it
+// hands out and its release what comes back (`foreign_outstanding()`); a view's release, which
+// no consumer may call, counts its calls (`foreign_view_releases()`).
 typedef struct {
   PyObject_HEAD
   unsigned long long data;
   unsigned int memory;
+  int host;
+  PyObject *raw;
+  CaiArray raw_mask;
 } Foreign;
 
-static long foreign_outstanding_count;
+static long foreign_outstanding_count, foreign_view_release_count;
 
 static void foreign_release(CaiArray *array) {
   (void)array;
   foreign_outstanding_count--;
 }
 
+static void foreign_view_release(CaiArray *array) {
+  (void)array;
+  foreign_view_release_count++;
+}
+
 static CaiStatus foreign_view(const CaiCApi *api, PyObject *obj, const CaiRequest *request, CaiArray *out,
                               CaiError *error) {
   (void)api, (void)request, (void)error;
-  const Foreign *f = (const Foreign *)obj;
+  Foreign *f = (Foreign *)obj;
+  if (f->raw != NULL) {
+    int control = copy_raw_struct(f->raw, &f->raw_mask, out);
+    if (control < 0) return CAI_ERROR_PYTHON;  // raised
+    if (control & 4) out->release = foreign_view_release;
+    if (!f->host) {
+      out->data = f->data;
+      out->stream %= 3;
+    }
+    return CAI_OK;
+  }
   memset(out, 0, sizeof *out);
   out->abi_version = CAI_ABI_VERSION;
   out->version = 3;
@@ -267,7 +298,11 @@ static CaiStatus foreign_acquire(const CaiCApi *api, PyObject *obj, const CaiReq
                                  CaiError *error) {
   CaiStatus status = foreign_view(api, obj, request, out, error);
   if (status != CAI_OK) return status;
-  out->owner = obj;
+  if (out->release == foreign_view_release) {  // raw's bit 2: an acquire handing out no release
+    out->release = NULL;
+    return CAI_OK;
+  }
+  if (out->owner == NULL) out->owner = obj;
   out->release = foreign_release;
   foreign_outstanding_count++;
   return CAI_OK;
@@ -276,15 +311,35 @@ static CaiStatus foreign_acquire(const CaiCApi *api, PyObject *obj, const CaiReq
 static const CaiCApi FOREIGN_API = {{{CAI_C_API_MAJOR, CAI_C_API_MINOR}, NULL}, foreign_view, foreign_acquire, NULL};
 
 static int foreign_init(PyObject *self, PyObject *args, PyObject *kwargs) {
-  static char *names[] = {"data", "memory", NULL};
+  static char *names[] = {"data", "memory", "raw", "host", NULL};
   Foreign *f = (Foreign *)self;
+  PyObject *raw = NULL;
   f->memory = 0;
-  return PyArg_ParseTupleAndKeywords(args, kwargs, "K|I", names, &f->data, &f->memory) ? 0 : -1;
+  f->host = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|IO!p", names, &f->data, &f->memory, &PyBytes_Type, &raw,
+                                   &f->host))
+    return -1;
+  Py_XINCREF(raw);
+  Py_XSETREF(f->raw, raw);
+  return 0;
 }
 
-static PyType_Slot foreign_slots[] = {{Py_tp_init, foreign_init}, {Py_tp_new, PyType_GenericNew}, {0, NULL}};
+static void foreign_dealloc(PyObject *self) {
+  PyTypeObject *type = Py_TYPE(self);
+  Py_CLEAR(((Foreign *)self)->raw);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+static PyType_Slot foreign_slots[] = {
+    {Py_tp_init, foreign_init}, {Py_tp_new, PyType_GenericNew}, {Py_tp_dealloc, foreign_dealloc}, {0, NULL}};
 
 static PyType_Spec foreign_spec = {"cai_offer_ext.Foreign", sizeof(Foreign), 0, Py_TPFLAGS_DEFAULT, foreign_slots};
+
+static PyObject *foreign_view_releases(PyObject *self, PyObject *unused) {
+  (void)self, (void)unused;
+  return PyLong_FromLong(foreign_view_release_count);
+}
 
 static PyObject *foreign_outstanding(PyObject *self, PyObject *unused) {
   (void)self, (void)unused;
@@ -585,6 +640,7 @@ static PyMethodDef methods[] = {
     {"delete_on_a_thread", delete_on_a_thread, METH_O, NULL},
     {"offer", offer, METH_O, NULL},
     {"foreign_outstanding", foreign_outstanding, METH_NOARGS, NULL},
+    {"foreign_view_releases", foreign_view_releases, METH_NOARGS, NULL},
     {NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cai_offer_ext", NULL, -1, methods};
