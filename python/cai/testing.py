@@ -43,6 +43,7 @@ BUFFER_INTERFACE = "Buffer Interface"
 _KEYS = {"shape", "typestr", "data", "version", "strides", "descr", "mask", "stream"}
 # DLPack device types whose `__dlpack__` takes a CUDA stream (-1: no sync): CUDA, CUDA managed.
 _CUDA_DEVICES = {2, 13}
+_HOST_DEVICE = 1  # kDLCPU
 _HOST_DEVICES = {1, 3}  # CPU, CUDA pinned host memory
 _HOST_BYTES_COMPARED = 4096
 
@@ -220,6 +221,8 @@ class _Kit:
                 self.find(DLPACK_DEVICE, "value", device, "a (device_type, device_id) tuple of ints")
                 device = None
             else:
+                if device[0] == _HOST_DEVICE and device[1] != 0:
+                    self.find(DLPACK_DEVICE, "device id", device, "host memory (kDLCPU) is device 0, as DLPack says")
                 self.seen.append(_Seen(DLPACK_DEVICE, device=device))
         stream: dict[str, Any] = {"stream": -1} if device is not None and device[0] in _CUDA_DEVICES else {}
         # A CUDA producer is asked for no sync (-1): the kit orders no work on any stream.

@@ -212,6 +212,37 @@ class UnsignedNegativeStrides:
         return (2, 0)
 
 
+class HostOnDeviceFive:
+    """A host producer whose `__dlpack_device__` and tensors agree on (kDLCPU, 5), where DLPack's
+    host memory is device 0 (an offered type's fill could say so until libcai refused it)."""
+
+    def __init__(self):
+        from cai.ctypes_api import CaiDLManagedTensor
+
+        self.values = np.arange(6, dtype=np.float32)
+        self.shape = (ctypes.c_int64 * 1)(6)
+        self.managed = CaiDLManagedTensor()
+        tensor = self.managed.dl_tensor
+        tensor.data, tensor.ndim, tensor.shape = self.values.ctypes.data, 1, self.shape
+        tensor.device.device_type, tensor.device.device_id = 1, 5
+        tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes = 2, 32, 1
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self.managed), b"dltensor", None)  # no deleter: self owns it
+
+    def __dlpack_device__(self):
+        return (1, 5)
+
+
+def test_host_memory_on_a_device_other_than_0_is_the_one_finding():
+    findings = check_producer(HostOnDeviceFive(), notes=True)
+    assert [(f.protocols, f.field, f.severity) for f in findings] == [((DLPACK_DEVICE,), "device id", "error")], \
+        [str(f) for f in findings]
+    assert "(1, 5)" in str(findings[0]) and "kDLCPU" in str(findings[0])
+
+
 def test_negative_strides_written_unsigned_are_found_with_their_likely_cause_fake_driver():
     findings = check_producer(UnsignedNegativeStrides())
     assert [(f.protocols, f.field) for f in findings] == [((DLPACK_VERSIONED,), "libcai's read"),
