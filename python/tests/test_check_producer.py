@@ -186,6 +186,13 @@ def test_a_producer_refusing_stream_minus_one_is_named_with_the_call_fake_driver
     assert all("CUDA_ERROR_INVALID_HANDLE" in str(f) and "called with stream=-1" in str(f) for f in findings)
 
 
+def legacy_capsule_without_destructor(managed):
+    """A "dltensor" capsule of `managed`, a legacy DLPack struct its producer object owns."""
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.addressof(managed), b"dltensor", None)
+
+
 class UnsignedNegativeStrides:
     """A CUDA producer whose CAI dict is right and whose DLPack tensor divides a negative byte
     stride by the itemsize as an unsigned number, as CuPy 14.2.0's `__dlpack__` does (seen on
@@ -204,9 +211,7 @@ class UnsignedNegativeStrides:
                                          "strides": (16, -8), "version": 3, "stream": None}
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        new = ctypes.pythonapi.PyCapsule_New
-        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        return new(ctypes.addressof(self.managed), b"dltensor", None)  # no deleter: self owns it
+        return legacy_capsule_without_destructor(self.managed)
 
     def __dlpack_device__(self):
         return (2, 0)
@@ -228,9 +233,7 @@ class HostOnDeviceFive:
         tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes = 2, 32, 1
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        new = ctypes.pythonapi.PyCapsule_New
-        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        return new(ctypes.addressof(self.managed), b"dltensor", None)  # no deleter: self owns it
+        return legacy_capsule_without_destructor(self.managed)
 
     def __dlpack_device__(self):
         return (1, 5)

@@ -53,15 +53,18 @@ static const CaiField RAW_FIELDS[RAW_FIELD_COUNT] = {{"x", "<f4", 0}, {"y", "<i8
 // The struct of FILLS_FROM_BASE and of a Foreign made with `raw`: the bytes of `raw` (a
 // CaiArray's, then a control byte) as they are, but for its pointers, set by the control byte:
 // bit 0 the mask (bit 4 too: a mask in OpenCL memory), bit 1 the descr (its count cut to the
-// fields there are), bit 3 keeps the raw `owner`; bit 2 (a release where none belongs, or none
-// where one does) is the caller's. The control byte, or -1 with an exception set.
-static int copy_raw_struct(PyObject *raw, CaiArray *raw_mask, CaiArray *out) {
+// fields there are), bit 2 sets `bit2_release` (a release where none belongs), bit 3 keeps the
+// raw `owner`. A device instance (not `host`) keeps its own `data` and a stream of 0, 1 or 2
+// (the fake driver is not handed arbitrary handles). CAI_OK, or CAI_ERROR_PYTHON with an
+// exception set.
+static CaiStatus copy_raw_struct(PyObject *raw, CaiArray *raw_mask, int host, unsigned long long data,
+                                 void (*bit2_release)(CaiArray *), CaiArray *out) {
   char *bytes;
   Py_ssize_t size;
-  if (PyBytes_AsStringAndSize(raw, &bytes, &size) < 0) return -1;
+  if (PyBytes_AsStringAndSize(raw, &bytes, &size) < 0) return CAI_ERROR_PYTHON;
   if (size != (Py_ssize_t)sizeof(CaiArray) + 1) {
     PyErr_SetString(PyExc_ValueError, "raw: a CaiArray's bytes and a control byte");
-    return -1;
+    return CAI_ERROR_PYTHON;
   }
   unsigned control = (unsigned char)bytes[sizeof(CaiArray)];
   memcpy(out, bytes, sizeof(CaiArray));
@@ -77,20 +80,10 @@ static int copy_raw_struct(PyObject *raw, CaiArray *raw_mask, CaiArray *out) {
   }
   out->descr = (control & 2) ? RAW_FIELDS : NULL;
   out->descr_count = (control & 2) ? out->descr_count % (RAW_FIELD_COUNT + 1) : out->descr_count;
-  out->release = NULL;
+  out->release = (control & 4) ? bit2_release : NULL;
   if (!(control & 8)) out->owner = NULL;
-  return (int)control;
-}
-
-// FILLS_FROM_BASE: `base` copied by copy_raw_struct, bit 2 setting a release (a fill describes
-// a borrowed view). A device instance keeps its own data pointer and a stream of 0, 1 or 2 (the
-// fake driver is not handed arbitrary handles).
-static CaiStatus fill_from_bytes(Image *im, CaiArray *out) {
-  int control = copy_raw_struct(im->base, &im->raw_mask, out);
-  if (control < 0) return CAI_ERROR_PYTHON;  // raised
-  if (control & 4) out->release = noop_release;
-  if (!im->host) {
-    out->data = im->data;
+  if (!host) {
+    out->data = data;
     out->stream %= 3;
   }
   return CAI_OK;
@@ -158,8 +151,8 @@ static CaiStatus image_fill(PyObject *self, CaiArray *out, CaiDLDevice *device, 
       Py_DECREF(capsule);
       break;
     }
-    case FILLS_FROM_BASE:
-      return fill_from_bytes(im, out);
+    case FILLS_FROM_BASE:  // `base` copied over the struct, bit 2 a release (a fill's is the glue's)
+      return copy_raw_struct(im->base, &im->raw_mask, im->host, im->data, noop_release, out);
     case FAULT_REFUSES_AROUND_A_VIEW: {  // the message must survive the view made meanwhile
       error->code = CAI_ERROR_INVALID_SHAPE;
       strcpy(error->message, "the outer image refuses");
@@ -242,11 +235,10 @@ static PyTypeObject StaticImageType = {
 
 // `Foreign`: a producer that writes its C-level table by hand, without libcai's glue, as
 // docs/c-level-cai.md lets any library do: a 2 x 3 "<f4" array at the instance's `data`, in the
-// memory kind it was made with (anything but CUDA's breaks the table's 1.0); made with `raw`,
-// any struct (copy_raw_struct's, its bit 2 a view with a release or an acquire without one; a
-// device instance keeps its own data and a stream of 0, 1 or 2). Its acquire counts what it
-// hands out and its release what comes back (`foreign_outstanding()`); a view's release, which
-// no consumer may call, counts its calls (`foreign_view_releases()`).
+// memory kind it was made with (anything but CUDA's breaks the table's 1.0); made with `raw`, any
+// struct (copy_raw_struct's, its bit 2 a view with a release or an acquire without one). Its
+// acquire counts what it hands out and its release what comes back (`foreign_outstanding()`); a
+// view's release, which no consumer may call, counts its calls (`foreign_view_releases()`).
 typedef struct {
   PyObject_HEAD
   unsigned long long data;
@@ -272,16 +264,7 @@ static CaiStatus foreign_view(const CaiCApi *api, PyObject *obj, const CaiReques
                               CaiError *error) {
   (void)api, (void)request, (void)error;
   Foreign *f = (Foreign *)obj;
-  if (f->raw != NULL) {
-    int control = copy_raw_struct(f->raw, &f->raw_mask, out);
-    if (control < 0) return CAI_ERROR_PYTHON;  // raised
-    if (control & 4) out->release = foreign_view_release;
-    if (!f->host) {
-      out->data = f->data;
-      out->stream %= 3;
-    }
-    return CAI_OK;
-  }
+  if (f->raw != NULL) return copy_raw_struct(f->raw, &f->raw_mask, f->host, f->data, foreign_view_release, out);
   memset(out, 0, sizeof *out);
   out->abi_version = CAI_ABI_VERSION;
   out->version = 3;
