@@ -612,12 +612,10 @@ def reads_of_an_offered_object(ext, image, host):
         return a.shape, spelled(a.typestr), a.readonly
 
     def c_view():
-        v = ext.view(image, allow_host=True)
-        return v["shape"], spelled(v["typestr"]), v["readonly"] == 1
+        return summary_of_c_read(ext.view(image, allow_host=True))
 
     def table_view():
-        v = ext.table_view(image, allow_host=True)
-        return v["shape"], spelled(v["typestr"]), v["readonly"] == 1
+        return summary_of_c_read(ext.table_view(image, allow_host=True))
 
     def dlpack():
         capsule = image.__dlpack__(max_version=(1, 0))
@@ -636,6 +634,11 @@ def spelled(typestr):
     """One spelling of a dtype (DLPack's side writes `=i4` as `<i4` on this machine)."""
     return np.dtype(typestr).str
 
+
+def summary_of_c_read(described):
+    """What a C reader of offer_ext.c read (its `described` dict), as the readers' outcomes are
+    compared: shape, typestr in one spelling, read-only."""
+    return described["shape"], spelled(described["typestr"]), described["readonly"] == 1
 
 
 def test_any_fill_is_one_array_on_every_protocol_or_a_clear_error_naming_the_type_fake_driver(ext):
@@ -707,13 +710,12 @@ def test_any_struct_a_hand_written_table_gives_is_one_array_to_every_reader_or_a
         return a.shape, spelled(a.typestr), a.readonly
 
     def c_view(obj):
-        v = ext.view(obj, allow_host=True)
-        return v["shape"], spelled(v["typestr"]), v["readonly"] == 1
+        return summary_of_c_read(ext.view(obj, allow_host=True))
 
     def c_import(obj):
-        v, kept = ext.import_kept(obj, allow_host=True)
+        described, kept = ext.import_kept(obj, allow_host=True)
         del kept
-        return v["shape"], spelled(v["typestr"]), v["readonly"] == 1
+        return summary_of_c_read(described)
 
     @settings(max_examples=400, database=None, deadline=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
