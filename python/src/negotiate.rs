@@ -50,8 +50,9 @@ pub struct TypeFacts {
     /// The type's DLPack exchange table, if it offers one.
     pub exchange: Option<Exchange>,
     /// Whether its instances can have a `__cuda_array_interface__` attribute at all: false for
-    /// a type that defines none and whose instances have no `__dict__` and no `__getattr__`
-    /// (numpy's ndarray), so that no AttributeError is built and discarded per call.
+    /// a type that defines none, whose instances have no `__dict__` and no `__getattr__`, and
+    /// whose classes are all immutable (numpy's ndarray), so that no AttributeError is built and
+    /// discarded per call.
     pub may_have_interface: bool,
     /// Learned: an instance on the host (kDLCPU) had no interface (its property raised
     /// AttributeError, as a jax CPU array's does) and was taken by `__dlpack__`.
@@ -297,12 +298,13 @@ fn learn(obj: &Bound<'_, PyAny>, update: impl FnOnce(&mut TypeFacts)) {
     }
 }
 
-/// Whether an instance of `ty` can have a `__cuda_array_interface__` attribute: the type (or a
-/// base) defines one, or instances can add attributes (an instance `__dict__`, or attribute
-/// lookup other than the generic one, such as a `__getattr__`).
+/// Whether an instance of `ty` can have a `__cuda_array_interface__` attribute, now or later:
+/// the type (or a base) defines one, instances can add attributes (an instance `__dict__`, or
+/// attribute lookup other than the generic one, such as a `__getattr__`), or a class in its MRO
+/// can still be given one (a class Python may change: the facts outlive the lookup).
 fn may_have_interface(ty: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = ty.py();
-    if ty.hasattr(intern!(py, "__cuda_array_interface__"))? {
+    if ty.hasattr(intern!(py, "__cuda_array_interface__"))? || !classes_fixed(ty)? {
         return Ok(true);
     }
     let dict_offset: isize = ty.getattr(intern!(py, "__dictoffset__"))?.extract()?;
@@ -310,6 +312,21 @@ fn may_have_interface(ty: &Bound<'_, PyType>) -> PyResult<bool> {
     let getattro = unsafe { pyo3::ffi::PyType_GetSlot(ty.as_type_ptr(), pyo3::ffi::Py_tp_getattro) };
     let generic = pyo3::ffi::PyObject_GenericGetAttr as *mut c_void;
     Ok(dict_offset != 0 || getattro != generic)
+}
+
+/// Whether no class in `ty`'s MRO can gain an attribute: each is flagged immutable (static
+/// types, numpy's ndarray among them, and heap types made so), where a class statement's can be
+/// given one at any time.
+fn classes_fixed(ty: &Bound<'_, PyType>) -> PyResult<bool> {
+    for class in ty.mro().iter() {
+        let class = class.cast_into::<PyType>()?;
+        // SAFETY: a live type object.
+        let flags = unsafe { pyo3::ffi::PyType_GetFlags(class.as_type_ptr()) };
+        if flags & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// The error of an object no reader takes: a TypeError naming the parameter and what it takes

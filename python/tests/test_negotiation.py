@@ -157,3 +157,33 @@ def test_host_instances_taken_at_once_give_the_full_negotiations_array_fake_driv
     with pytest.raises(cai.CaiError, match="allow_host=True") as refused:
         cai.from_object(obj, sync=False)
     assert refused.value.status == "CAI_ERROR_HOST_MEMORY"
+
+
+def test_a_class_given_the_interface_after_libcai_first_read_it_is_read_by_it_from_python_and_c_fake_driver(
+        fake, offer_ext):
+    """What libcai finds of a type is kept per type, but a class Python can still change (one not
+    flagged immutable, as every class a `class` statement makes) is never taken to lack
+    `__cuda_array_interface__`. Given the property after libcai first saw it, a slotted class is
+    read by it: one that offered nothing, refused before, from Python and from C; one read by
+    `__dlpack__` before, by the interface now, with the mask only the interface can say."""
+    data = fake.alloc(64)
+    mask = {"shape": (4,), "typestr": "|b1", "data": (data + 32, False), "version": 3}
+    interface = {"shape": (4,), "typestr": "<f4", "data": (data, False), "version": 3}
+
+    class Bare:
+        __slots__ = ()
+
+    with pytest.raises(TypeError, match="has neither"):
+        cai.from_object(Bare(), sync=False)
+    with pytest.raises(TypeError, match="has neither"):
+        offer_ext.view(Bare())
+    Bare.__cuda_array_interface__ = property(lambda self: interface)
+    assert cai.from_object(Bare(), sync=False).data_ptr == data
+    assert offer_ext.view(Bare())["data"] == data
+
+    kind = type("Wraps", (Wraps,), {"device_calls": 0, "__slots__": ()})
+    device = cai.from_object(interface)
+    assert cai.from_object(kind(device), sync=False).mask is None
+    kind.__cuda_array_interface__ = property(lambda self: dict(interface, mask=mask))
+    made = cai.from_object(kind(device), sync=False)
+    assert made.mask is not None and made.mask.data_ptr == data + 32
