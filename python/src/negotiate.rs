@@ -663,7 +663,7 @@ fn choose<'py>(
         if keywords != facts.dlpack_keywords {
             learn(obj, |learned| learned.dlpack_keywords = keywords);
         }
-        taken
+        taken.map_err(|failure| failure_unless_dlpack_gone(obj, failure))
     };
     // A type whose host instances lack the interface (a property that raises for them, at a
     // cost per call) is asked the instance's device first: a host instance is taken by DLPack
@@ -733,6 +733,19 @@ fn choose<'py>(
         mark_clean(obj);
     }
     Ok(Chosen::Taken(tensor))
+}
+
+/// `failure`, a take's, unless `obj` has no `__dlpack__` now (its class lost it after its
+/// type's facts were found): then the refusal of an object no route takes, as for a type found
+/// without one, which the type's facts say from now on.
+#[cold]
+#[inline(never)]
+fn failure_unless_dlpack_gone(obj: &Bound<'_, PyAny>, failure: Failure) -> Failure {
+    if obj.hasattr(intern!(obj.py(), "__dlpack__")).unwrap_or(true) {
+        return failure;
+    }
+    learn(obj, |learned| learned.type_has_dlpack = false);
+    not_an_array(obj).into()
 }
 
 /// `obj` read by its interface where it has one (an instance other than its type's facts

@@ -187,3 +187,26 @@ def test_a_class_given_the_interface_after_libcai_first_read_it_is_read_by_it_fr
     kind.__cuda_array_interface__ = property(lambda self: dict(interface, mask=mask))
     made = cai.from_object(kind(device), sync=False)
     assert made.mask is not None and made.mask.data_ptr == data + 32
+
+
+def test_a_class_that_loses_dlpack_after_libcai_read_it_is_refused_as_one_without_it_no_driver():
+    """Whether a type has `__dlpack__` is kept per type too: once its class loses the method (and
+    `__dlpack_device__` with it), an instance is refused as an object with neither protocol,
+    the refusal a type found without them gets, never with an AttributeError or the word that
+    it has `__dlpack__`; given the method again, it is read by it."""
+    methods = {name: getattr(Wraps, name) for name in ("__init__", "__dlpack__", "__dlpack_device__")}
+    refused = "it has neither '__cuda_array_interface__' nor '__dlpack__'"
+    for instance_dict in [False, True]:
+        kind = type("Wraps", (), {**methods, "device_calls": 0, **({} if instance_dict else {"__slots__": ("inner",)})})
+        host = numpy.arange(4.0)
+        for _ in range(2):
+            assert cai.from_object(kind(host), sync=False, allow_host=True).data_ptr == host.ctypes.data
+        del kind.__dlpack__
+        for _ in range(2):
+            with pytest.raises(TypeError, match=refused):
+                cai.from_object(kind(host), sync=False, allow_host=True)
+        del kind.__dlpack_device__
+        with pytest.raises(TypeError, match=refused):
+            cai.from_object(kind(host), sync=False, allow_host=True)
+        kind.__dlpack__, kind.__dlpack_device__ = methods["__dlpack__"], methods["__dlpack_device__"]
+        assert cai.from_object(kind(host), sync=False, allow_host=True).data_ptr == host.ctypes.data
