@@ -23,7 +23,7 @@ use cai::{
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyType};
+use pyo3::types::{PyDict, PyTuple, PyType};
 
 use crate::array_object::ArrayObject;
 use crate::described::Read;
@@ -304,7 +304,7 @@ fn learn(obj: &Bound<'_, PyAny>, update: impl FnOnce(&mut TypeFacts)) {
 /// can still be given one (a class Python may change: the facts outlive the lookup).
 fn may_have_interface(ty: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = ty.py();
-    if ty.hasattr(intern!(py, "__cuda_array_interface__"))? || !classes_fixed(ty)? {
+    if ty.hasattr(intern!(py, "__cuda_array_interface__"))? || !classes_fixed(ty) {
         return Ok(true);
     }
     let dict_offset: isize = ty.getattr(intern!(py, "__dictoffset__"))?.extract()?;
@@ -316,17 +316,22 @@ fn may_have_interface(ty: &Bound<'_, PyType>) -> PyResult<bool> {
 
 /// Whether no class in `ty`'s MRO can gain an attribute: each is flagged immutable (static
 /// types, numpy's ndarray among them, and heap types made so), where a class statement's can be
-/// given one at any time.
-fn classes_fixed(ty: &Bound<'_, PyType>) -> PyResult<bool> {
-    for class in ty.mro().iter() {
-        let class = class.cast_into::<PyType>()?;
+/// given one at any time. An MRO that cannot be read as a tuple of types (a metaclass's own
+/// `__mro__`) counts as changeable, the answer that costs a lookup, never a wrong read.
+fn classes_fixed(ty: &Bound<'_, PyType>) -> bool {
+    let Ok(mro) = ty.getattr(intern!(ty.py(), "__mro__")).and_then(|mro| Ok(mro.cast_into::<PyTuple>()?))
+    else {
+        return false;
+    };
+    for class in mro.iter() {
+        let Ok(class) = class.cast_into::<PyType>() else { return false };
         // SAFETY: a live type object.
         let flags = unsafe { pyo3::ffi::PyType_GetFlags(class.as_type_ptr()) };
         if flags & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE == 0 {
-            return Ok(false);
+            return false;
         }
     }
-    Ok(true)
+    true
 }
 
 /// The error of an object no reader takes: a TypeError naming the parameter and what it takes

@@ -210,3 +210,22 @@ def test_a_class_that_loses_dlpack_after_libcai_read_it_is_refused_as_one_withou
             cai.from_object(kind(host), sync=False, allow_host=True)
         kind.__dlpack__, kind.__dlpack_device__ = methods["__dlpack__"], methods["__dlpack_device__"]
         assert cai.from_object(kind(host), sync=False, allow_host=True).data_ptr == host.ctypes.data
+
+
+def test_a_type_whose_metaclass_hides_its_mro_is_read_as_a_changeable_class_no_driver():
+    """Whether a type's classes can change is read from its MRO; a metaclass whose own `__mro__`
+    raises, or gives no tuple of types, makes the type count as changeable (asked for the
+    interface), never a panic or the metaclass's error out of a read that needs no MRO."""
+    host = numpy.arange(4.0)
+    interface = {"shape": (2,), "typestr": "<f8", "data": (host.ctypes.data, False), "version": 3}
+    for mro in [property(lambda cls: 1 / 0), property(lambda cls: (1, 2)), property(lambda cls: None)]:
+        meta = type("Meta", (type,), {"__mro__": mro})
+        producer = meta("Producer", (), {"__slots__": (), "__dlpack__": lambda self, **kw: host.__dlpack__(**kw),
+                                         "__dlpack_device__": lambda self: host.__dlpack_device__()})
+        assert cai.from_object(producer(), sync=False, allow_host=True).data_ptr == host.ctypes.data
+        bare = meta("Bare", (), {"__slots__": ()})
+        with pytest.raises(TypeError, match="it has neither"):
+            cai.from_object(bare(), sync=False, allow_host=True)
+        bare.__cuda_array_interface__ = property(lambda self: interface)
+        made = cai.from_object(bare(), sync=False, allow_host=True, pointer_check=cai.POINTER_CHECK_NEVER)
+        assert made.shape == (2,) and made.data_ptr == host.ctypes.data
