@@ -229,3 +229,59 @@ def test_a_type_whose_metaclass_hides_its_mro_is_read_as_a_changeable_class_no_d
         bare.__cuda_array_interface__ = property(lambda self: interface)
         made = cai.from_object(bare(), sync=False, allow_host=True, pointer_check=cai.POINTER_CHECK_NEVER)
         assert made.shape == (2,) and made.data_ptr == host.ctypes.data
+
+
+def test_any_changes_to_a_class_between_reads_read_as_a_class_made_as_it_is_now_no_driver():
+    """What libcai keeps per type against what Python lets a class become. A class is changed
+    at random between reads (its interface given, raising or taken away; `__dlpack__` given with
+    either signature, with `__dlpack_device__`, or taken away; with or without `__slots__`, under
+    a metaclass that hides its MRO or none) and read after each change; a class made fresh in
+    the same state is read once beside it. Every protocol describes the same host array, so
+    whichever route what libcai learned of the changed class takes, both reads give the same
+    answer: the same array, or the same refusal, word for word."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    values = numpy.arange(8, dtype=numpy.float32)
+    interface = {"shape": (8,), "typestr": "<f4", "data": (values.ctypes.data, False), "version": 3}
+
+    def raising(self):
+        raise AttributeError("no interface on this instance")
+
+    interfaces = {"none": None, "valid": property(lambda self: interface), "raising": property(raising)}
+    dlpacks = {"none": None, "keywords": lambda self, **kw: values.__dlpack__(**kw),
+               "stream only": lambda self, stream=None: values.__dlpack__(stream=stream)}
+    hiding = type("Meta", (type,), {"__mro__": property(lambda cls: 1 / 0)})
+
+    def attributes(state):
+        interface_kind, dlpack_kind = state
+        dlpack = dlpacks[dlpack_kind]
+        return {"__cuda_array_interface__": interfaces[interface_kind], "__dlpack__": dlpack,
+                "__dlpack_device__": dlpack and (lambda self: values.__dlpack_device__())}
+
+    def outcome(kind):
+        try:
+            made = cai.from_object(kind(), sync=False, allow_host=True, pointer_check=cai.POINTER_CHECK_NEVER)
+        except Exception as error:  # noqa: BLE001 (the refusal itself is compared)
+            return type(error).__name__, str(error)
+        return made.shape, made.typestr, made.data_ptr == values.ctypes.data, made.readonly
+
+    states = st.tuples(st.sampled_from(sorted(interfaces)), st.sampled_from(sorted(dlpacks)))
+
+    @settings(max_examples=150, database=None, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.booleans(), st.booleans(), st.lists(states, min_size=1, max_size=6))
+    def check(slots, hides_mro, changes):
+        meta = hiding if hides_mro else type
+        namespace = {"__slots__": ()} if slots else {}
+        changed = meta("K", (), dict(namespace))
+        for state in changes:
+            for name, value in attributes(state).items():
+                if value is not None:
+                    setattr(changed, name, value)
+                elif name in changed.__dict__:
+                    delattr(changed, name)
+            fresh = meta("K", (), {**namespace, **{n: v for n, v in attributes(state).items() if v is not None}})
+            assert outcome(changed) == outcome(fresh), (slots, hides_mro, changes, state)
+
+    check()
