@@ -48,6 +48,18 @@ impl Read {
             validated: None,
         }
     }
+
+    /// `borrowing`, with what validating the struct found (for the import to reuse).
+    pub fn borrowing_validated(
+        array: Pooled,
+        device: Option<CaiDLDevice>,
+        owner: Option<Py<PyAny>>,
+        validated: Validated,
+    ) -> Read {
+        let mut read = Read::borrowing(array, device, owner);
+        read.validated = Some(validated);
+        read
+    }
 }
 
 /// A Read's parts, its struct's release moved out of the struct for the new owner to hold.

@@ -216,11 +216,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
             let Some(api) = lookup_c_api(&obj.get_type())? else { return Ok(None) };
             let mut array = Pooled::cleared();
             match call_c_api(api, owning, obj, &request_of(&options), &mut array)? {
-                Called::Described(validated) => {
-                    let mut read = Read::borrowing(array, None, keep);
-                    read.validated = Some(validated);
-                    read
-                }
+                Called::Described(validated) => Read::borrowing_validated(array, None, keep, validated),
                 Called::NotSupported => {
                     return Err(Failure::Cai(cai::Error::new(
                         cai::Status::NotSupported,
@@ -234,9 +230,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
             let Some(exchange) = lookup_exchange_api(&obj.get_type())? else { return Ok(None) };
             let TakenTensor { taken, device, validated } =
                 take_by_exchange(obj, exchange, ProducerOrdering::NotWanted, host)?;
-            let mut read = Read::borrowing(taken.into_inner(), Some(device), keep);
-            read.validated = Some(validated);
-            read
+            Read::borrowing_validated(taken.into_inner(), Some(device), keep, validated)
         }
         Protocol::Exchange { owning: false } => {
             let Some(exchange) = lookup_exchange_api(&obj.get_type())? else { return Ok(None) };
@@ -244,9 +238,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
             let view = view_by_exchange(obj, exchange, dltensor, ProducerOrdering::NotWanted, host)?;
             let mut array = Pooled::cleared();
             view.write(&mut array);
-            let mut read = Read::borrowing(array, Some(view.device()), keep);
-            read.validated = Some(view.validated());
-            read
+            Read::borrowing_validated(array, Some(view.device()), keep, view.validated())
         }
         Protocol::Capsule => {
             let dl_options = CaiDLPackOptions { allow_host: 1, ..Default::default() };
@@ -255,9 +247,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
             // SAFETY: taken by the core just now, of the kind `versioned` says.
             let device = unsafe { device_of_taken(taken.array(), versioned) };
             // The tensor keeps its memory alive (its deleter lets go of it), not the capsule.
-            let mut read = Read::borrowing(taken.into_inner(), Some(device), None);
-            read.validated = Some(validated);
-            read
+            Read::borrowing_validated(taken.into_inner(), Some(device), None, validated)
         }
         Protocol::BufferInterface => read_buffer_interface(obj)?,
     };

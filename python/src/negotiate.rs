@@ -881,18 +881,17 @@ fn read_by_c_api(
     let keep = Some(obj.clone().unbind());
     if let Some(offered) = Offered::of(api.table()) {
         let described = offered.describe_object(obj, host, &mut array)?;
-        let mut read = Read::borrowing(array, described.known_device(), keep);
-        read.validated = Some(described.validated);
-        return Ok(Some(read));
+        return Ok(Some(Read::borrowing_validated(
+            array,
+            described.known_device(),
+            keep,
+            described.validated,
+        )));
     }
     Ok(match call_c_api(api, true, obj, &request_of(options), &mut array)? {
         // The struct's release (the producer's) runs with the Read or the Array made of it;
         // `obj` is kept too, for a table whose acquire forgot to.
-        Called::Described(validated) => {
-            let mut read = Read::borrowing(array, None, keep);
-            read.validated = Some(validated);
-            Some(read)
-        }
+        Called::Described(validated) => Some(Read::borrowing_validated(array, None, keep, validated)),
         Called::NotSupported => None,
     })
 }
@@ -901,9 +900,7 @@ fn read_by_c_api(
 /// validated of it.
 fn taken_from(obj: &Bound<'_, PyAny>, tensor: TakenTensor) -> Read {
     let TakenTensor { taken, device, validated } = tensor;
-    let mut read = Read::borrowing(taken.into_inner(), Some(device), Some(obj.clone().unbind()));
-    read.validated = Some(validated);
-    read
+    Read::borrowing_validated(taken.into_inner(), Some(device), Some(obj.clone().unbind()), validated)
 }
 
 /// Moves what the import reads to the thread that runs it with the GIL released.

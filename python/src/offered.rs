@@ -307,8 +307,12 @@ impl Offered {
         let mut array = Pooled::cleared();
         let host = AllowHost::ALLOWED;
         let described = self.describe_object(obj, host, &mut array)?;
-        let mut read = Read::borrowing(array, described.known_device(), Some(obj.clone().unbind()));
-        read.validated = Some(described.validated);
+        let read = Read::borrowing_validated(
+            array,
+            described.known_device(),
+            Some(obj.clone().unbind()),
+            described.validated,
+        );
         Ok(ArrayObject::of_read(obj.py(), read, None)?)
     }
 
