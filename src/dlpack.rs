@@ -623,15 +623,44 @@ unsafe fn take_tensor<T: Managed>(
     Ok(validated)
 }
 
-/// What a tensor made by `to_dlpack` holds besides itself: the array it took over, less its
-/// extents (`head`), and its extents, sized to its rank. One small allocation (what the
-/// allocator's per-thread cache serves) where the full struct's inline extents would take
-/// 2 KB for every export; a rank above `INLINE_RANK` spills its extents into a second one.
+/// What a tensor made by `to_dlpack` holds besides itself: what it keeps alive (the array it
+/// took over, less its extents, or an object), and its extents, sized to its rank. One small
+/// allocation (what the allocator's per-thread cache serves) where the full struct's inline
+/// extents would take 2 KB for every export; extents past the room of `INLINE_RANK` dimensions
+/// spill into a second one.
 #[repr(C)]
 struct Exported<T> {
     tensor: T,
-    head: ArrayHead,
+    kept: Kept,
     extents: Extents,
+}
+
+/// What an exported tensor keeps alive until its deleter runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Keeper {
+    /// The array handed over: the deleter runs its release (if any) with the array rebuilt.
+    Array,
+    /// An object the array borrows from (its owner and release NULL): the tensor keeps nothing
+    /// of the array but its extents, and its deleter calls `let_go` (a binding's export of an
+    /// object that describes itself, cai-python's offered types).
+    Object(KeptObject),
+}
+
+/// An object an exported tensor keeps alive (`Keeper::Object`).
+#[derive(Clone, Copy, Debug)]
+pub struct KeptObject {
+    /// A reference the caller took for the tensor.
+    pub object: *mut c_void,
+    /// Lets go of `object`: called once, by the tensor's deleter, from whatever thread deletes
+    /// it; it must not unwind.
+    pub let_go: unsafe fn(*mut c_void),
+}
+
+/// What an `Exported` holds for its deleter, by its `Keeper`.
+enum Kept {
+    /// The array less its extents (the tensor's extents hold those).
+    Array(ArrayHead),
+    Object(KeptObject),
 }
 
 /// Ranks whose extents an export keeps in its own allocation (most arrays are matrices,
@@ -647,20 +676,29 @@ enum Extents {
 
 impl Extents {
     /// The extents of `array`'s `ndim` dimensions: its shape twice (the second copy becomes the
-    /// strides in elements), then its strides, in one pass (three slice copies were three
-    /// memcpy calls of a few words each).
-    fn of(array: &CaiArray, ndim: usize) -> Extents {
-        let mut extents = if ndim <= INLINE_RANK {
-            Extents::Inline { len: 3 * ndim, values: [0; 3 * INLINE_RANK] }
+    /// strides in elements), then, where `with_strides` (to hand the array back whole), its
+    /// strides, in one pass (three slice copies were three memcpy calls of a few words each).
+    fn of(array: &CaiArray, ndim: usize, with_strides: bool) -> Extents {
+        let len = if with_strides { 3 * ndim } else { 2 * ndim };
+        let mut extents = if len <= 3 * INLINE_RANK {
+            Extents::Inline { len, values: [0; 3 * INLINE_RANK] }
         } else {
-            Extents::Spilled(vec![0; 3 * ndim].into_boxed_slice())
+            Extents::Spilled(vec![0; len].into_boxed_slice())
         };
         let (shape, rest) = extents.as_mut_slice().split_at_mut(ndim);
         let (in_elements, strides) = rest.split_at_mut(ndim);
-        for (i, (&extent, &stride)) in array.shape[..ndim].iter().zip(&array.strides[..ndim]).enumerate() {
-            shape[i] = extent;
-            in_elements[i] = extent;
-            strides[i] = stride;
+        if with_strides {
+            for (i, (&extent, &stride)) in array.shape[..ndim].iter().zip(&array.strides[..ndim]).enumerate()
+            {
+                shape[i] = extent;
+                in_elements[i] = extent;
+                strides[i] = stride;
+            }
+        } else {
+            for (i, &extent) in array.shape[..ndim].iter().enumerate() {
+                shape[i] = extent;
+                in_elements[i] = extent;
+            }
         }
         extents
     }
@@ -680,19 +718,27 @@ impl Extents {
     }
 }
 
-/// Frees an exported tensor of struct `T`: runs the array's release (once), given the array
-/// as it was handed over (every field, and the extents of its `ndim` dimensions: a release
-/// reads no entry past them, cai.h), then frees the allocation.
+/// Frees an exported tensor of struct `T`: lets go of what it keeps (once: the array's
+/// release, given the array as it was handed over, every field and the extents of its `ndim`
+/// dimensions, as a release reads no entry past them, cai.h; or the object's `let_go`), then
+/// frees the allocation.
 unsafe extern "C" fn delete_exported<T: Managed>(tensor: *mut T) {
     let exported = Box::from_raw((*tensor).manager_context().cast::<Exported<T>>());
-    if let Some(release) = exported.head.release {
+    let head = match exported.kept {
+        Kept::Object(KeptObject { object, let_go }) => {
+            let_go(object);
+            return;
+        }
+        Kept::Array(ref head) => head,
+    };
+    if let Some(release) = head.release {
         let extents = exported.extents.as_slice();
         let ndim = extents.len() / 3;
         // Not zeroed: the 1,024 bytes of extents past `ndim` are never read, and zeroing them
         // cost a memset per deleted tensor.
         let mut array = std::mem::MaybeUninit::<CaiArray>::uninit();
         let array = array.as_mut_ptr();
-        exported.head.write_into(array);
+        head.write_into(array);
         let shape = std::ptr::addr_of_mut!((*array).shape).cast::<i64>();
         let strides = std::ptr::addr_of_mut!((*array).strides).cast::<i64>();
         for (i, (&extent, &stride)) in extents[..ndim].iter().zip(&extents[2 * ndim..]).enumerate() {
@@ -815,8 +861,15 @@ fn export_as<T: Managed>(
     array: &mut CaiArray,
     validated: Option<&Validated>,
     device: Option<CaiDLDevice>,
+    keeper: Keeper,
     make: impl FnOnce(CaiDLTensor, bool) -> T,
 ) -> Result<*mut T> {
+    if matches!(keeper, Keeper::Object(_)) && (array.release.is_some() || !array.owner.is_null()) {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            "an export that keeps an object takes an array that owns nothing (owner and release NULL)",
+        ));
+    }
     let validated = match validated {
         Some(validated) => *validated,
         None => validate(array)?,
@@ -827,7 +880,11 @@ fn export_as<T: Managed>(
     let place = Box::into_raw(Box::<Exported<T>>::new_uninit()).cast::<Exported<T>>();
     // SAFETY: the allocation's own field, written before it is borrowed.
     let extents = unsafe {
-        std::ptr::addr_of_mut!((*place).extents).write(Extents::of(array, ndim));
+        std::ptr::addr_of_mut!((*place).extents).write(Extents::of(
+            array,
+            ndim,
+            matches!(keeper, Keeper::Array),
+        ));
         &mut *std::ptr::addr_of_mut!((*place).extents)
     };
     let strides = &mut extents.as_mut_slice()[ndim..2 * ndim];
@@ -856,7 +913,10 @@ fn export_as<T: Managed>(
     // deleter takes the allocation back as a Box<Exported<T>> (the layout it was made with).
     unsafe {
         std::ptr::addr_of_mut!((*place).tensor).write(tensor);
-        std::ptr::addr_of_mut!((*place).head).write(ArrayHead::of(array));
+        std::ptr::addr_of_mut!((*place).kept).write(match keeper {
+            Keeper::Array => Kept::Array(ArrayHead::of(array)),
+            Keeper::Object(object) => Kept::Object(object),
+        });
     }
     array.release = None;
     // The tensor is the Exported's first field (repr(C)).
@@ -870,16 +930,19 @@ pub fn to_dlpack(
     array: &mut CaiArray,
     device: Option<CaiDLDevice>,
 ) -> Result<*mut CaiDLManagedTensorVersioned> {
-    to_dlpack_validated(array, None, device)
+    to_dlpack_validated(array, None, device, Keeper::Array)
 }
 
-/// `to_dlpack`, with `validate(array)`'s answer when the caller has it (not validated again).
+/// `to_dlpack`, with `validate(array)`'s answer when the caller has it (not validated again),
+/// keeping alive what `keeper` names (a `Keeper::Object` export of an array that owns something
+/// is refused).
 pub fn to_dlpack_validated(
     array: &mut CaiArray,
     validated: Option<&Validated>,
     device: Option<CaiDLDevice>,
+    keeper: Keeper,
 ) -> Result<*mut CaiDLManagedTensorVersioned> {
-    export_as(array, validated, device, |dl_tensor, readonly| CaiDLManagedTensorVersioned {
+    export_as(array, validated, device, keeper, |dl_tensor, readonly| CaiDLManagedTensorVersioned {
         version: CaiDLPackVersion { major: CAI_DLPACK_MAJOR_VERSION, minor: CAI_DLPACK_MINOR_VERSION },
         manager_ctx: std::ptr::null_mut(),
         deleter: Some(delete_exported::<CaiDLManagedTensorVersioned>),
@@ -894,14 +957,16 @@ pub fn to_dlpack_legacy(
     array: &mut CaiArray,
     device: Option<CaiDLDevice>,
 ) -> Result<*mut CaiDLManagedTensor> {
-    to_dlpack_legacy_validated(array, None, device)
+    to_dlpack_legacy_validated(array, None, device, Keeper::Array)
 }
 
-/// `to_dlpack_legacy`, with `validate(array)`'s answer when the caller has it.
+/// `to_dlpack_legacy`, with `validate(array)`'s answer when the caller has it, keeping alive
+/// what `keeper` names.
 pub fn to_dlpack_legacy_validated(
     array: &mut CaiArray,
     validated: Option<&Validated>,
     device: Option<CaiDLDevice>,
+    keeper: Keeper,
 ) -> Result<*mut CaiDLManagedTensor> {
     if array.readonly == 1 {
         return Err(Error::new(
@@ -909,7 +974,7 @@ pub fn to_dlpack_legacy_validated(
             "the array is read-only and a legacy DLPack tensor cannot say so; use the versioned one",
         ));
     }
-    export_as(array, validated, device, |dl_tensor, _| CaiDLManagedTensor {
+    export_as(array, validated, device, keeper, |dl_tensor, _| CaiDLManagedTensor {
         dl_tensor,
         manager_ctx: std::ptr::null_mut(),
         deleter: Some(delete_exported::<CaiDLManagedTensor>),
@@ -1355,5 +1420,55 @@ mod tests {
                 (given.ndim, given.shape[..ndim].to_vec(), given.strides[..ndim].to_vec(), 0x1000, 7, 0x55);
             assert_eq!(seen, expected);
         }
+    }
+
+    #[test]
+    fn an_export_that_keeps_an_object_lets_go_of_it_once_and_refuses_an_owning_array() {
+        use std::sync::Mutex;
+        static LET_GO: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+        unsafe fn let_go(object: *mut c_void) {
+            LET_GO.lock().unwrap().push(object as usize);
+        }
+        unsafe extern "C" fn never(_: *mut CaiArray) {
+            panic!("a borrowed array has no release to run");
+        }
+        let host = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
+        // Ranks on both sides of what the export holds inline (two extents a dimension here).
+        for ndim in [0usize, 2, INLINE_RANK, 3 * INLINE_RANK / 2, 3 * INLINE_RANK / 2 + 1, CAI_MAX_NDIM] {
+            let mut array = CaiArray::zeroed();
+            array.version = 3;
+            array.ndim = ndim as i32;
+            array.set_typestr("<f4");
+            array.data = 0x1000;
+            array.strides_given = 1;
+            for i in 0..ndim {
+                array.shape[i] = 1 + (i % 2) as i64;
+                array.strides[i] = 4 << (ndim - 1 - i);
+            }
+            let object = 0x77 + ndim;
+            let keeper = Keeper::Object(KeptObject { object: object as *mut c_void, let_go });
+            let tensor = to_dlpack_validated(&mut array, None, Some(host), keeper).unwrap();
+            // SAFETY: the tensor just made; its shape and strides hold ndim entries each.
+            unsafe {
+                let dl = &(*tensor).dl_tensor;
+                assert_eq!(std::slice::from_raw_parts(dl.shape, ndim), &array.shape[..ndim]);
+                let elements: Vec<i64> = array.strides[..ndim].iter().map(|s| s / 4).collect();
+                assert_eq!(std::slice::from_raw_parts(dl.strides, ndim), &elements[..]);
+                assert!(LET_GO.lock().unwrap().is_empty(), "kept until the deleter runs");
+                ((*tensor).deleter.unwrap())(tensor);
+            }
+            assert_eq!(std::mem::take(&mut *LET_GO.lock().unwrap()), vec![object], "let go of once");
+        }
+        // An array that owns something would have its release never run: refused, nothing kept.
+        let mut owning = CaiArray::zeroed();
+        owning.version = 3;
+        owning.set_typestr("<f4");
+        owning.release = Some(never);
+        let keeper = Keeper::Object(KeptObject { object: 0x99 as *mut c_void, let_go });
+        let refused = to_dlpack_legacy_validated(&mut owning, None, Some(host), keeper).unwrap_err();
+        assert_eq!(refused.status, Status::InvalidArgument);
+        assert!(refused.message.contains("owns nothing"), "{}", refused.message);
+        assert!(owning.release.is_some(), "the refused array still owns what it owned");
+        assert!(LET_GO.lock().unwrap().is_empty());
     }
 }

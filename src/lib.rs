@@ -136,7 +136,7 @@ pub mod binding {
             check_dltensor, check_versioned, device_is_cuda_or_allowed_host, device_of, discard,
             dl_tensor_of, from_dlpack, from_dlpack_legacy, read_dltensor, to_dlpack, to_dlpack_legacy,
             to_dlpack_legacy_validated, to_dlpack_validated, write_dltensor, write_versioned, AllowHost,
-            CheckedDlTensor, HostWords, RELEASE_VERSIONED,
+            CheckedDlTensor, HostWords, Keeper, KeptObject, RELEASE_VERSIONED,
         };
     }
 

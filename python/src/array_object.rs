@@ -32,6 +32,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
+use cai::binding::dlpack::Keeper;
 use cai::binding::import::Imported;
 use cai::binding::rules::validate;
 use cai::{CaiArray, CaiDLDevice, CaiDLTensor, CAI_MAX_NDIM};
@@ -440,7 +441,7 @@ impl Array {
     ) -> CaiResult<*mut std::ffi::c_void> {
         let mut view = *slf.get().array();
         Array::own_export(slf, &mut view)?;
-        Ok(tensor_of(&mut view, slf.get().validated().as_ref(), device, consumer, versioned)?)
+        Ok(tensor_of(&mut view, slf.get().validated().as_ref(), device, consumer, versioned, Keeper::Array)?)
     }
 
     /// The non-owning DLTensor of this array (valid while it lives): its shape is the struct's,

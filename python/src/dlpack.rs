@@ -8,7 +8,7 @@ use std::ffi::{c_void, CStr};
 
 use cai::binding::dlpack::{
     device_of, discard, from_dlpack, from_dlpack_legacy, to_dlpack_legacy_validated, to_dlpack_validated,
-    HostWords,
+    HostWords, Keeper,
 };
 use cai::binding::release_array;
 use cai::binding::rules::Validated;
@@ -135,19 +135,20 @@ unsafe extern "C" fn drop_legacy_capsule(capsule: *mut pyo3::ffi::PyObject) {
     }
 }
 
-/// A DLPack tensor owning `view` (an owning struct: a cai.Array's copy that
-/// `Array::own_export` made own an export, an offered type's description; `validated`: its
-/// validation, when the caller has it), as the versioned struct
-/// when `versioned`, else the legacy one, after the consumer's stream (if any) is ordered after
-/// the array's. Taken by reference, as the struct is large: on success the tensor owns what
-/// the view owned (its release cleared); on every failure the view is released (its export
-/// ended) before this returns.
+/// A DLPack tensor of `view` (`validated`: its validation, when the caller has it) keeping
+/// alive what `keeper` names (the view itself, an owning struct such as a cai.Array's copy that
+/// `Array::own_export` made own an export; or an object, for an offered type's description,
+/// which owns nothing), as the versioned struct when `versioned`, else the legacy one, after
+/// the consumer's stream (if any) is ordered after the array's. Taken by reference, as the
+/// struct is large: on success the tensor owns what the view owned (its release cleared); on
+/// every failure the view is released (its export ended) before this returns.
 pub fn tensor_of(
     view: &mut CaiArray,
     validated: Option<&Validated>,
     device: CaiDLDevice,
     consumer: Option<u64>,
     versioned: bool,
+    keeper: Keeper,
 ) -> Result<*mut c_void, cai::Error> {
     let ordered = match consumer {
         Some(consumer) => cai::binding::import::sync(
@@ -158,9 +159,9 @@ pub fn tensor_of(
     };
     let made = ordered.and_then(|()| {
         if versioned {
-            to_dlpack_validated(view, validated, Some(device)).map(|t| t.cast::<c_void>())
+            to_dlpack_validated(view, validated, Some(device), keeper).map(|t| t.cast::<c_void>())
         } else {
-            to_dlpack_legacy_validated(view, validated, Some(device)).map(|t| t.cast::<c_void>())
+            to_dlpack_legacy_validated(view, validated, Some(device), keeper).map(|t| t.cast::<c_void>())
         }
     });
     if made.is_err() {

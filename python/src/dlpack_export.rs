@@ -14,6 +14,7 @@ use crate::fastcall::Signature;
 use crate::options::{consumer_stream, int_pair, is_absent, is_absent_or_small_int, plain_int_pair};
 use crate::values::scalar;
 use cai::binding::dict::Repr;
+use cai::binding::dlpack::Keeper;
 use cai::binding::rules::Validated;
 
 /// `__dlpack__`'s keyword-only parameters, by the array API standard (cai.Array's and every
@@ -129,6 +130,6 @@ pub fn dlpack_capsule(
     device: CaiDLDevice,
     request: &DlpackRequest,
 ) -> CaiResult<Py<PyAny>> {
-    let tensor = tensor_of(view, validated, device, request.consumer, request.versioned)?;
+    let tensor = tensor_of(view, validated, device, request.consumer, request.versioned, Keeper::Array)?;
     capsule_of(py, tensor, request.versioned)
 }

@@ -368,7 +368,18 @@ unsafe extern "C" fn release_held_reference(array: *mut CaiArray) {
         return;
     }
     // SAFETY: the reference `hold_reference` took, let go of once (the owner was cleared above).
-    with_thread_attached(|_| unsafe { ffi::Py_DecRef(owner) });
+    unsafe { let_go_of_reference(owner.cast()) };
+}
+
+/// Lets go of a strong reference to a Python object, attached to the interpreter from any
+/// thread (`with_thread_attached`: leaked once the interpreter is finalizing); what an export
+/// that keeps an object (`Keeper::Object`) calls from the tensor's deleter.
+///
+/// # Safety
+/// `object` is a strong reference the caller owns, given up here.
+pub unsafe fn let_go_of_reference(object: *mut c_void) {
+    // SAFETY: the caller's reference, let go of once.
+    with_thread_attached(|_| unsafe { ffi::Py_DecRef(object.cast()) });
 }
 
 /// How the calling thread is attached to the interpreter now (the interpreter is initialized:

@@ -16,7 +16,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
 
-use cai::binding::dlpack::AllowHost;
+use cai::binding::dlpack::{AllowHost, Keeper, KeptObject};
 use cai::binding::rules::{validate, Validated};
 use cai::{
     CaiArray, CaiDLDevice, CaiError, CaiStatus, Error, Status, CAI_DL_CPU, CAI_DL_CUDA, CAI_MEMORY_CUDA,
@@ -34,7 +34,7 @@ use crate::c_api_rules::memory_other_than_cuda;
 use crate::described::Read;
 use crate::dlpack::{device_of_array, tensor_of};
 use crate::errors::{CaiResult, Failure};
-use crate::fastcall::hold_reference;
+use crate::fastcall::{hold_reference, let_go_of_reference};
 use crate::pool::{with_fill_error, Pooled};
 
 /// One offered type: the table first, so that the `api` a consumer passes back is the
@@ -319,7 +319,8 @@ impl Offered {
     /// A DLPack tensor of `obj`'s description (`array`, as `describe_object` wrote it, and
     /// what it found), owning a reference to `obj` until the tensor's deleter runs; the
     /// consumer's stream (if any) ordered after the producer's. The struct goes straight from
-    /// the description to the tensor, never copied whole; on failure nothing is held.
+    /// the description to the tensor, never copied whole, and the tensor keeps the object, not
+    /// the array (its deleter has no array to rebuild); on failure nothing is held.
     pub fn export_described(
         obj: &Bound<'_, PyAny>,
         array: &mut CaiArray,
@@ -328,10 +329,12 @@ impl Offered {
         consumer: Option<u64>,
         versioned: bool,
     ) -> CaiResult<*mut c_void> {
-        // SAFETY: attached (a Bound exists); `obj` is live. The reference is the tensor's from
-        // here on, or let go of by tensor_of's release on failure.
-        unsafe { hold_reference(array, obj.as_ptr()) };
-        Ok(tensor_of(array, Some(&described.validated), device, consumer, versioned)?)
+        let keeper = Keeper::Object(KeptObject { object: obj.as_ptr().cast(), let_go: let_go_of_reference });
+        let tensor = tensor_of(array, Some(&described.validated), device, consumer, versioned, keeper)?;
+        // SAFETY: attached (a Bound exists); `obj` is live. The reference the tensor keeps,
+        // taken once it exists: its deleter lets go of it once.
+        unsafe { ffi::Py_IncRef(obj.as_ptr()) };
+        Ok(tensor)
     }
 
     /// The DLPack device of what `describe` wrote: the fill's word, else asked of the driver.
