@@ -47,9 +47,10 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// The Python binding's layers (python/src), lowest first: the interpreter query, the leaves,
 /// the cai.Array's state, its objects, the protocol readers, the one negotiation, the class as
 /// Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 28] = [
+const PYTHON_LAYERS: [(&str, u32); 29] = [
     ("interpreter", 0),
     ("c_api_rules", 1),
+    ("classes", 1),
     ("errors", 1),
     ("exchange_api", 1),
     ("fastcall", 1),

@@ -40,6 +40,7 @@ mod dlpack;
 mod options;
 
 mod c_api_rules;
+mod classes;
 mod errors;
 mod exchange_api;
 mod fastcall;

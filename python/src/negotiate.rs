@@ -23,9 +23,10 @@ use cai::{
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::{PyDict, PyType};
 
 use crate::array_object::ArrayObject;
+use crate::classes;
 use crate::described::Read;
 use crate::dlpack::{Taken, TakenTensor};
 use crate::errors::{CaiResult, Failure};
@@ -307,7 +308,7 @@ fn may_have_interface(ty: &Bound<'_, PyType>) -> PyResult<bool> {
     if ty.hasattr(intern!(py, "__cuda_array_interface__"))? || !classes_fixed(ty) {
         return Ok(true);
     }
-    let dict_offset: isize = ty.getattr(intern!(py, "__dictoffset__"))?.extract()?;
+    let dict_offset = classes::dict_offset(ty)?;
     // SAFETY: a live type; PyType_GetSlot reads static types too since CPython 3.10.
     let getattro = unsafe { pyo3::ffi::PyType_GetSlot(ty.as_type_ptr(), pyo3::ffi::Py_tp_getattro) };
     let generic = pyo3::ffi::PyObject_GenericGetAttr as *mut c_void;
@@ -316,13 +317,11 @@ fn may_have_interface(ty: &Bound<'_, PyType>) -> PyResult<bool> {
 
 /// Whether no class in `ty`'s MRO can gain an attribute: each is flagged immutable (static
 /// types, numpy's ndarray among them, and heap types made so), where a class statement's can be
-/// given one at any time. An MRO that cannot be read as a tuple of types (a metaclass's own
-/// `__mro__`) counts as changeable, the answer that costs a lookup, never a wrong read.
+/// given one at any time. The MRO is CPython's, whatever a metaclass's own `__mro__` says
+/// (classes.rs); a type without one yet counts as changeable, the answer that costs a lookup,
+/// never a wrong read.
 fn classes_fixed(ty: &Bound<'_, PyType>) -> bool {
-    let Ok(mro) = ty.getattr(intern!(ty.py(), "__mro__")).and_then(|mro| Ok(mro.cast_into::<PyTuple>()?))
-    else {
-        return false;
-    };
+    let Ok(mro) = classes::mro(ty) else { return false };
     for class in mro.iter() {
         let Ok(class) = class.cast_into::<PyType>() else { return false };
         // SAFETY: a live type object.

@@ -10,9 +10,10 @@ use cai_python::ffi::{
 };
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple, PyType};
+use pyo3::types::{PyString, PyType};
 
 use crate::c_api_rules::memory_other_than_cuda;
+use crate::classes;
 use crate::errors::{CaiResult, Failure};
 
 /// A type's table of major 1. It lives as long as the type (the proposal's rule), which the
@@ -75,13 +76,12 @@ pub fn lookup_c_api(ty: &Bound<'_, PyType>) -> PyResult<Option<CApi>> {
 /// mask, moved the stream), whose instances the inherited table would describe wrongly.
 pub fn interface_defined_nearer(ty: &Bound<'_, PyType>, attribute: &Bound<'_, PyString>) -> PyResult<bool> {
     let py = ty.py();
-    let mro = ty.getattr(intern!(py, "__mro__"))?.cast_into::<PyTuple>()?;
-    for class in mro.iter() {
-        let own = class.getattr(intern!(py, "__dict__"))?;
-        if own.contains(attribute)? {
+    for class in classes::mro(ty)?.iter() {
+        let class = class.cast_into::<PyType>()?;
+        if classes::defines(&class, attribute)? {
             return Ok(false);
         }
-        if own.contains(intern!(py, "__cuda_array_interface__"))? {
+        if classes::defines(&class, intern!(py, "__cuda_array_interface__"))? {
             return Ok(true);
         }
     }

@@ -246,6 +246,27 @@ def test_subclasses_inherit_and_a_subclass_overriding_the_dict_is_read_by_its_di
     assert cai.from_object(Masked(DEVICE_BUFFER, 5, 1), sync=False).shape == (7,)
 
 
+def test_a_subclass_whose_metaclass_answers_for_its_mro_or_dict_reads_as_without_it_no_driver(ext):
+    """Which class defines the dict, against the one whose table is inherited, is read from the
+    classes CPython resolves attributes by: a metaclass's own `__mro__` or `__dict__` (one that
+    raises, or gives no classes) is not the type's, so a subclass under it reads as the same
+    subclass without it: by the inherited table, or by a nearer dict."""
+    values = np.arange(12, dtype=np.uint8)
+    interface = {"shape": (12,), "typestr": "|u1", "data": (values.ctypes.data, False), "version": 3}
+
+    def reads(meta):
+        child = meta("Child", (ext.Image,), {})
+        masked = meta("Masked", (ext.Image,), {"__cuda_array_interface__": property(lambda self: interface)})
+        made = [kind(values.ctypes.data, 3, 4, host=True, base=values) for kind in (child, masked)]
+        return [cai.from_object(image, sync=False, allow_host=True, pointer_check=cai.POINTER_CHECK_NEVER).shape
+                for image in made]
+
+    assert reads(type) == [(3, 4), (12,)]
+    for name, value in [("__mro__", property(lambda cls: 1 / 0)), ("__mro__", property(lambda cls: (1, 2))),
+                        ("__mro__", property(lambda cls: None)), ("__dict__", property(lambda cls: 1 / 0))]:
+        assert reads(type("Meta", (type,), {name: value})) == [(3, 4), (12,)], name
+
+
 def test_a_subclass_hiding_the_c_level_table_is_still_served_by_the_inherited_exchange_table(ext):
     """docs/c-level-cai.md section 1: a subclass may set __cuda_array_interface_c_api__ = None;
     the DLPack exchange table it still inherits finds the fill by the object's type, not through
