@@ -249,6 +249,15 @@ ALL_FOUR = ["stream", "max_version", "dl_device", "copy"]
 KEYWORD_SETS = [sorted(ALL_FOUR), ["max_version", "stream"], ["stream"]]
 
 
+def answering_metaclasses():
+    """Metaclasses that define `__mro__` or `__dict__` for their classes (a property that raises,
+    or gives no classes), whose word libcai must not take for what a class is: (the name it
+    defines, the metaclass)."""
+    answers = [("__mro__", lambda cls: 1 / 0), ("__mro__", lambda cls: (1, 2)), ("__mro__", lambda cls: None),
+               ("__dict__", lambda cls: 1 / 0)]
+    return [(name, type("Meta", (type,), {name: property(answer)})) for name, answer in answers]
+
+
 # DLPack 1.3's exchange table: a {version, prev_version_api} header (16 bytes), then
 # managed_tensor_allocator, managed_tensor_from_py_object_no_sync,
 # managed_tensor_to_py_object_no_sync, dltensor_from_py_object_no_sync, current_work_stream.
