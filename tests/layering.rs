@@ -44,13 +44,13 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// The Python binding's layers (python/src), lowest first: the interpreter query, the leaves,
-/// the cai.Array's state, its objects, the protocol readers, the one negotiation, the class as
-/// Python sees it, the entry points.
+/// The Python binding's layers (python/src), lowest first: the interpreter and class queries,
+/// the leaves, the cai.Array's state, its objects, the protocol readers, the one negotiation,
+/// the class as Python sees it, the entry points.
 const PYTHON_LAYERS: [(&str, u32); 29] = [
     ("interpreter", 0),
+    ("classes", 0),
     ("c_api_rules", 1),
-    ("classes", 1),
     ("errors", 1),
     ("exchange_api", 1),
     ("fastcall", 1),

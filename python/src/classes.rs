@@ -1,8 +1,10 @@
-//! A type's method resolution order, its classes' own namespaces and its instances' dict offset
-//! as CPython keeps them, read through `type`'s own descriptors. A metaclass may define
-//! `__mro__`, `__dict__` or `__dictoffset__` for its classes (a property that raises, or gives anything at all); what libcai learns of a
-//! type (negotiate.rs) and which class defines a protocol (read_c_api.rs) must not take the
-//! metaclass's answer for the type's. Read once per type, never on a hot path.
+//! A type's name, method resolution order, its classes' own namespaces and its instances' dict
+//! offset as CPython keeps them, read through `type`'s own descriptors. A metaclass may define
+//! `__name__`, `__mro__`, `__dict__` or `__dictoffset__` for its classes (a property that
+//! raises, or gives anything at all); what libcai learns of a type (negotiate.rs), which class
+//! defines a protocol (read_c_api.rs) and the name a message gives a type (values.rs's
+//! `TypeOf`) must not take the metaclass's answer for the type's. Read once per type or for a
+//! message, never on a hot path.
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -30,4 +32,11 @@ pub fn defines(class: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResul
 /// Where `ty`'s instances keep their `__dict__` (0: they have none).
 pub fn dict_offset(ty: &Bound<'_, PyType>) -> PyResult<isize> {
     through_type(ty, intern!(ty.py(), "__dictoffset__"))?.extract()
+}
+
+/// `ty`'s `__name__`, for messages: "?" where even CPython's own cannot be read.
+pub fn name(ty: &Bound<'_, PyType>) -> String {
+    through_type(ty, intern!(ty.py(), "__name__"))
+        .and_then(|name| name.extract())
+        .unwrap_or_else(|_| "?".into())
 }

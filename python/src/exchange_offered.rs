@@ -31,6 +31,7 @@ use crate::exchange_api::{ExchangeApi, ExchangeApiHeader, EXCHANGE_API};
 use crate::fastcall::run_assumed_status;
 use crate::offered::Offered;
 use crate::pool::with_fill_array;
+use crate::values::TypeOf;
 
 /// cai.Array's table. Its work stream is the legacy default stream (the table is per type, and
 /// a cai.Array's producer stream is per array): taking a tensor orders the legacy default
@@ -72,7 +73,7 @@ unsafe fn array_of<'py>(py: Python<'py>, object: *mut c_void) -> PyResult<ArrayO
     ArrayObject::of(&object).ok_or_else(|| {
         pyo3::exceptions::PyTypeError::new_err(format!(
             "libcai's DLPack exchange table of cai.Array was given a '{}', not a cai.Array",
-            object.get_type().name().map(|name| name.to_string()).unwrap_or_default()
+            TypeOf::new(&object)
         ))
     })
 }
@@ -99,7 +100,7 @@ fn offered_of(object: &Bound<'_, PyAny>) -> PyResult<&'static Offered> {
         pyo3::exceptions::PyTypeError::new_err(format!(
             "a '{}' is not an instance of a type offered by cai_python_offer: the offered types' \
              __dlpack_c_exchange_api__ takes only those",
-            object.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            TypeOf::new(object)
         ))
     })
 }

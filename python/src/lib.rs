@@ -40,13 +40,13 @@ mod dlpack;
 mod options;
 
 mod c_api_rules;
-mod classes;
 mod errors;
 mod exchange_api;
 mod fastcall;
 mod pool;
 mod values;
 
+mod classes;
 mod interpreter;
 
 use pyo3::exceptions::PyImportError;

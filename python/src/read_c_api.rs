@@ -15,6 +15,7 @@ use pyo3::types::{PyString, PyType};
 use crate::c_api_rules::memory_other_than_cuda;
 use crate::classes;
 use crate::errors::{CaiResult, Failure};
+use crate::values::TypeOf;
 
 /// A type's table of major 1. It lives as long as the type (the proposal's rule), which the
 /// negotiation's per-type facts keep alive while they hold this.
@@ -154,7 +155,7 @@ pub fn call_c_api(
         Status::Python => Err(Failure::Python(raised.unwrap_or_else(|| {
             pyo3::exceptions::PySystemError::new_err(format!(
                 "the C-level CAI table of '{}' returned CAI_ERROR_PYTHON without an exception set",
-                type_name(obj)
+                TypeOf::new(obj)
             ))
         }))),
         _ => {
@@ -202,9 +203,5 @@ fn described_by_the_rules(out: &CaiArray, owning: bool) -> Result<Validated, (St
 }
 
 fn refused(obj: &Bound<'_, PyAny>, status: Status, what: &str) -> Failure {
-    Failure::Cai(Error::new(status, format!("the C-level CAI table of '{}' {what}", type_name(obj))))
-}
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+    Failure::Cai(Error::new(status, format!("the C-level CAI table of '{}' {what}", TypeOf::new(obj))))
 }

@@ -18,11 +18,13 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyType};
 
+use crate::classes;
 use crate::dlpack::{Taken, TakenTensor};
 use crate::errors::CaiResult;
 use crate::exchange_api::{
     CurrentWorkStream, DlTensorFromPyObject, ExchangeApi, ExchangeApiHeader, FromPyObject, EXCHANGE_API,
 };
+use crate::values::TypeOf;
 
 /// The two functions libcai calls from a producer type's exchange table.
 #[derive(Clone, Copy)]
@@ -54,8 +56,8 @@ pub fn lookup_exchange_api(ty: &Bound<'_, PyType>) -> PyResult<Option<Exchange>>
         if !address.is_exact_instance_of::<PyInt>() {
             return Err(PyTypeError::new_err(format!(
                 "{}.__c_dlpack_exchange_api__ must be an int (the table's address), not {}",
-                ty.name()?,
-                address.get_type().name()?
+                classes::name(ty),
+                TypeOf::new(&address)
             )));
         }
         table = address.extract::<usize>()? as *const ExchangeApi;
@@ -80,7 +82,7 @@ pub fn lookup_exchange_api(ty: &Bound<'_, PyType>) -> PyResult<Option<Exchange>>
     }
     Err(PyTypeError::new_err(format!(
         "{}'s DLPack exchange table chains more than {EXCHANGE_CHAIN_LIMIT} versions through prev_version_api (a cycle?)",
-        ty.name()?
+        classes::name(ty)
     )))
 }
 

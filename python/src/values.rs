@@ -11,6 +11,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyList, PyString, PyTuple};
 
+use crate::classes;
+
 /// An object the rules show by its type's name; the name is looked up only for a message.
 #[derive(Clone, Copy)]
 pub struct TypeOf<'a, 'py>(Borrowed<'a, 'py, PyAny>);
@@ -23,10 +25,7 @@ impl<'a, 'py> TypeOf<'a, 'py> {
 
 impl fmt::Display for TypeOf<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.get_type().name() {
-            Ok(name) => write!(f, "{name}"),
-            Err(_) => f.write_str("object"),
-        }
+        f.write_str(&classes::name(&self.0.get_type()))
     }
 }
 

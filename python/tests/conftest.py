@@ -250,11 +250,11 @@ KEYWORD_SETS = [sorted(ALL_FOUR), ["max_version", "stream"], ["stream"]]
 
 
 def answering_metaclasses():
-    """Metaclasses that define `__mro__` or `__dict__` for their classes (a property that raises,
-    or gives no classes), whose word libcai must not take for what a class is: (the name it
-    defines, the metaclass)."""
+    """Metaclasses that define `__mro__`, `__dict__` or `__name__` for their classes (a property
+    that raises, or gives no classes, no str), whose word libcai must not take for what a class
+    is or is called: (the name it defines, the metaclass)."""
     answers = [("__mro__", lambda cls: 1 / 0), ("__mro__", lambda cls: (1, 2)), ("__mro__", lambda cls: None),
-               ("__dict__", lambda cls: 1 / 0)]
+               ("__dict__", lambda cls: 1 / 0), ("__name__", lambda cls: 1 / 0), ("__name__", lambda cls: 42)]
     return [(name, type("Meta", (type,), {name: property(answer)})) for name, answer in answers]
 
 

@@ -231,6 +231,19 @@ def test_a_type_whose_metaclass_hides_its_mro_is_read_as_a_changeable_class_no_d
         assert made.shape == (2,) and made.data_ptr == host.ctypes.data
 
 
+def test_a_refusal_names_the_class_by_its_own_name_whatever_its_metaclass_answers_no_driver():
+    """A message names a type by the name CPython keeps for it: a metaclass's own `__name__`,
+    `__mro__` or `__dict__` (raising, or giving no str) neither renames it nor replaces the
+    refusal with the metaclass's error."""
+    for defined, meta in answering_metaclasses():
+        bare = meta("Bare", (), {})
+        with pytest.raises(TypeError, match="not a 'Bare' \\(it has neither"):
+            cai.from_object(bare(), sync=False, allow_host=True)
+        wrong = meta("Wrong", (), {"__c_dlpack_exchange_api__": "0x10", "__dlpack__": lambda self, **kw: None})
+        with pytest.raises(TypeError, match=r"^Wrong.__c_dlpack_exchange_api__ must be an int .*, not str$"):
+            cai.from_object(wrong(), sync=False, allow_host=True)
+
+
 def test_any_changes_to_a_class_between_reads_read_as_a_class_made_as_it_is_now_no_driver():
     """What libcai keeps per type against what Python lets a class become. A class is changed
     at random between reads (its interface given, raising or taken away; `__dlpack__` given with
