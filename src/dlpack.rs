@@ -1356,6 +1356,22 @@ mod tests {
         assert_eq!(data_with_byte_offset(usize::MAX as *mut c_void, 1).unwrap_err().status, Status::Overflow);
     }
 
+    /// A v3 `<f4` array of `ndim` dimensions at 0x1000 (extents 1, 2, 1, ...; strides, given
+    /// or not, of a C-contiguous layout).
+    fn f4_array_of_rank(ndim: usize, strides_given: u32) -> CaiArray {
+        let mut array = CaiArray::zeroed();
+        array.version = 3;
+        array.ndim = ndim as i32;
+        array.set_typestr("<f4");
+        array.data = 0x1000;
+        array.strides_given = strides_given;
+        for i in 0..ndim {
+            array.shape[i] = 1 + (i % 2) as i64;
+            array.strides[i] = 4 << (ndim - 1 - i);
+        }
+        array
+    }
+
     /// An export holds the array less its extents, sized to its rank: the tensor reads the
     /// shape and the strides in elements, and the release is handed the array as it was given
     /// (every field, its shape and its byte strides), strided or not, from 0-d to the widest.
@@ -1385,19 +1401,10 @@ mod tests {
         for (ndim, strides_given) in
             [(0usize, 0u32), (2, 1), (3, 0), (INLINE_RANK, 1), (INLINE_RANK + 1, 0), (CAI_MAX_NDIM, 1)]
         {
-            let mut array = CaiArray::zeroed();
-            array.version = 3;
-            array.ndim = ndim as i32;
-            array.set_typestr("<f4");
-            array.data = 0x1000;
+            let mut array = f4_array_of_rank(ndim, strides_given);
             array.stream = 7;
             array.owner = 0x55 as *mut c_void;
             array.release = Some(record);
-            array.strides_given = strides_given;
-            for i in 0..ndim {
-                array.shape[i] = 1 + (i % 2) as i64;
-                array.strides[i] = 4 << (ndim - 1 - i);
-            }
             let given = array;
             let tensor = to_dlpack(&mut array, Some(host)).unwrap();
             assert!(array.release.is_none(), "the tensor owns the array now");
@@ -1435,16 +1442,7 @@ mod tests {
         let host = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
         // Ranks on both sides of what the export holds inline (two extents a dimension here).
         for ndim in [0usize, 2, INLINE_RANK, 3 * INLINE_RANK / 2, 3 * INLINE_RANK / 2 + 1, CAI_MAX_NDIM] {
-            let mut array = CaiArray::zeroed();
-            array.version = 3;
-            array.ndim = ndim as i32;
-            array.set_typestr("<f4");
-            array.data = 0x1000;
-            array.strides_given = 1;
-            for i in 0..ndim {
-                array.shape[i] = 1 + (i % 2) as i64;
-                array.strides[i] = 4 << (ndim - 1 - i);
-            }
+            let mut array = f4_array_of_rank(ndim, 1);
             let object = 0x77 + ndim;
             let keeper = Keeper::Object(KeptObject { object: object as *mut c_void, let_go });
             let tensor = to_dlpack_validated(&mut array, None, Some(host), keeper).unwrap();
