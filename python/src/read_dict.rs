@@ -48,7 +48,7 @@ pub fn interface_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'p
     let desc = unsafe { Bound::from_owned_ptr(py, desc) };
     desc.cast_into::<PyDict>().map(Some).map_err(|e| {
         PyTypeError::new_err(format!(
-            "{}.__cuda_array_interface__ is a {}, not a dict",
+            "{}.__cuda_array_interface__ is a '{}', not a dict",
             TypeOf::new(object),
             TypeOf::new(&e.into_inner())
         ))

@@ -69,7 +69,7 @@ def test_row_05_wrong_kinds_of_object_name_their_type():
         cai.from_object(NoInterface())
     with pytest.raises(TypeError, match="obj must be .* not a 'NoInterface'"):
         cai.validate(NoInterface())
-    with pytest.raises(TypeError, match="Producer.__cuda_array_interface__ is a list"):
+    with pytest.raises(TypeError, match="Producer.__cuda_array_interface__ is a 'list', not a dict"):
         cai.validate(Producer([1, 2]))
 
 
