@@ -687,17 +687,11 @@ impl Extents {
         };
         let (shape, rest) = extents.as_mut_slice().split_at_mut(ndim);
         let (in_elements, strides) = rest.split_at_mut(ndim);
-        if with_strides {
-            for (i, (&extent, &stride)) in array.shape[..ndim].iter().zip(&array.strides[..ndim]).enumerate()
-            {
-                shape[i] = extent;
-                in_elements[i] = extent;
+        for (i, (&extent, &stride)) in array.shape[..ndim].iter().zip(&array.strides[..ndim]).enumerate() {
+            shape[i] = extent;
+            in_elements[i] = extent;
+            if with_strides {
                 strides[i] = stride;
-            }
-        } else {
-            for (i, &extent) in array.shape[..ndim].iter().enumerate() {
-                shape[i] = extent;
-                in_elements[i] = extent;
             }
         }
         extents

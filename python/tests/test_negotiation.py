@@ -235,7 +235,7 @@ def test_a_refusal_names_the_class_by_its_own_name_whatever_its_metaclass_answer
     """A message names a type by the name CPython keeps for it: a metaclass's own `__name__`,
     `__mro__` or `__dict__` (raising, or giving no str) neither renames it nor replaces the
     refusal with the metaclass's error."""
-    for defined, meta in answering_metaclasses():
+    for _, meta in answering_metaclasses():
         bare = meta("Bare", (), {})
         with pytest.raises(TypeError, match="not a 'Bare' \\(it has neither"):
             cai.from_object(bare(), sync=False, allow_host=True)

@@ -15,10 +15,10 @@ import pytest
 import cai
 from conftest import (
     DEVICE_BUFFER,
-    answering_metaclasses,
     CapsuleOf,
     EXCHANGE_MANAGED_TENSOR_FROM_PY_OBJECT,
     TorchLikeStream,
+    answering_metaclasses,
     delete_managed_tensor,
     diverging_producer,
     exchange_table_entry,
