@@ -194,8 +194,8 @@
 #define CAI_ERROR_DRIVER 14
 
 // The data is not memory the consumer can use: a CUDA pointer the device cannot reach (host
-// memory without `allow_host` included), or an OpenCL buffer of another context than the
-// consumer queue's.
+// memory without `allow_host` included), device memory of another device than the one a
+// DLPack tensor names, or an OpenCL buffer of another context than the consumer queue's.
 #define CAI_ERROR_NOT_DEVICE_POINTER 15
 
 // The array's byte extent runs outside the allocation that holds its data pointer.
@@ -549,9 +549,10 @@ CaiStatus cai_move(struct CaiArray *dst, struct CaiArray *src, struct CaiError *
 // ---- Consumers and the driver: import, sync, pointer queries ----------------------------------
 
 // Consumer side: validates `array`, refuses writable access to read-only data, checks the
-// data pointer with the driver (device-accessible, whole extent inside its allocation; by
-// default only where a driver loads, never for zero-size arrays) and synchronizes with the
-// array's stream as `options->sync_mode` says. `options` may be NULL for the defaults.
+// data pointer with the driver (device-accessible, whole extent inside its allocation, and
+// for a struct `cai_from_dlpack*` wrote, on the CUDA device its tensor names; by default only
+// where a driver loads, never for zero-size arrays) and synchronizes with the array's stream
+// as `options->sync_mode` says. `options` may be NULL for the defaults.
 //
 // `*info` (may be NULL) is written only on success. `error` may be NULL; it is written only
 // on failure. Needs the driver only for a pointer check or a sync; fails with

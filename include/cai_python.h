@@ -89,7 +89,8 @@ typedef struct CaiCApi {
 // strides_given = 1), readonly, stream (the stream its pending work is on), mask and descr
 // (pointing into storage `self` keeps), never owner, release or memory. `*device` is preset to
 // {CAI_DL_CUDA, -1} (found from the pointer when asked); a fill may set the CUDA ordinal it knows
-// (0 or more, trusted); an array in host memory sets {CAI_DL_CPU, 0}. Returns CAI_OK, or a status
+// (0 or more, used without asking the driver; a libcai reader that checks the pointer refuses one
+// the driver contradicts); an array in host memory sets {CAI_DL_CPU, 0}. Returns CAI_OK, or a status
 // with `error` written (its message names the field), or CAI_ERROR_PYTHON with a Python exception
 // set. It runs with the caller attached to the interpreter, may be called concurrently on a
 // free-threaded build, and must not run Python code that could change `self`.

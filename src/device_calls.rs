@@ -110,7 +110,12 @@ fn routed(call: impl FnOnce(*mut CaiError) -> CaiStatus) -> Result<()> {
 /// `cai_import` of this copy, or of the routed one.
 pub(crate) fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<CaiPointerInfo> {
     let Some(calls) = ROUTED.get() else {
-        return crate::import::import(array, options).map(|imported| imported.info);
+        // SAFETY: a valid struct (the caller's), which owns what its release says.
+        let imported = match unsafe { crate::dlpack::device_of_taken_tensor(array) } {
+            Some(device) => crate::import::import_described(array, None, options, Some(device)),
+            None => crate::import::import(array, options),
+        };
+        return imported.map(|imported| imported.info);
     };
     let mut info = MaybeUninit::<CaiPointerInfo>::uninit();
     // SAFETY: cai_import's contract (route_device_calls): a valid array and options, a writable

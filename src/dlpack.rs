@@ -502,12 +502,36 @@ pub unsafe fn discard<T: Managed>(tensor: *mut T) {
 /// `write_versioned` caller's without a release of its own): runs the tensor's deleter. Rust's
 /// only (the C API has no such constant).
 /// cbindgen:ignore
-pub const RELEASE_VERSIONED: unsafe extern "C" fn(*mut CaiArray) =
-    release_taken::<CaiDLManagedTensorVersioned>;
+pub const RELEASE_VERSIONED: unsafe extern "C" fn(*mut CaiArray) = release_versioned;
 
-/// Releases a CaiArray made by `from_dlpack*` from a tensor of struct `T`: runs its deleter.
-unsafe extern "C" fn release_taken<T: Managed>(array: *mut CaiArray) {
-    discard::<T>((*array).owner.cast());
+// One function per kind of tensor, not one generic: `device_of_taken_tensor` knows a struct
+// that owns a tensor by its release, and a generic's copies need not share an address.
+/// Releases a CaiArray that owns a versioned tensor: runs its deleter.
+unsafe extern "C" fn release_versioned(array: *mut CaiArray) {
+    discard::<CaiDLManagedTensorVersioned>((*array).owner.cast());
+}
+
+/// Releases a CaiArray that owns a legacy tensor: runs its deleter.
+unsafe extern "C" fn release_legacy(array: *mut CaiArray) {
+    discard::<CaiDLManagedTensor>((*array).owner.cast());
+}
+
+/// The device the DLPack tensor `array` owns names: for a struct `from_dlpack*` wrote (or a
+/// `write_versioned` caller with `RELEASE_VERSIONED`), whose import checks that the pointer is
+/// on it (`import_described`); None for any other struct.
+///
+/// # Safety
+/// `array` is a valid struct, not released: one whose release is one of these two owns a
+/// tensor of that kind as `owner`.
+pub unsafe fn device_of_taken_tensor(array: &CaiArray) -> Option<CaiDLDevice> {
+    let release = array.release?;
+    if std::ptr::fn_addr_eq(release, RELEASE_VERSIONED) {
+        Some((*array.owner.cast::<CaiDLManagedTensorVersioned>()).dl_tensor.device)
+    } else if std::ptr::fn_addr_eq(release, release_legacy as unsafe extern "C" fn(*mut CaiArray)) {
+        Some((*array.owner.cast::<CaiDLManagedTensor>()).dl_tensor.device)
+    } else {
+        None
+    }
 }
 
 fn options_of(options: &CaiDLPackOptions) -> Result<bool> {
@@ -619,7 +643,7 @@ unsafe fn take_tensor<T: Managed>(
         }
     };
     array.owner = tensor.cast();
-    array.release = Some(release_taken::<T>);
+    array.release = Some(T::RELEASE);
     Ok(validated)
 }
 
@@ -774,6 +798,8 @@ fn device_of_validated(
 /// The two DLPack structs a tensor travels in (versioned and legacy): what libcai reads and
 /// writes of either.
 pub trait Managed: Sized {
+    /// The release of a struct that owns a tensor of this kind.
+    const RELEASE: unsafe extern "C" fn(*mut CaiArray);
     /// The DLTensor and the manager context inside the struct.
     fn parts(&mut self) -> (&mut CaiDLTensor, &mut *mut c_void);
     /// The producer's manager context.
@@ -783,6 +809,7 @@ pub trait Managed: Sized {
 }
 
 impl Managed for CaiDLManagedTensorVersioned {
+    const RELEASE: unsafe extern "C" fn(*mut CaiArray) = release_versioned;
     fn parts(&mut self) -> (&mut CaiDLTensor, &mut *mut c_void) {
         (&mut self.dl_tensor, &mut self.manager_ctx)
     }
@@ -795,6 +822,7 @@ impl Managed for CaiDLManagedTensorVersioned {
 }
 
 impl Managed for CaiDLManagedTensor {
+    const RELEASE: unsafe extern "C" fn(*mut CaiArray) = release_legacy;
     fn parts(&mut self) -> (&mut CaiDLTensor, &mut *mut c_void) {
         (&mut self.dl_tensor, &mut self.manager_ctx)
     }

@@ -2,7 +2,8 @@
 //! and synchronize with the producer's stream.
 
 use crate::abi::{
-    CaiArray, CaiImportOptions, CaiPointerInfo, CaiSyncOptions, CAI_MEMORY_CUDA, CAI_POINTER_CHECK_NEVER,
+    CaiArray, CaiDLDevice, CaiImportOptions, CaiPointerInfo, CaiSyncOptions, CAI_MEMORY_CUDA,
+    CAI_POINTER_CHECK_NEVER,
 };
 use crate::device::memory::{check_then_sync, kind_of};
 use crate::device::pointer::HostMemory;
@@ -22,9 +23,21 @@ pub struct Imported {
 
 /// Imports `array` as `options` ask.
 pub fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<Imported> {
+    import_validating(array, options, None)
+}
+
+/// `import`, the pointer checked against the `device` a producer names, if any. The one place
+/// an import validates: one out-of-line copy of validation here, where a second, inlined into
+/// `import_described`, took validation out of line for the readers that inline it (an
+/// offered type's C view, 46 instructions a call).
+fn import_validating(
+    array: &CaiArray,
+    options: &CaiImportOptions,
+    device: Option<CaiDLDevice>,
+) -> Result<Imported> {
     let wanted = wanted(options)?;
     let validated = validate(array)?;
-    import_with(array, validated, &wanted, options)
+    import_with(array, validated, &wanted, options, device)
 }
 
 /// `import` of an array validated already: `validated` is what `validate(array)` returned for
@@ -40,7 +53,26 @@ pub fn import_validated(
     if import_of_array_is_inert(array, options) {
         return Ok(Imported { validated, info: CaiPointerInfo::default() });
     }
-    import_with(array, validated, &wanted(options)?, options)
+    import_with(array, validated, &wanted(options)?, options, None)
+}
+
+/// The import of an array a reader described: `validated` is what validating it found, if
+/// that ran (None: validated here), and `device` the device its producer names, if any (a
+/// DLPack tensor's, an offered type's fill's), where the pointer, when checked, must be
+/// (`pointer_is_on_the_stated_device`: else the import fails before any sync). One function
+/// for every reader, so that its result is moved once.
+#[inline(always)]
+pub fn import_described(
+    array: &CaiArray,
+    validated: Option<Validated>,
+    options: &CaiImportOptions,
+    device: Option<CaiDLDevice>,
+) -> Result<Imported> {
+    let Some(validated) = validated else { return import_validating(array, options, device) };
+    if import_of_array_is_inert(array, options) {
+        return Ok(Imported { validated, info: CaiPointerInfo::default() });
+    }
+    import_with(array, validated, &wanted(options)?, options, device)
 }
 
 /// Whether `import_validated` of a validated CUDA-memory array whose stream (as its version
@@ -87,12 +119,14 @@ fn wanted(options: &CaiImportOptions) -> Result<Wanted> {
     })
 }
 
-/// The import's steps after validation: access, byte order, the pointer check, the sync.
+/// The import's steps after validation: access, byte order, the pointer check (against the
+/// `stated` device, where a producer names one), the sync.
 fn import_with(
     array: &CaiArray,
     validated: Validated,
     wanted: &Wanted,
     options: &CaiImportOptions,
+    stated: Option<CaiDLDevice>,
 ) -> Result<Imported> {
     writable_access_is_allowed(array, wanted.writable)?;
     if wanted.native_only {
@@ -104,6 +138,7 @@ fn import_with(
         (stream_for_version(array), options.consumer_stream),
         (options.pointer_check, options.sync_mode),
         wanted.host,
+        stated,
     )?;
     Ok(Imported { validated, info })
 }
@@ -247,7 +282,8 @@ mod tests {
                                 if import_is_inert(&options, producer) {
                                     // The steps the answer at once stands for, run.
                                     let wanted = wanted(&options).unwrap();
-                                    let stepped = import_with(&array, validated, &wanted, &options).unwrap();
+                                    let stepped =
+                                        import_with(&array, validated, &wanted, &options, None).unwrap();
                                     let answered = import_validated(&array, validated, &options).unwrap();
                                     assert_eq!(
                                         (stepped.validated, stepped.info),

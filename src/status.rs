@@ -44,8 +44,8 @@ pub const CAI_ERROR_NO_DRIVER: i32 = 13;
 /// cl_int for OpenCL memory).
 pub const CAI_ERROR_DRIVER: i32 = 14;
 /// The data is not memory the consumer can use: a CUDA pointer the device cannot reach (host
-/// memory without `allow_host` included), or an OpenCL buffer of another context than the
-/// consumer queue's.
+/// memory without `allow_host` included), device memory of another device than the one a
+/// DLPack tensor names, or an OpenCL buffer of another context than the consumer queue's.
 pub const CAI_ERROR_NOT_DEVICE_POINTER: i32 = 15;
 /// The array's byte extent runs outside the allocation that holds its data pointer.
 pub const CAI_ERROR_OUT_OF_BOUNDS: i32 = 16;
@@ -105,8 +105,8 @@ pub enum Status {
     /// cl_int for OpenCL memory).
     Driver = CAI_ERROR_DRIVER,
     /// The data is not memory the consumer can use: a CUDA pointer the device cannot reach (host
-    /// memory without `allow_host` included), or an OpenCL buffer of another context than the
-    /// consumer queue's.
+    /// memory without `allow_host` included), device memory of another device than the one a
+    /// DLPack tensor names, or an OpenCL buffer of another context than the consumer queue's.
     NotDevicePointer = CAI_ERROR_NOT_DEVICE_POINTER,
     /// The array's byte extent runs outside the allocation that holds its data pointer.
     OutOfBounds = CAI_ERROR_OUT_OF_BOUNDS,

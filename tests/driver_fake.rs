@@ -30,6 +30,16 @@ fn import_default(a: &CaiArray) -> (i32, String, CaiPointerInfo) {
     import_with(a, CaiImportOptions::default())
 }
 
+/// A device-0 array on a new producer stream, and options naming a new consumer stream:
+/// (array, options, producer, consumer), device 0 current.
+fn array_on_a_producer_stream(f: &Fake) -> (CaiArray, CaiImportOptions, u64, u64) {
+    f.begin(0);
+    let (producer, consumer) = (f.stream(0), f.stream(0));
+    let mut a = device_array(f, &[4], "<f4", 0);
+    a.stream = producer;
+    (a, CaiImportOptions { consumer_stream: consumer, ..Default::default() }, producer, consumer)
+}
+
 fn lines(log: &str, prefix: &str) -> Vec<String> {
     log.lines().filter(|l| l.starts_with(prefix)).map(String::from).collect()
 }
@@ -204,6 +214,72 @@ fn row_27_pointer_on_device_1_reports_ordinal_1_from_either_context() {
 }
 
 #[test]
+fn a_named_device_that_is_not_the_pointers_is_refused_before_the_sync_fake_driver() {
+    use cai::binding::import::import_described;
+    let f = fake();
+    let (a, options, _, _) = array_on_a_producer_stream(f);
+    let named = |device_id| CaiDLDevice { device_type: CAI_DL_CUDA, device_id };
+    f.begin(0);
+    let refused = import_described(&a, None, &options, Some(named(1))).unwrap_err();
+    assert_eq!(refused.status, Status::NotDevicePointer);
+    assert!(
+        refused.message.contains("CUDA device 1") && refused.message.contains("memory of device 0"),
+        "{}",
+        refused.message
+    );
+    assert!(lines(&f.log(), "cuEventRecord").is_empty(), "refused before the sync: {}", f.log());
+    let imported = import_described(&a, None, &options, Some(named(0))).unwrap();
+    assert_eq!(imported.info.device_ordinal, 0);
+    assert_eq!(lines(&f.log(), "cuStreamWaitEvent").len(), 1, "then synchronized: {}", f.log());
+    let unchecked = CaiImportOptions { pointer_check: CAI_POINTER_CHECK_NEVER, ..options };
+    assert!(
+        import_described(&a, None, &unchecked, Some(named(1))).is_ok(),
+        "no pointer asked: nothing to contradict"
+    );
+    let host = CaiDLDevice { device_type: CAI_DL_CUDA_HOST, device_id: 3 };
+    assert!(
+        import_described(&a, None, &options, Some(host)).is_ok(),
+        "only kDLCUDA names a device of device memory"
+    );
+}
+
+#[test]
+fn cai_import_of_a_taken_tensor_compares_its_device_with_the_pointers_fake_driver() {
+    let f = fake();
+    f.begin(0);
+    for (named, expected) in [(1, CAI_ERROR_NOT_DEVICE_POINTER), (0, CAI_OK)] {
+        for legacy in [false, true] {
+            let mut a = device_array(f, &[4], "<f4", 0);
+            let device = CaiDLDevice { device_type: CAI_DL_CUDA, device_id: named };
+            let (mut taken, mut e) = (CaiArray::zeroed(), blank_error());
+            // SAFETY: live arrays and a tensor handed from the export to the take; the taken
+            // array is released once.
+            unsafe {
+                let status = if legacy {
+                    let mut tensor = null_mut();
+                    assert_eq!(cai_to_dlpack_legacy(&mut a, &device, &mut tensor, &mut e), CAI_OK);
+                    cai_from_dlpack_legacy(tensor, std::ptr::null(), &mut taken, &mut e)
+                } else {
+                    let mut tensor = null_mut();
+                    assert_eq!(cai_to_dlpack(&mut a, &device, &mut tensor, &mut e), CAI_OK);
+                    cai_from_dlpack(tensor, std::ptr::null(), &mut taken, &mut e)
+                };
+                assert_eq!(status, CAI_OK, "{}", e.message_str());
+                let (status, message, _) = import_default(&taken);
+                assert_eq!(status, expected, "legacy {legacy}: {message}");
+                if status != CAI_OK {
+                    assert!(
+                        message.contains("CUDA device 1") && message.contains("memory of device 0"),
+                        "{message}"
+                    );
+                }
+                assert_eq!(cai_release(&mut taken, &mut e), CAI_OK);
+            }
+        }
+    }
+}
+
+#[test]
 fn row_27_sync_on_device_1_stream_runs_in_its_context_and_restores_the_current_one() {
     let f = fake();
     f.begin(0);
@@ -251,11 +327,7 @@ fn row_29_native_only_import_rejects_big_endian() {
 #[test]
 fn row_43_stream_ordered_sync_records_on_the_producer_and_waits_on_the_consumer() {
     let f = fake();
-    f.begin(0);
-    let (producer, consumer) = (f.stream(0), f.stream(0));
-    let mut a = device_array(f, &[4], "<f4", 0);
-    a.stream = producer;
-    let options = CaiImportOptions { consumer_stream: consumer, ..Default::default() };
+    let (a, options, producer, consumer) = array_on_a_producer_stream(f);
     assert_eq!(import_with(&a, options).0, CAI_OK);
     let log = f.log();
     let record = lines(&log, "cuEventRecord");

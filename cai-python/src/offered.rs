@@ -206,9 +206,10 @@ impl<'py> Fill<'_, 'py> {
         self
     }
 
-    /// The data is memory of CUDA device `ordinal`, 0 or more and trusted (by default the
-    /// ordinal is asked of the driver from the pointer; a negative one other than that
-    /// default's -1 is refused by every protocol, naming the type).
+    /// The data is memory of CUDA device `ordinal`, 0 or more, used without asking the driver
+    /// (by default the ordinal is asked of the driver from the pointer; a negative one other
+    /// than that default's -1 is refused by every protocol, naming the type). A libcai reader
+    /// that checks the pointer refuses an ordinal the driver contradicts.
     pub fn cuda_device(&mut self, ordinal: i32) -> &mut Self {
         *self.device = CaiDLDevice { device_type: CAI_DL_CUDA, device_id: ordinal };
         self

@@ -13,11 +13,11 @@ use cai::binding::dlpack::{
     check_dltensor, device_is_cuda_or_allowed_host, read_dltensor, write_dltensor, AllowHost, HostWords,
 };
 use cai::binding::import::{
-    import, import_is_inert, import_may_wait, import_validated, producer_ordering, Imported, ProducerOrdering,
+    import_described, import_is_inert, import_may_wait, producer_ordering, Imported, ProducerOrdering,
 };
 use cai::binding::rules::Validated;
 use cai::{
-    CaiArray, CaiDLTensor, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER,
+    CaiArray, CaiDLDevice, CaiDLTensor, CaiImportOptions, Error, Status, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER,
     CAI_STREAM_NONE,
 };
 use pyo3::exceptions::PyTypeError;
@@ -436,7 +436,7 @@ pub fn import_c_api_for_c(
     };
     let mut array = Pooled::cleared();
     let described = offered.describe_object(obj, host, &mut array)?;
-    imported_holding_object(obj, &array, Some(described.validated), options, described.is_host(), out)
+    imported_holding_object(obj, &array, Some(described.validated), options, described.known_device(), out)
 }
 
 /// `import_for_c` of an object whose type the negotiation chose (or chose before:
@@ -454,8 +454,8 @@ pub fn own_by_exchange_table(
     let allow = Caller::CApi.host(&options);
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
     let tensor = own_by_exchange(obj, exchange, ordering, allow)?;
-    let (host, validated, stream) = (tensor.is_host(), tensor.validated(), tensor.stream());
-    written(obj.py(), |array| tensor.write(release, array), validated, host, stream, options, out)
+    let (named, validated, stream) = (Some(tensor.device()), tensor.validated(), tensor.stream());
+    written(obj.py(), |array| tensor.write(release, array), validated, named, stream, options, out)
 }
 
 /// `import_for_c` of a numpy array by its fields, every rule checked on them, written into
@@ -478,7 +478,7 @@ fn import_numpy_for_c(
             // SAFETY: attached (a Bound exists); `obj` is live.
             unsafe { hold_reference(array, obj.as_ptr()) };
         };
-        written(obj.py(), write, checked.validated, true, CAI_STREAM_NONE, options, out)
+        written(obj.py(), write, checked.validated, Some(HOST), CAI_STREAM_NONE, options, out)
     };
     // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
     if unsafe { with_numpy_tensor(obj, import) }?.is_some() {
@@ -510,9 +510,9 @@ fn dict_for_c(
     // No device is read with a dict: its memory is pointer-checked as the options say, as
     // `import_read` does for a dict's Read.
     match holder {
-        Holder::Import => imported_holding_object(obj, &array, None, options, false, out),
+        Holder::Import => imported_holding_object(obj, &array, None, options, None, out),
         Holder::View => {
-            import_then_copy(obj.py(), &array, None, options, false, out)?;
+            import_then_copy(obj.py(), &array, None, options, None, out)?;
             Ok(ForC::Written)
         }
     }
@@ -528,10 +528,10 @@ fn imported_holding_object(
     array: &CaiArray,
     validated: Option<Validated>,
     options: CaiImportOptions,
-    host: bool,
+    named: Option<CaiDLDevice>,
     out: &mut CaiArray,
 ) -> CaiResult<ForC> {
-    import_then_copy(obj.py(), array, validated, options, host, out)?;
+    import_then_copy(obj.py(), array, validated, options, named, out)?;
     // SAFETY: attached (a Bound exists); `obj` is live.
     unsafe { hold_reference(out, obj.as_ptr()) };
     Ok(ForC::Written)
@@ -548,19 +548,19 @@ fn written(
     py: Python<'_>,
     write: impl FnOnce(&mut CaiArray),
     validated: Validated,
-    host: bool,
+    named: Option<CaiDLDevice>,
     stream: u64,
     options: CaiImportOptions,
     out: &mut CaiArray,
 ) -> CaiResult<()> {
-    let options = options_for_memory(options, host);
+    let options = options_for_memory(options, named);
     if import_is_inert(&options, stream) {
         write(out);
         return Ok(());
     }
     let mut taken = Taken::new();
     write(taken.array());
-    import_struct(py, taken.array(), Some(validated), &options, host)?;
+    import_struct(py, taken.array(), Some(validated), &options, named)?;
     taken.into_inner().copy_defined_to(out);
     Ok(())
 }
@@ -919,57 +919,49 @@ impl<T> Unshared<T> {
 /// plans, or the first load of the driver).
 #[inline(always)]
 pub fn import_read(py: Python<'_>, read: &Read, options: &CaiImportOptions) -> CaiResult<Imported> {
-    let host = read.device.is_some_and(|device| device.device_type == CAI_DL_CPU);
-    import_struct(py, read.array(), read.validated, options, host)
+    import_struct(py, read.array(), read.validated, options, read.device)
 }
 
-/// Imports `array` as `options` say (no pointer check for `host` memory, taken with
-/// allow_host), with the GIL released where the host may wait; `validated` (what validation
-/// found of `array` as it is) spares validating it again.
+/// Imports `array` as `options` say, with the GIL released where the host may wait; `named`
+/// is the device its producer names, if any (a DLPack tensor's, a fill's): host memory, taken
+/// with allow_host, has no pointer check; a CUDA device must be where the check finds the data
+/// (the core's `import_described`). `validated` (what validation found of `array` as it is)
+/// spares validating it again.
 #[inline(always)]
 fn import_struct(
     py: Python<'_>,
     array: &CaiArray,
     validated: Option<Validated>,
     options: &CaiImportOptions,
-    host: bool,
+    named: Option<CaiDLDevice>,
 ) -> CaiResult<Imported> {
-    let options = options_for_memory(*options, host);
+    let options = options_for_memory(*options, named);
     let outcome = if import_may_wait(array, &options) {
         let job = Unshared((array as *const CaiArray, &options));
         py.detach(move || {
             let (array, options) = job.into_inner();
             // SAFETY: `array` is the caller's, alive and unchanged until this returns.
-            Unshared(import_as_read(unsafe { &*array }, validated, options))
+            Unshared(import_described(unsafe { &*array }, validated, options, named))
         })
         .into_inner()
     } else {
-        import_as_read(array, validated, &options)
+        import_described(array, validated, &options, named)
     };
     Ok(outcome?)
 }
 
-/// The options an import of `host` memory runs with: no pointer check (the memory was taken
-/// with allow_host; no driver is asked about a host address).
+/// The host memory of a DLPack producer, which names no device id that matters.
+const HOST: CaiDLDevice = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
+
+/// The options an import of memory on the `named` device runs with: for host memory, no
+/// pointer check (the memory was taken with allow_host; no driver is asked about a host
+/// address).
 #[inline(always)]
-fn options_for_memory(mut options: CaiImportOptions, host: bool) -> CaiImportOptions {
-    if host {
+fn options_for_memory(mut options: CaiImportOptions, named: Option<CaiDLDevice>) -> CaiImportOptions {
+    if named.is_some_and(|device| device.device_type == CAI_DL_CPU) {
         options.pointer_check = CAI_POINTER_CHECK_NEVER;
     }
     options
-}
-
-/// The core's import, reusing the reader's validation where there was one.
-#[inline(always)]
-fn import_as_read(
-    array: &CaiArray,
-    validated: Option<Validated>,
-    options: &CaiImportOptions,
-) -> cai::Result<Imported> {
-    match validated {
-        Some(validated) => import_validated(array, validated, options),
-        None => import(array, options),
-    }
 }
 
 /// `source`'s description with nothing of its own to release (`owner` and `release` NULL):
@@ -1065,7 +1057,7 @@ pub fn view_offered(
     // struct zeroed on the stack costs a 1,160-byte memset.
     let mut array = Pooled::cleared();
     let described = offered.describe_object(obj, allow, &mut array)?;
-    import_then_copy(obj.py(), &array, Some(described.validated), options, described.is_host(), out)
+    import_then_copy(obj.py(), &array, Some(described.validated), options, described.known_device(), out)
 }
 
 /// `view_object` of an object whose type the negotiation chose (or chose before:
@@ -1081,7 +1073,7 @@ pub fn view_by_exchange_table(
     let allow = Caller::CApi.host(&options);
     let view = exchange_view(obj, exchange, &options, allow)?;
     let write = |array: &mut CaiArray| view.write(array);
-    written(obj.py(), write, view.validated(), view.is_host(), view.stream(), options, out)
+    written(obj.py(), write, view.validated(), Some(view.device()), view.stream(), options, out)
 }
 
 /// `view_object` of a numpy array by its own fields (`with_numpy_tensor`); false (nothing
@@ -1100,7 +1092,7 @@ fn view_numpy_array(
         let checked = unsafe { check_dltensor(tensor, allow) }?;
         // SAFETY: the tensor just checked.
         let write = |array: &mut CaiArray| unsafe { write_dltensor(tensor, &checked, read_only, array) };
-        written(py, write, checked.validated, true, CAI_STREAM_NONE, options, out)
+        written(py, write, checked.validated, Some(HOST), CAI_STREAM_NONE, options, out)
     };
     // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
     if unsafe { with_numpy_tensor(obj, view) }?.is_none() {
@@ -1122,8 +1114,8 @@ fn view_in_own_struct(
 ) -> CaiResult<()> {
     // On the stack: zeroing it costs what taking a pooled one would (both measured).
     let mut array = CaiArray::zeroed();
-    let (host, validated) = view_chosen(obj, chosen, &options, allow, &mut array)?;
-    import_then_copy(obj.py(), &array, validated, options, host, out)
+    let (named, validated) = view_chosen(obj, chosen, &options, allow, &mut array)?;
+    import_then_copy(obj.py(), &array, validated, options, named, out)
 }
 
 /// A view's last step where it read into a struct of its own: the import, then `out` written
@@ -1134,10 +1126,10 @@ fn import_then_copy(
     array: &CaiArray,
     validated: Option<Validated>,
     options: CaiImportOptions,
-    host: bool,
+    named: Option<CaiDLDevice>,
     out: &mut CaiArray,
 ) -> CaiResult<()> {
-    import_struct(py, array, validated, &options, host)?;
+    import_struct(py, array, validated, &options, named)?;
     array.copy_defined_to(out);
     Ok(())
 }
@@ -1169,15 +1161,15 @@ fn view_chosen(
     options: &CaiImportOptions,
     allow: AllowHost,
     array: &mut CaiArray,
-) -> CaiResult<(bool, Option<Validated>)> {
+) -> CaiResult<(Option<CaiDLDevice>, Option<Validated>)> {
     Ok(match chosen {
         Chosen::CApi(api) => {
             if let Some(offered) = Offered::of(api.table()) {
                 let described = offered.describe_object(obj, allow, array)?;
-                return Ok((described.is_host(), Some(described.validated)));
+                return Ok((described.known_device(), Some(described.validated)));
             }
             match call_c_api(api, false, obj, &request_of(options), array)? {
-                Called::Described(validated) => (false, Some(validated)),
+                Called::Described(validated) => (None, Some(validated)),
                 Called::NotSupported => {
                     let next = choose(obj, options, Holder::View, allow, Start::PastCApi)?;
                     return view_chosen(obj, next, options, allow, array);
@@ -1193,22 +1185,19 @@ fn view_chosen(
             }
             // Its own struct: its descr and mask point into memory the cai.Array owns.
             *array = borrowed_copy(source.array());
-            (
-                device.is_some_and(|device| device.device_type == CAI_DL_CPU),
-                source.imported().map(|i| i.validated),
-            )
+            (device, source.imported().map(|i| i.validated))
         }
         Chosen::Exchange(exchange) => {
             let view = exchange_view(obj, exchange, options, allow)?;
             view.write(array);
-            (view.is_host(), Some(view.validated()))
+            (Some(view.device()), Some(view.validated()))
         }
         Chosen::Taken(TakenTensor { mut taken, device, validated }) => {
             // The struct holds the shape and strides itself; the tensor (a no-copy view of
             // `obj`'s memory) is let go of here, the data kept valid by `obj`.
             *array = borrowed_copy(taken.array());
             drop(taken);
-            (device.device_type == CAI_DL_CPU, Some(validated))
+            (Some(device), Some(validated))
         }
         // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller;
         // the tensor is read at once.
@@ -1217,7 +1206,7 @@ fn view_chosen(
         }? {
             Some(validated) => {
                 mark_clean(obj);
-                (true, Some(validated))
+                (Some(HOST), Some(validated))
             }
             None => {
                 let next = choose(obj, options, Holder::View, allow, Start::PastNumpyFields)?;
@@ -1234,7 +1223,7 @@ fn view_chosen(
                     "named descr fields (their CaiFields would need memory of their own)",
                 ));
             }
-            (false, None)
+            (None, None)
         }
     })
 }

@@ -100,10 +100,6 @@ impl Described {
     pub fn known_device(&self) -> Option<CaiDLDevice> {
         (self.device.device_type != CAI_DL_CUDA || self.device.device_id >= 0).then_some(self.device)
     }
-
-    pub fn is_host(&self) -> bool {
-        self.device.device_type == CAI_DL_CPU
-    }
 }
 
 impl Offered {

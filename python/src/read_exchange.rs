@@ -134,11 +134,6 @@ impl ExchangeTensor {
         unsafe { (*self.tensor).dl_tensor.device }
     }
 
-    /// Whether the tensor is host memory.
-    pub fn is_host(&self) -> bool {
-        self.device().device_type == CAI_DL_CPU
-    }
-
     /// What validating the array found.
     pub fn validated(&self) -> Validated {
         self.checked.validated
@@ -227,11 +222,6 @@ impl ExchangeView {
     /// The tensor's device.
     pub fn device(&self) -> CaiDLDevice {
         self.tensor.device
-    }
-
-    /// Whether the tensor is host memory.
-    pub fn is_host(&self) -> bool {
-        self.tensor.device.device_type == CAI_DL_CPU
     }
 
     /// What validating the array found.

@@ -125,6 +125,39 @@ def test_device_memory_round_trips_through_libcais_own_capsules_fake_driver(fake
     assert legacy.data_ptr == a.data_ptr, "a producer from before max_version gives the legacy struct"
 
 
+PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
+PyCapsule_GetPointer.restype = ctypes.c_void_p
+PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# DLManagedTensorVersioned: version (8 bytes), manager_ctx, deleter, flags, then dl_tensor's
+# data (8 each) and its device: device_type (4), device_id (4).
+VERSIONED_DEVICE_ID_OFFSET = 44
+
+
+def capsule_naming_device(array, device_id):
+    """A versioned capsule of `array` whose tensor names CUDA device `device_id`, whatever
+    device its memory is on: a producer that says the wrong device."""
+    capsule = array.__dlpack__(max_version=(1, 1))
+    tensor = PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+    ctypes.c_int32.from_address(tensor + VERSIONED_DEVICE_ID_OFFSET).value = device_id
+    return capsule
+
+
+def test_a_tensor_naming_another_device_than_its_pointers_is_refused_fake_driver(fake):
+    a = device_array(fake)  # device 0's memory
+    honest = CapsuleOf(capsule_naming_device(a, 0), (2, 0))
+    assert cai.from_object(honest, pointer_check=cai.POINTER_CHECK_ALWAYS).data_ptr == a.data_ptr
+    for check in (cai.POINTER_CHECK_ALWAYS, None):
+        lying = CapsuleOf(capsule_naming_device(a, 1), (2, 1))
+        with pytest.raises(cai.CaiError, match=r"CUDA device 1 .* memory of device 0") as refused:
+            cai.from_object(lying, pointer_check=check)
+        assert refused.value.status == "CAI_ERROR_NOT_DEVICE_POINTER"
+    on_device_1 = device_array(fake, data=(fake.alloc(256, device=1), False))
+    assert cai.from_object(CapsuleOf(capsule_naming_device(on_device_1, 1), (2, 1))).__dlpack_device__() == (2, 1)
+    unchecked = CapsuleOf(capsule_naming_device(a, 1), (2, 1))
+    b = cai.from_object(unchecked, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)
+    assert b.__dlpack_device__() == (2, 1), "no pointer asked: the producer's word is all there is"
+
+
 def test_the_consumer_stream_is_passed_and_ordered_after_the_producers_fake_driver(fake):
     producer_stream, consumer_stream = fake.stream(), fake.stream()
     a = device_array(fake, stream=producer_stream)

@@ -385,6 +385,20 @@ def test_a_broken_fill_is_a_clear_error_on_every_protocol_fake_driver(kind, ext,
     assert out.value is None
 
 
+def test_a_fill_naming_another_device_than_the_pointers_is_refused_where_the_pointer_is_checked_fake_driver(kind, ext):
+    image = kind(DEVICE_BUFFER, 2, 3, fault=ext.NAMES_DEVICE_1)  # device 0's memory, said to be device 1's
+    contradicted = r"CUDA device 1 .* memory of device 0"
+    for read in (lambda: cai.from_object(image), lambda: cai.from_object(image, pointer_check=cai.POINTER_CHECK_ALWAYS),
+                 lambda: ext.view(image), lambda: ext.import_kept(image)):
+        with pytest.raises(cai.CaiError, match=contradicted) as refused:
+            read()
+        assert refused.value.status == "CAI_ERROR_NOT_DEVICE_POINTER"
+    assert image.__dlpack_device__() == (2, 1), "exported as the fill says: no driver is asked"
+    unchecked = cai.from_object(image, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)
+    assert unchecked.__dlpack_device__() == (2, 1)
+    assert cai.from_object(kind(DEVICE_BUFFER, 2, 3)).__dlpack_device__() == (2, 0), "the driver's, unnamed"
+
+
 def offered_reads(ext, image):
     """Every read of an offered object that calls its fill, from Python and from C."""
     out = ctypes.c_void_p()

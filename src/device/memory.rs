@@ -13,7 +13,7 @@ use crate::abi::{
     CAI_MEMORY_CUDA, CAI_MEMORY_OPENCL, CAI_OPENCL_STREAM_EVENT, CAI_OPENCL_STREAM_QUEUE,
     CAI_POINTER_CHECK_ALWAYS, CAI_STREAM_NONE, CAI_SYNC_BLOCKING,
 };
-use crate::driver::cuda::CU_MEMORYTYPE_HOST;
+use crate::driver::cuda::{CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST};
 use crate::driver::driver;
 use crate::status::{fail, Error, Result, Status};
 
@@ -97,8 +97,11 @@ pub(crate) fn extent_is_addressable(array: &CaiArray, extent: (i64, i64)) -> Res
 
 /// The import's pointer check (as `mode` asks) and then its sync of `consumer_stream` after
 /// `producer_stream` (as `sync_mode` says), for `array`'s memory kind (validated): what the
-/// check learnt. Dispatched statically, as validation's rules are, so that an import that asks
-/// neither (no check, nothing to sync) costs a few compares: every import runs it.
+/// check learnt. `stated` is the device a DLPack tensor (or a producer's own word) names for
+/// the data, which the check's answer must not contradict (`pointer_is_on_the_stated_device`),
+/// before anything is synchronized. Dispatched statically, as validation's rules are, so that
+/// an import that asks neither (no check, nothing to sync) costs a few compares: every import
+/// runs it.
 #[inline]
 pub(crate) fn check_then_sync(
     array: &CaiArray,
@@ -106,6 +109,7 @@ pub(crate) fn check_then_sync(
     streams: (u64, u64),
     modes: (i32, i32),
     host: HostMemory,
+    stated: Option<CaiDLDevice>,
 ) -> Result<CaiPointerInfo> {
     #[inline]
     fn on(
@@ -115,15 +119,42 @@ pub(crate) fn check_then_sync(
         (producer_stream, consumer_stream): (u64, u64),
         (mode, sync_mode): (i32, i32),
         host: HostMemory,
+        stated: Option<CaiDLDevice>,
     ) -> Result<CaiPointerInfo> {
         let info = kind.check(array, extent, consumer_stream, mode, host)?;
+        if let Some(stated) = stated {
+            pointer_is_on_the_stated_device(stated, array.data, &info)?;
+        }
         kind.sync(array, producer_stream, consumer_stream, sync_mode, &info)?;
         Ok(info)
     }
     match array.memory {
-        CAI_MEMORY_OPENCL => on(&OpenCl, array, extent, streams, modes, host),
-        _ => on(&Cuda, array, extent, streams, modes, host),
+        CAI_MEMORY_OPENCL => on(&OpenCl, array, extent, streams, modes, host, stated),
+        _ => on(&Cuda, array, extent, streams, modes, host, stated),
     }
+}
+
+/// DLPack's rule that a tensor's device is where its data is: a kDLCUDA tensor whose pointer
+/// the driver places in device memory of another device than the one the tensor names is
+/// refused, since its consumer would run on the device named. Only what the check learnt of
+/// device memory is compared: managed and pinned host memory belong to no one device, and an
+/// unchecked pointer (`checked` 0) says nothing.
+pub(crate) fn pointer_is_on_the_stated_device(
+    stated: CaiDLDevice,
+    data: u64,
+    info: &CaiPointerInfo,
+) -> Result<()> {
+    let device_memory = info.checked == 1 && info.is_managed == 0 && info.memory_type == CU_MEMORYTYPE_DEVICE;
+    if stated.device_type != CAI_DL_CUDA || !device_memory || info.device_ordinal == stated.device_id {
+        return Ok(());
+    }
+    let found = info.device_ordinal;
+    fail(Status::NotDevicePointer, move || {
+        format!(
+            "the producer says the data is on CUDA device {} but the driver places its pointer {data:#x} in the memory of device {found}; the tensor's device is wrong",
+            stated.device_id
+        )
+    })
 }
 
 /// The kind of `array`'s memory (validated: `memory` is one libcai knows).
@@ -322,4 +353,39 @@ fn extent_starts_inside_the_buffer(byte_offset: u64, (begin, end): (i64, i64)) -
     fail(Status::OutOfBounds, move || {
         format!("byte_offset {byte_offset} with byte extent [{begin}, {end}) reaches [{low}, {high}), outside the buffer's start or 63 bits")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device_memory_of(ordinal: i32) -> CaiPointerInfo {
+        CaiPointerInfo {
+            checked: 1,
+            memory_type: CU_MEMORYTYPE_DEVICE,
+            device_ordinal: ordinal,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_cuda_device_named_is_compared_with_where_the_driver_places_device_memory() {
+        let cuda = |device_id| CaiDLDevice { device_type: CAI_DL_CUDA, device_id };
+        let refused = pointer_is_on_the_stated_device(cuda(1), 0x1000, &device_memory_of(0)).unwrap_err();
+        assert_eq!(refused.status, Status::NotDevicePointer);
+        assert!(refused
+            .message
+            .contains("CUDA device 1 but the driver places its pointer 0x1000 in the memory of device 0"));
+        assert!(pointer_is_on_the_stated_device(cuda(2), 0x1000, &device_memory_of(2)).is_ok());
+        let unchecked = CaiPointerInfo { checked: 0, ..device_memory_of(0) };
+        let managed = CaiPointerInfo { is_managed: 1, ..device_memory_of(0) };
+        let pinned = CaiPointerInfo { memory_type: CU_MEMORYTYPE_HOST, ..device_memory_of(0) };
+        for info in [unchecked, managed, pinned] {
+            assert!(pointer_is_on_the_stated_device(cuda(1), 0x1000, &info).is_ok());
+        }
+        for device_type in [CAI_DL_CUDA_HOST, CAI_DL_CUDA_MANAGED] {
+            let named = CaiDLDevice { device_type, device_id: 1 };
+            assert!(pointer_is_on_the_stated_device(named, 0x1000, &device_memory_of(0)).is_ok());
+        }
+    }
 }

@@ -2,13 +2,15 @@
 
 use super::{guard, optional, optional_mut, required, required_mut};
 use crate::abi::{CaiArray, CaiError, CaiImportOptions, CaiPointerInfo, CaiSyncOptions};
-use crate::import::{import, pointer_info, sync};
+use crate::dlpack::device_of_taken_tensor;
+use crate::import::{import, import_described, pointer_info, sync};
 use crate::status::CaiStatus;
 
 /// Consumer side: validates `array`, refuses writable access to read-only data, checks the
-/// data pointer with the driver (device-accessible, whole extent inside its allocation; by
-/// default only where a driver loads, never for zero-size arrays) and synchronizes with the
-/// array's stream as `options->sync_mode` says. `options` may be NULL for the defaults.
+/// data pointer with the driver (device-accessible, whole extent inside its allocation, and
+/// for a struct `cai_from_dlpack*` wrote, on the CUDA device its tensor names; by default only
+/// where a driver loads, never for zero-size arrays) and synchronizes with the array's stream
+/// as `options->sync_mode` says. `options` may be NULL for the defaults.
 ///
 /// `*info` (may be NULL) is written only on success. `error` may be NULL; it is written only
 /// on failure. Needs the driver only for a pointer check or a sync; fails with
@@ -29,7 +31,11 @@ pub unsafe extern "C" fn cai_import(
     guard(error, || {
         let array = required(array, "array")?;
         let options = optional(options).copied().unwrap_or_default();
-        let found = import(array, &options)?.info;
+        // SAFETY: a valid struct (the caller's contract), which owns what its release says.
+        let found = match unsafe { device_of_taken_tensor(array) } {
+            Some(device) => import_described(array, None, &options, Some(device))?.info,
+            None => import(array, &options)?.info,
+        };
         if let Some(out) = optional_mut(info) {
             *out = found;
         }

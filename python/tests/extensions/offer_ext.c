@@ -27,6 +27,7 @@ enum Fault {
   FAULT_REFUSES_AROUND_A_VIEW,  // writes its refusal, views `base` (re-enters libcai), then refuses
   EXPORTS_BASE,          // not a fault: exports `base` by its __dlpack__ last (re-enters libcai's export)
   FILLS_FROM_BASE,       // any fill: copies `base` (a CaiArray's bytes, then a control byte) over the struct
+  NAMES_DEVICE_1,        // names CUDA device 1, wherever its data is
 };
 
 typedef struct {
@@ -136,6 +137,9 @@ static CaiStatus image_fill(PyObject *self, CaiArray *out, CaiDLDevice *device, 
       break;
     case FAULT_CUDA_DEVICE_ID:
       device->device_id = -7;
+      break;
+    case NAMES_DEVICE_1:
+      device->device_id = 1;
       break;
     case VIEWS_BASE: {  // after writing `out`, so that a view into the same struct would show
       CaiImportOptions options = {0};
@@ -660,6 +664,7 @@ PyMODINIT_FUNC PyInit_cai_offer_ext(void) {
   PyModule_AddIntConstant(m, "FAULT_REFUSES_AROUND_A_VIEW", FAULT_REFUSES_AROUND_A_VIEW);
   PyModule_AddIntConstant(m, "FAULT_BAD_DEVICE", FAULT_BAD_DEVICE);
   PyModule_AddIntConstant(m, "FILLS_FROM_BASE", FILLS_FROM_BASE);
+  PyModule_AddIntConstant(m, "NAMES_DEVICE_1", NAMES_DEVICE_1);
   PyModule_AddIntConstant(m, "FAULT_OPENCL_MEMORY", FAULT_OPENCL_MEMORY);
   PyModule_AddIntConstant(m, "FAULT_HOST_DEVICE_ID", FAULT_HOST_DEVICE_ID);
   PyModule_AddIntConstant(m, "FAULT_CUDA_DEVICE_ID", FAULT_CUDA_DEVICE_ID);
