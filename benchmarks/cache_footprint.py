@@ -53,7 +53,8 @@ def producers():
 
 
 def readers():
-    """{name: function of the object}: libcai as users call it and the peers installed."""
+    """{name: function of the object}: libcai as users call it and the peers installed, each
+    looking its function up in its module at every call, as users' code does."""
     import numpy as np
 
     import cai
@@ -61,12 +62,12 @@ def readers():
     made = {
         "cai.from_object": lambda x: cai.from_object(x, sync=False, allow_host=True,
                                                      pointer_check=cai.POINTER_CHECK_NEVER),
-        "numpy.from_dlpack": np.from_dlpack,
+        "numpy.from_dlpack": lambda x: np.from_dlpack(x),
     }
     try:
         import tvm_ffi
 
-        made["tvm_ffi.from_dlpack"] = tvm_ffi.from_dlpack
+        made["tvm_ffi.from_dlpack"] = lambda x: tvm_ffi.from_dlpack(x)
     except ImportError:
         pass
     return made

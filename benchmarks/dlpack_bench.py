@@ -75,22 +75,34 @@ def arguments():
 
 
 def peers():
-    """name: how that peer takes an argument, for each peer that is installed."""
-    out = {"numpy.from_dlpack": numpy.from_dlpack}
+    """name: the call a user writes with that peer, made for an argument (`make(x)` returns it
+    as a function of no arguments). Each looks its function up in its module at every call,
+    as the `cai.from_object` cell does: a peer bound once to a local (as this script did until
+    2026-11-29) skips the module lookups its users pay, which cost a call of a jax array 30-60
+    ns once jax's `__dlpack__` has evicted them from the cache (docs/benchmarks.md, the entry
+    "2026-11-29 12:10-13:45 UTC")."""
+    out = {"numpy.from_dlpack": lambda x: lambda: numpy.from_dlpack(x)}
     try:
+        global tvm_ffi
         import tvm_ffi
 
-        out["tvm_ffi.from_dlpack"] = tvm_ffi.from_dlpack
+        out["tvm_ffi.from_dlpack"] = lambda x: lambda: tvm_ffi.from_dlpack(x)
     except ImportError:
         print("(apache-tvm-ffi is not installed: no tvm_ffi column)")
     try:
+        global StridedMemoryView
         from cuda.core.utils import StridedMemoryView
 
-        out["SMV.from_any_interface"] = lambda x: StridedMemoryView.from_any_interface(x, stream_ptr=-1)
-        out["SMV.from_dlpack"] = lambda x: StridedMemoryView.from_dlpack(x, stream_ptr=-1)
+        out["SMV.from_any_interface"] = lambda x: lambda: StridedMemoryView.from_any_interface(x, stream_ptr=-1)
+        out["SMV.from_dlpack"] = lambda x: lambda: StridedMemoryView.from_dlpack(x, stream_ptr=-1)
     except ImportError:
         print("(cuda-core is not installed: no StridedMemoryView columns)")
     return out
+
+
+def cai_call(x):
+    """`cai.from_object` of `x` as users write it, made as the peers' calls are (`peers`)."""
+    return lambda: cai.from_object(x, allow_host=True, sync=False)
 
 
 def cells():
@@ -98,9 +110,9 @@ def cells():
     no cell (said once)."""
     columns = peers()
     for argument, x in arguments().items():
-        yield argument, "cai.from_object", lambda x=x: cai.from_object(x, allow_host=True, sync=False)
-        for column, take in columns.items():
-            call = (lambda x=x, take=take: take(x))
+        yield argument, "cai.from_object", cai_call(x)
+        for column, make in columns.items():
+            call = make(x)
             try:
                 call()
             except Exception as refused:  # a peer that cannot take this argument: no cell
