@@ -111,11 +111,8 @@ fn routed(call: impl FnOnce(*mut CaiError) -> CaiStatus) -> Result<()> {
 pub(crate) fn import(array: &CaiArray, options: &CaiImportOptions) -> Result<CaiPointerInfo> {
     let Some(calls) = ROUTED.get() else {
         // SAFETY: a valid struct (the caller's), which owns what its release says.
-        let imported = match unsafe { crate::dlpack::device_of_taken_tensor(array) } {
-            Some(device) => crate::import::import_described(array, None, options, Some(device)),
-            None => crate::import::import(array, options),
-        };
-        return imported.map(|imported| imported.info);
+        let device = unsafe { crate::dlpack::device_of_taken_tensor(array) };
+        return crate::import::import_described(array, None, options, device).map(|imported| imported.info);
     };
     let mut info = MaybeUninit::<CaiPointerInfo>::uninit();
     // SAFETY: cai_import's contract (route_device_calls): a valid array and options, a writable

@@ -414,7 +414,7 @@ pub unsafe fn read_dltensor(
 /// (`check_dltensor`): what `write_dltensor` writes, once nothing can fail.
 pub struct CheckedDlTensor {
     head: DlHead,
-    /// What validating the array found, for an import to reuse (`import_validated`).
+    /// What validating the array found, for an import to reuse (`import_described`).
     pub validated: Validated,
 }
 
@@ -541,7 +541,7 @@ fn options_of(options: &CaiDLPackOptions) -> Result<bool> {
 
 /// Takes a versioned DLPack tensor into `array`, a zeroed struct: on success the array owns
 /// it (its release runs the tensor's deleter once) and what validating it found is returned,
-/// for an import to reuse (`import_validated`); on failure the deleter has run already and
+/// for an import to reuse (`import_described`); on failure the deleter has run already and
 /// `array` holds nothing to release. A tensor of an unknown major version has nothing read but
 /// its version and deleter.
 ///
@@ -1033,7 +1033,7 @@ mod tests {
     }
 
     /// The validation `from_dlpack` returns is the array's (an import reuses it instead of
-    /// validating again: `import_validated`), strided, empty (whose data becomes 0 after
+    /// validating again: `import_described`), strided, empty (whose data becomes 0 after
     /// validation) and 0-d alike.
     #[test]
     fn from_dlpack_returns_what_validating_the_array_finds() {

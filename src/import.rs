@@ -40,27 +40,13 @@ fn import_validating(
     import_with(array, validated, &wanted, options, device)
 }
 
-/// `import` of an array validated already: `validated` is what `validate(array)` returned for
-/// the array as it is now (a reader that validated what it read, such as `from_dlpack`, hands
-/// it on, so that no rule runs twice per import). An import with nothing to do
-/// (`import_of_array_is_inert`) answers at once.
-#[inline(always)]
-pub fn import_validated(
-    array: &CaiArray,
-    validated: Validated,
-    options: &CaiImportOptions,
-) -> Result<Imported> {
-    if import_of_array_is_inert(array, options) {
-        return Ok(Imported { validated, info: CaiPointerInfo::default() });
-    }
-    import_with(array, validated, &wanted(options)?, options, None)
-}
-
 /// The import of an array a reader described: `validated` is what validating it found, if
 /// that ran (None: validated here), and `device` the device its producer names, if any (a
 /// DLPack tensor's, an offered type's fill's), where the pointer, when checked, must be
-/// (`pointer_is_on_the_stated_device`: else the import fails before any sync). One function
-/// for every reader, so that its result is moved once.
+/// (`pointer_is_on_the_stated_device`: else the import fails before any sync). A validated
+/// array whose import has nothing to do (`import_of_array_is_inert`) is answered at once, so
+/// that no rule runs twice per import. One function for every reader, so that its result is
+/// moved once.
 #[inline(always)]
 pub fn import_described(
     array: &CaiArray,
@@ -75,7 +61,7 @@ pub fn import_described(
     import_with(array, validated, &wanted(options)?, options, device)
 }
 
-/// Whether `import_validated` of a validated CUDA-memory array whose stream (as its version
+/// Whether `import_described` of a validated CUDA-memory array whose stream (as its version
 /// reads it) is `producer_stream` would accept `options` and do nothing more: every option
 /// valid, no access or byte-order rule asked (`writable`, `native_only`), no pointer check,
 /// nothing to sync. A reader that writes its caller's struct only once nothing can fail skips
@@ -90,7 +76,7 @@ pub fn import_is_inert(options: &CaiImportOptions, producer_stream: u64) -> bool
 }
 
 /// `import_is_inert` of a validated array as it is (CUDA memory; its stream as its version
-/// reads it): where true, `import_validated` of it returns `validated` and no pointer facts.
+/// reads it): where true, `import_described` of it returns `validated` and no pointer facts.
 #[inline(always)]
 fn import_of_array_is_inert(array: &CaiArray, options: &CaiImportOptions) -> bool {
     array.memory == CAI_MEMORY_CUDA && import_is_inert(options, stream_for_version(array))
@@ -212,7 +198,7 @@ mod tests {
     /// An import given the array's validation finds what one that validates finds, and still
     /// applies the options (a writable import of a read-only array is refused either way).
     #[test]
-    fn import_validated_agrees_with_import() {
+    fn import_described_of_a_validated_array_agrees_with_import() {
         let mut array = CaiArray::zeroed();
         array.version = 3;
         array.ndim = 2;
@@ -227,19 +213,19 @@ mod tests {
         };
         let validated = validate(&array).unwrap();
         assert_eq!(
-            import_validated(&array, validated, &options).unwrap().validated,
+            import_described(&array, Some(validated), &options, None).unwrap().validated,
             import(&array, &options).unwrap().validated
         );
         array.readonly = 1;
         let writable = CaiImportOptions { writable: 1, ..options };
-        let refused = import_validated(&array, validated, &writable).unwrap_err();
+        let refused = import_described(&array, Some(validated), &writable, None).unwrap_err();
         assert_eq!(refused.status, import(&array, &writable).unwrap_err().status);
     }
 
     /// Where `import_is_inert` says an import does nothing, the import's steps on a read-only,
     /// byte-swapped array (which writable or native_only would refuse) succeed with nothing
     /// asked of a driver, whatever the options' other values, and return what
-    /// `import_validated` answers at once in their place (the validation, no pointer facts);
+    /// `import_described` answers at once in their place (the validation, no pointer facts);
     /// every cause of an act or a refusal makes it say no. `import_of_array_is_inert` says the
     /// same of the array, and no of OpenCL memory (whose import this does not foresee).
     #[test]
@@ -284,7 +270,8 @@ mod tests {
                                     let wanted = wanted(&options).unwrap();
                                     let stepped =
                                         import_with(&array, validated, &wanted, &options, None).unwrap();
-                                    let answered = import_validated(&array, validated, &options).unwrap();
+                                    let answered =
+                                        import_described(&array, Some(validated), &options, None).unwrap();
                                     assert_eq!(
                                         (stepped.validated, stepped.info),
                                         (validated, CaiPointerInfo::default())

@@ -122,9 +122,7 @@ pub mod binding {
     /// The consumer's side: import (validate, check, sync) and what it established.
     pub mod import {
         pub use crate::device::sync::{producer_ordering, ProducerOrdering};
-        pub use crate::import::{
-            import, import_described, import_is_inert, import_may_wait, import_validated, sync, Imported,
-        };
+        pub use crate::import::{import, import_described, import_is_inert, import_may_wait, sync, Imported};
     }
 
     /// The producer's side: the export form of a struct.

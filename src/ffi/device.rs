@@ -3,7 +3,7 @@
 use super::{guard, optional, optional_mut, required, required_mut};
 use crate::abi::{CaiArray, CaiError, CaiImportOptions, CaiPointerInfo, CaiSyncOptions};
 use crate::dlpack::device_of_taken_tensor;
-use crate::import::{import, import_described, pointer_info, sync};
+use crate::import::{import_described, pointer_info, sync};
 use crate::status::CaiStatus;
 
 /// Consumer side: validates `array`, refuses writable access to read-only data, checks the
@@ -32,10 +32,7 @@ pub unsafe extern "C" fn cai_import(
         let array = required(array, "array")?;
         let options = optional(options).copied().unwrap_or_default();
         // SAFETY: a valid struct (the caller's contract), which owns what its release says.
-        let found = match unsafe { device_of_taken_tensor(array) } {
-            Some(device) => import_described(array, None, &options, Some(device))?.info,
-            None => import(array, &options)?.info,
-        };
+        let found = import_described(array, None, &options, unsafe { device_of_taken_tensor(array) })?.info;
         if let Some(out) = optional_mut(info) {
             *out = found;
         }
