@@ -17,6 +17,7 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use std::mem::MaybeUninit;
 
 use crate::described::Read;
 use crate::errors::{CaiResult, Failure};
@@ -46,6 +47,10 @@ pub fn interface_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'p
     }
     // SAFETY: the new reference PyObject_GetAttr returned.
     let desc = unsafe { Bound::from_owned_ptr(py, desc) };
+    if is_exactly(desc.as_borrowed(), &raw mut ffi::PyDict_Type) {
+        // SAFETY: an exact dict, checked above (a subclass check is a call under the limited API).
+        return Ok(Some(unsafe { desc.cast_into_unchecked::<PyDict>() }));
+    }
     desc.cast_into::<PyDict>().map(Some).map_err(|e| {
         PyTypeError::new_err(format!(
             "{}.__cuda_array_interface__ is a '{}', not a dict",
@@ -155,38 +160,79 @@ impl<'py> Held<'py> {
     }
 
     fn tuple(&self) -> Option<&Bound<'py, PyTuple>> {
-        self.object.as_ref()?.cast::<PyTuple>().ok()
+        as_tuple(self.object.as_ref()?)
     }
+}
+
+/// `object` as a tuple, if it is one: what a dict holds told by one compare of its type (a
+/// subclass check is a call for the type's flags under the limited API).
+#[inline(always)]
+fn as_tuple<'a, 'py>(object: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyTuple>> {
+    let borrowed = object.as_borrowed();
+    if is_exactly(borrowed, &raw mut ffi::PyTuple_Type) {
+        // SAFETY: an exact tuple, checked above.
+        return Some(unsafe { object.cast_unchecked::<PyTuple>() });
+    }
+    if is_plain_scalar(borrowed) {
+        return None;
+    }
+    object.cast::<PyTuple>().ok()
+}
+
+/// Whether `object` is exactly an int, a str or None: never a sequence, told by compares of
+/// its type, where a tuple or list check of it would ask for the type's flags.
+#[inline(always)]
+fn is_plain_scalar(object: Borrowed<'_, '_, PyAny>) -> bool {
+    is_exactly(object, &raw mut ffi::PyLong_Type)
+        || is_exactly(object, &raw mut ffi::PyUnicode_Type)
+        || object.is_none()
+}
+
+/// Whether `object` is a list (or a subclass of one), exact tuples and plain scalars told
+/// without a call.
+#[inline(always)]
+fn is_list(object: Borrowed<'_, '_, PyAny>) -> bool {
+    if is_exactly(object, &raw mut ffi::PyList_Type) {
+        return true;
+    }
+    if is_exactly(object, &raw mut ffi::PyTuple_Type) || is_plain_scalar(object) {
+        return false;
+    }
+    object.is_instance_of::<PyList>()
 }
 
 /// A list as a tuple copy (PyList_AsTuple holds the list's lock under free-threading); a
 /// tuple as itself; anything else as itself, not a sequence.
 fn tuple_copy(object: Bound<'_, PyAny>) -> (Bound<'_, PyAny>, bool) {
-    match object.cast::<PyList>() {
-        Ok(list) => (list.to_tuple().into_any(), true),
-        Err(_) => (object, false),
+    if !is_list(object.as_borrowed()) {
+        return (object, false);
     }
+    // SAFETY: a list (or a subclass of one), checked above.
+    let list = unsafe { object.cast_unchecked::<PyList>() };
+    (list.to_tuple().into_any(), true)
 }
 
-/// Room for N values inline, and for more on the heap.
+/// Room for N values inline, and for more on the heap. The inline room is left unwritten
+/// until filled: most of it is never read (a shape's 8 slots for 2 extents).
 pub struct Buf<T: Copy, const N: usize> {
-    inline: [T; N],
+    inline: [MaybeUninit<T>; N],
     heap: Vec<T>,
 }
 
 impl<T: Copy, const N: usize> Buf<T, N> {
-    pub fn new(blank: T) -> Self {
-        Buf { inline: [blank; N], heap: Vec::new() }
+    pub fn new() -> Self {
+        Buf { inline: [const { MaybeUninit::uninit() }; N], heap: Vec::new() }
     }
 
     /// The `len` values `value` makes, stored here.
     #[inline(always)]
     fn fill(&mut self, len: usize, value: impl FnMut(usize) -> T) -> &[T] {
         if len <= N {
-            for (slot, made) in self.inline.iter_mut().zip((0..len).map(value)) {
-                *slot = made;
+            for (slot, made) in self.inline[..len].iter_mut().zip((0..len).map(value)) {
+                slot.write(made);
             }
-            &self.inline[..len]
+            // SAFETY: the first `len` slots were written just above (`len <= N`).
+            unsafe { std::slice::from_raw_parts(self.inline.as_ptr().cast::<T>(), len) }
         } else {
             self.heap.extend((0..len).map(value));
             &self.heap
@@ -226,17 +272,17 @@ pub fn read_dict<'py>(
     let [version, shape, typestr, data, strides, stream, descr, mask] = values_of(dict)?;
     let [version, shape, typestr, data, strides, stream, mask] =
         [version, shape, typestr, data, strides, stream, mask].map(Held::new);
-    let mut shape_items = Items::<8>::new(Value::Absent);
-    let mut strides_items = Items::<8>::new(Value::Absent);
-    let mut data_items = Items::<{ Limits::DATA }>::new(Value::Absent);
+    let mut shape_items = Items::<8>::new();
+    let mut strides_items = Items::<8>::new();
+    let mut data_items = Items::<{ Limits::DATA }>::new();
     // The descr: numpy's one-entry form read straight from the entry (CuPy sends it with every
     // array); any other through tuple copies of its lists.
     let single = descr.as_ref().and_then(single_entry);
     let (single_name, mut single_items, single_top);
     let (descr_held, descr_copy);
     let mut descr_storage = None;
-    let mut no_items = Items::<0>::new(Value::Absent);
-    let descr_value = if let Some(SingleEntry { entry, list }) = &single {
+    let mut no_items = Items::<0>::new();
+    let descr_value = if let Some(SingleEntry { entry, len, list }) = &single {
         single_items = first_items::<{ Limits::DESCR_ENTRY }>(Some(entry.as_borrowed()));
         // A (title, name) pair for a name: its items too (a str name reads as a str).
         if let Value::Seq { list: false, .. } = single_items[0] {
@@ -246,7 +292,7 @@ pub fn read_dict<'py>(
                     Value::Seq { list: false, len: name.len(), items: &single_name[..name.len()] };
             }
         }
-        single_top = [Value::Seq { list: false, len: entry.len(), items: &single_items[..entry.len()] }];
+        single_top = [Value::Seq { list: false, len: *len, items: &single_items[..*len] }];
         Value::Seq { list: *list, len: 1, items: &single_top }
     } else {
         descr_held = Held::new(descr);
@@ -277,24 +323,28 @@ pub fn read_dict<'py>(
 }
 
 /// The one entry of a descr that is a list or tuple of exactly one tuple (`entry`, held by a
-/// strong reference; a tuple never changes) of at most 3 items with no list inside; `list`:
-/// the descr is a list.
+/// strong reference; a tuple never changes) of `len` items, at most 3, with no list inside;
+/// `list`: the descr is a list.
 struct SingleEntry<'py> {
     entry: Bound<'py, PyTuple>,
+    len: usize,
     list: bool,
 }
 
 fn single_entry<'py>(descr: &Bound<'py, PyAny>) -> Option<SingleEntry<'py>> {
-    let (entry, list) = if let Ok(list) = descr.cast::<PyList>() {
+    let (entry, list) = if is_list(descr.as_borrowed()) {
+        // SAFETY: a list (or a subclass of one), checked above.
+        let list = unsafe { descr.cast_unchecked::<PyList>() };
         ((list.len() == 1).then(|| list.get_item(0).ok()).flatten()?, true)
     } else {
-        let tuple = descr.cast::<PyTuple>().ok().filter(|t| t.len() == 1)?;
+        let tuple = as_tuple(descr).filter(|t| t.len() == 1)?;
         (tuple.get_item(0).ok()?, false)
     };
-    let entry = entry.cast_into::<PyTuple>().ok()?;
+    let entry = as_tuple(&entry)?.clone();
+    let len = entry.len();
     // Its items looked at borrowed; numpy's (name, typestr) strs by one compare of type each.
-    let no_list = entry.iter_borrowed().all(|item| !holds_a_list(item, 0));
-    (entry.len() <= Limits::DESCR_ENTRY && no_list).then_some(SingleEntry { entry, list })
+    let no_list = (0..len).all(|i| item(entry.as_borrowed(), i).is_some_and(|item| !holds_a_list(item, 0)));
+    (len <= Limits::DESCR_ENTRY && no_list).then_some(SingleEntry { entry, len, list })
 }
 
 #[inline(always)]
@@ -355,7 +405,7 @@ fn holds_a_list(object: Borrowed<'_, '_, PyAny>, depth: usize) -> bool {
     if is_exactly(object, &raw mut ffi::PyUnicode_Type) {
         return false;
     }
-    if object.is_instance_of::<PyList>() {
+    if is_list(object) {
         return true;
     }
     match object.cast::<PyTuple>() {
@@ -375,12 +425,7 @@ struct DescrStorage<'a, 'py> {
 
 impl<'a, 'py> DescrStorage<'a, 'py> {
     fn new() -> Self {
-        DescrStorage {
-            entry_tuples: Buf::new(None),
-            names: Buf::new([Value::Absent; Limits::DESCR_NAME]),
-            entries: Buf::new([Value::Absent; Limits::DESCR_ENTRY]),
-            top: Buf::new(Value::Absent),
-        }
+        DescrStorage { entry_tuples: Buf::new(), names: Buf::new(), entries: Buf::new(), top: Buf::new() }
     }
 
     fn value(&'a mut self, descr: &'a Bound<'py, PyTuple>, list: bool) -> PyValue<'a, 'py> {

@@ -276,3 +276,54 @@ def test_dict_subclasses_are_read_as_dicts():
             raise RuntimeError("not called")
 
     assert imported(Sub(plain())).shape == (2, 3)
+
+
+class TupleSub(tuple):
+    pass
+
+
+class ListSub(list):
+    pass
+
+
+class IntSub(int):
+    pass
+
+
+class StrSub(str):
+    pass
+
+
+class DictSub(dict):
+    pass
+
+
+def as_builtin(value):
+    """`value` with every subclass of list, tuple, int or str made its base."""
+    for base in (bool, int, str):
+        if isinstance(value, base):
+            return base(value)
+    if isinstance(value, (list, tuple)):
+        return (list if isinstance(value, list) else tuple)(as_builtin(item) for item in value)
+    return value
+
+
+@pytest.mark.parametrize("key,value", [
+    ("shape", TupleSub((2, 3))), ("shape", ListSub([2, 3])),
+    ("data", TupleSub((PTR, False))), ("data", ListSub([PTR, False])),
+    ("strides", TupleSub((12, 4))), ("strides", ListSub([12, 4])),
+    ("descr", ListSub([TupleSub(("", "<f4"))])), ("descr", TupleSub((("", "<f4"),))),
+    ("descr", ListSub([ListSub(["", "<f4"])])), ("descr", [TupleSub((TupleSub(("t", "x")), "<f4"))]),
+    ("typestr", StrSub("<f4")), ("version", IntSub(3)), ("stream", IntSub(7)),
+])
+@pytest.mark.parametrize("holder", [lambda d: d, Producer, lambda d: Producer(DictSub(d))],
+                         ids=["dict", "property", "property-dict-subclass"])
+def test_subclasses_of_the_builtin_values_are_read_as_their_bases(key, value, holder):
+    """The reader tells what a dict holds by exact types first (no call for the type's flags);
+    a subclass of list, tuple, int, str or dict anywhere takes the general check and reads as
+    its base would."""
+    base = {"shape": (2, 3), "data": (PTR, False), "strides": (12, 4), "typestr": "<f4", "version": 3,
+            "stream": 7}
+    expected = outcome_of(lambda: imported({**base, key: as_builtin(value)}).__cuda_array_interface__)
+    assert isinstance(expected, dict), expected
+    assert outcome_of(lambda: imported(holder({**base, key: value})).__cuda_array_interface__) == expected
