@@ -35,17 +35,19 @@ use crate::offered::Offered;
 use crate::pool::Pooled;
 use crate::read_array::read_array;
 use crate::read_c_api::{call_c_api, interface_defined_nearer, lookup_c_api, request_of, CApi, Called};
-use crate::read_dict::{interface_of, interface_read, read_dict, read_dict_pooled, read_interface};
+use crate::read_dict::{interface_attribute, interface_read, read_dict, read_dict_pooled, read_interface};
 use crate::read_dlpack::{reported_device, take_from_producer, DlpackKeywords, KnownDevice};
 use crate::read_exchange::{
     lookup_exchange_api, own_by_exchange, take_by_exchange, view_by_exchange, Exchange, ExchangeView,
 };
 use crate::read_numpy::{is_numpy_array_type, take_numpy_array, with_numpy_tensor};
-use crate::values::TypeOf;
+use crate::values::{is_exactly, TypeOf};
 
 /// What libcai needs to know of a producer's type, found once per type.
 #[derive(Clone, Copy)]
 pub struct TypeFacts {
+    /// Whether the type is a subclass of dict: its instances are interface dicts.
+    pub dict: bool,
     /// The type's C-level CAI table (docs/c-level-cai.md), if it offers one.
     pub c_api: Option<CApi>,
     /// The type's DLPack exchange table, if it offers one.
@@ -248,6 +250,7 @@ fn remembered_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     }
     // Looked up with the lock released: an attribute lookup may run Python code.
     let found = TypeFacts {
+        dict: ty.is_subclass_of::<PyDict>()?,
         c_api: lookup_c_api(&ty)?,
         exchange: if exchange_hidden(&ty)? { None } else { lookup_exchange_api(&ty)? },
         may_have_interface: may_have_interface(&ty)?,
@@ -633,16 +636,24 @@ fn choose<'py>(
     let py = obj.py();
     let _ = THREAD_MEMORY.try_with(|memory| memory.audited.set(false));
     // Cheapest first: a dict; a type's DLPack exchange table (looked up once per type), before
-    // a CAI property that may raise (a CPU tensor's does) and cost an exception per call.
-    if let Ok(dict) = obj.cast::<PyDict>() {
+    // a CAI property that may raise (a CPU tensor's does) and cost an exception per call. A
+    // dict by one compare of its type, a subclass of one by its type's facts (under the limited
+    // API a subclass check is a call for the type's flags).
+    if is_exactly(obj.as_borrowed(), &raw mut pyo3::ffi::PyDict_Type) {
         mark_clean(obj);
-        return Ok(Chosen::Dict(dict.clone()));
+        // SAFETY: an exact dict, checked above.
+        return Ok(Chosen::Dict(unsafe { obj.cast_unchecked::<PyDict>() }.clone()));
     }
     if let Some(array) = ArrayObject::of(obj) {
         mark_clean(obj);
         return Ok(Chosen::Array(array));
     }
     let facts = type_facts(obj)?;
+    if facts.dict {
+        mark_clean(obj);
+        // SAFETY: an instance of a subclass of dict (its type's facts).
+        return Ok(Chosen::Dict(unsafe { obj.cast_unchecked::<PyDict>() }.clone()));
+    }
     if let Some(api) = facts.c_api.filter(|_| start < Start::PastCApi) {
         // From the first route on (none comes before the C-level table but the type's own).
         if Offered::of(api.table()).is_some() {
@@ -714,7 +725,7 @@ fn choose<'py>(
         }
     }
     if facts.may_have_interface {
-        if let Some(dict) = interface_of(obj)? {
+        if let Some(dict) = interface_attribute(obj)? {
             mark_clean(obj);
             return Ok(Chosen::Dict(dict));
         }
@@ -733,7 +744,7 @@ fn choose<'py>(
         });
     } else if facts.type_has_dlpack && !facts.host_instances_lack_interface {
         // Audited once the type's facts are settled: the way here called no `hasattr` and
-        // dropped no error (`interface_of` and the take clear what they recover from).
+        // dropped no error (`interface_attribute` and the take clear what they recover from).
         mark_clean(obj);
     }
     Ok(Chosen::Taken(tensor))
@@ -755,7 +766,7 @@ fn failure_unless_dlpack_gone(obj: &Bound<'_, PyAny>, failure: Failure) -> Failu
 /// `obj` read by its interface where it has one (an instance other than its type's facts
 /// foretold), else `otherwise` (a tensor taken already is let go of when the interface wins).
 fn interface_or<'py>(obj: &Bound<'py, PyAny>, otherwise: CaiResult<Chosen<'py>>) -> CaiResult<Chosen<'py>> {
-    match interface_of(obj)? {
+    match interface_attribute(obj)? {
         Some(dict) => Ok(Chosen::Dict(dict)),
         None => otherwise,
     }

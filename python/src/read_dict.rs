@@ -30,6 +30,12 @@ pub fn interface_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'p
     if let Ok(dict) = object.cast::<PyDict>() {
         return Ok(Some(dict.clone()));
     }
+    interface_attribute(object)
+}
+
+/// The dict `object`'s `__cuda_array_interface__` attribute holds; None when it has none. For
+/// a caller that knows `object` is no dict itself (`interface_of` asks that first).
+pub fn interface_attribute<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
     let py = object.py();
     // SAFETY: a live object and an interned str; a new reference or NULL with an error set. An
     // AttributeError is cleared by the interpreter: no `PyErr` is made when the attribute is
@@ -177,6 +183,16 @@ fn as_tuple<'a, 'py>(object: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyT
         return None;
     }
     object.cast::<PyTuple>().ok()
+}
+
+/// `as_tuple`, taking the reference.
+#[inline(always)]
+fn into_tuple(object: Bound<'_, PyAny>) -> Option<Bound<'_, PyTuple>> {
+    if is_exactly(object.as_borrowed(), &raw mut ffi::PyTuple_Type) {
+        // SAFETY: an exact tuple, checked above.
+        return Some(unsafe { object.cast_into_unchecked::<PyTuple>() });
+    }
+    object.cast_into::<PyTuple>().ok()
 }
 
 /// Whether `object` is exactly an int, a str or None: never a sequence, told by compares of
@@ -340,7 +356,7 @@ fn single_entry<'py>(descr: &Bound<'py, PyAny>) -> Option<SingleEntry<'py>> {
         let tuple = as_tuple(descr).filter(|t| t.len() == 1)?;
         (tuple.get_item(0).ok()?, false)
     };
-    let entry = as_tuple(&entry)?.clone();
+    let entry = into_tuple(entry)?;
     let len = entry.len();
     // Its items looked at borrowed; numpy's (name, typestr) strs by one compare of type each.
     let no_list = (0..len).all(|i| item(entry.as_borrowed(), i).is_some_and(|item| !holds_a_list(item, 0)));

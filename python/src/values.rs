@@ -61,7 +61,10 @@ pub fn scalar<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> PyValue<'a, 'py> {
     if object.is_none() {
         Value::None
     } else if object.is_instance_of::<PyBool>() {
-        Value::Bool(object.is_truthy().unwrap_or(false))
+        // A bool is one of the two singletons (its type cannot be subclassed): told by address,
+        // where asking its truth is a call.
+        // SAFETY: the address of the interpreter's True, read.
+        Value::Bool(object.as_ptr() == unsafe { ffi::Py_True() })
     } else if let Some(value) = integer(object) {
         value
     } else if let Ok(text) = object.cast::<PyString>() {

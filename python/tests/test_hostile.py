@@ -316,8 +316,8 @@ def as_builtin(value):
     ("descr", ListSub([ListSub(["", "<f4"])])), ("descr", [TupleSub((TupleSub(("t", "x")), "<f4"))]),
     ("typestr", StrSub("<f4")), ("version", IntSub(3)), ("stream", IntSub(7)),
 ])
-@pytest.mark.parametrize("holder", [lambda d: d, Producer, lambda d: Producer(DictSub(d))],
-                         ids=["dict", "property", "property-dict-subclass"])
+@pytest.mark.parametrize("holder", [lambda d: d, DictSub, Producer, lambda d: Producer(DictSub(d))],
+                         ids=["dict", "dict-subclass", "property", "property-dict-subclass"])
 def test_subclasses_of_the_builtin_values_are_read_as_their_bases(key, value, holder):
     """The reader tells what a dict holds by exact types first (no call for the type's flags);
     a subclass of list, tuple, int, str or dict anywhere takes the general check and reads as
@@ -327,3 +327,16 @@ def test_subclasses_of_the_builtin_values_are_read_as_their_bases(key, value, ho
     expected = outcome_of(lambda: imported({**base, key: as_builtin(value)}).__cuda_array_interface__)
     assert isinstance(expected, dict), expected
     assert outcome_of(lambda: imported(holder({**base, key: value})).__cuda_array_interface__) == expected
+
+
+def test_a_dict_subclass_that_is_also_a_dlpack_producer_is_read_as_a_dict():
+    """A dict is told by its type's facts once the type is known: the dict still comes first."""
+    class Both(dict):
+        def __dlpack__(self, **keywords):
+            raise AssertionError("not called")
+
+        def __dlpack_device__(self):
+            raise AssertionError("not called")
+
+    for _ in range(3):  # the type's facts found, then remembered
+        assert imported(Both(plain())).shape == (2, 3)
