@@ -197,9 +197,10 @@ pub struct DictValues<'a, O = &'a str> {
 /// The keys `DictValues` holds, in its field order.
 pub const KEYS: [&str; 8] = ["version", "shape", "typestr", "data", "strides", "stream", "descr", "mask"];
 
-/// Fills `array`, zeroed by the caller, from a dict's values by the dict rules, and `fields`
-/// with its descr (the array's `descr` pointer is left for the caller to set where `fields`
-/// will live). Returns whether the dict has a mask for the caller to convert and attach;
+/// Fills `array` (every field but the extents zeroed by the caller; it writes the extents of the
+/// rank it reads, and none past them is read) from a dict's values by the dict rules, and
+/// `fields` with its descr (the array's `descr` pointer is left for the caller to set where
+/// `fields` will live). Returns whether the dict has a mask for the caller to convert and attach;
 /// `validate` is still owed on the result.
 pub fn array_from_dict<O: Display + Copy>(
     values: &DictValues<'_, O>,

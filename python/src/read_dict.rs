@@ -277,9 +277,9 @@ fn sequence<'a, 'py, const N: usize>(
     Value::Seq { list: held.list, len, items }
 }
 
-/// Reads `dict` by the dict rules into `array` (zeroed by the caller) and `fields`; returns
-/// the mask object, if any, for the caller to convert. `array.descr` and `array.mask` are the
-/// caller's to set.
+/// Reads `dict` by the dict rules into `array` (its head zeroed by the caller; extents past the
+/// rank it writes are never read) and `fields`; returns the mask object, if any, for the caller
+/// to convert. `array.descr` and `array.mask` are the caller's to set.
 pub fn read_dict<'py>(
     dict: &Bound<'py, PyDict>,
     array: &mut CaiArray,
