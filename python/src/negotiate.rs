@@ -72,6 +72,21 @@ pub struct TypeFacts {
     pub dlpack_keywords: DlpackKeywords,
 }
 
+impl TypeFacts {
+    /// A subclass of dict's: read as a dict, nothing else looked up.
+    const DICT: TypeFacts = TypeFacts {
+        dict: true,
+        c_api: None,
+        exchange: None,
+        may_have_interface: false,
+        host_instances_lack_interface: false,
+        type_has_dlpack: false,
+        numpy_array: false,
+        dlpack_host_only: None,
+        dlpack_keywords: DlpackKeywords::All,
+    };
+}
+
 /// Types seen, with what was found of them: looked up on the type once per type (DLPack's rule
 /// for the table), and the types are kept alive so that an address is never reused.
 static FACTS_BY_TYPE: Mutex<Vec<(Py<PyType>, TypeFacts)>> = Mutex::new(Vec::new());
@@ -248,17 +263,14 @@ fn remembered_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     if let Some(found) = cached(&lock_facts()) {
         return Ok(found);
     }
-    // Looked up with the lock released: an attribute lookup may run Python code.
-    let found = TypeFacts {
-        dict: ty.is_subclass_of::<PyDict>()?,
-        c_api: lookup_c_api(&ty)?,
-        exchange: if exchange_hidden(&ty)? { None } else { lookup_exchange_api(&ty)? },
-        may_have_interface: may_have_interface(&ty)?,
-        host_instances_lack_interface: false,
-        type_has_dlpack: ty.hasattr(intern!(py, "__dlpack__"))?,
-        numpy_array: is_numpy_array_type(&ty),
-        dlpack_host_only: None,
-        dlpack_keywords: DlpackKeywords::All,
+    // A dict type's instances are read as dicts whatever else the type has, so nothing is
+    // looked up on it (a lookup may run Python code, or fail). Its flags: no code runs.
+    // SAFETY: a live type object.
+    let flags = unsafe { pyo3::ffi::PyType_GetFlags(ty.as_type_ptr()) };
+    let found = if flags & pyo3::ffi::Py_TPFLAGS_DICT_SUBCLASS != 0 {
+        TypeFacts::DICT
+    } else {
+        looked_up_facts(&ty)?
     };
     let mut cache = lock_facts();
     let mut evicted = None;
@@ -274,6 +286,23 @@ fn remembered_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     // Let go of outside the lock: dropping a type may run Python code.
     drop(evicted);
     Ok(found)
+}
+
+/// The facts of a type that is no dict, looked up on it (with the lock released: an attribute
+/// lookup may run Python code).
+fn looked_up_facts(ty: &Bound<'_, PyType>) -> PyResult<TypeFacts> {
+    let py = ty.py();
+    Ok(TypeFacts {
+        dict: false,
+        c_api: lookup_c_api(ty)?,
+        exchange: if exchange_hidden(ty)? { None } else { lookup_exchange_api(ty)? },
+        may_have_interface: may_have_interface(ty)?,
+        host_instances_lack_interface: false,
+        type_has_dlpack: ty.hasattr(intern!(py, "__dlpack__"))?,
+        numpy_array: is_numpy_array_type(ty),
+        dlpack_host_only: None,
+        dlpack_keywords: DlpackKeywords::All,
+    })
 }
 
 /// Whether `ty` inherits a DLPack exchange table from a class farther in its MRO than one that

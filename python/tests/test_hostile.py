@@ -340,3 +340,19 @@ def test_a_dict_subclass_that_is_also_a_dlpack_producer_is_read_as_a_dict():
 
     for _ in range(3):  # the type's facts found, then remembered
         assert imported(Both(plain())).shape == (2, 3)
+
+
+def test_a_dict_subclass_whose_metaclass_raises_on_lookups_is_read_as_a_dict():
+    """A dict comes first, before anything is looked up on its type: a type whose attribute
+    lookups raise (its metaclass's) does not keep its dict instances from being read."""
+    class Raising(type):
+        def __getattribute__(cls, name):
+            if name.startswith("__") and name not in ("__mro__", "__dict__", "__name__", "__qualname__"):
+                raise RuntimeError(f"the metaclass refuses {name}")
+            return super().__getattribute__(name)
+
+    class Hostile(dict, metaclass=Raising):
+        pass
+
+    for _ in range(2):
+        assert imported(Hostile(plain())).shape == (2, 3)
