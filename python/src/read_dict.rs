@@ -170,29 +170,18 @@ impl<'py> Held<'py> {
     }
 }
 
-/// `object` as a tuple, if it is one: what a dict holds told by one compare of its type (a
-/// subclass check is a call for the type's flags under the limited API).
+/// `object` as a tuple, if it is one (`is_tuple`).
 #[inline(always)]
 fn as_tuple<'a, 'py>(object: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyTuple>> {
-    let borrowed = object.as_borrowed();
-    if is_exactly(borrowed, &raw mut ffi::PyTuple_Type) {
-        // SAFETY: an exact tuple, checked above.
-        return Some(unsafe { object.cast_unchecked::<PyTuple>() });
-    }
-    if is_plain_scalar(borrowed) {
-        return None;
-    }
-    object.cast::<PyTuple>().ok()
+    // SAFETY: a tuple (or a subclass of one), checked first.
+    is_tuple(object.as_borrowed()).then(|| unsafe { object.cast_unchecked::<PyTuple>() })
 }
 
 /// `as_tuple`, taking the reference.
 #[inline(always)]
 fn into_tuple(object: Bound<'_, PyAny>) -> Option<Bound<'_, PyTuple>> {
-    if is_exactly(object.as_borrowed(), &raw mut ffi::PyTuple_Type) {
-        // SAFETY: an exact tuple, checked above.
-        return Some(unsafe { object.cast_into_unchecked::<PyTuple>() });
-    }
-    object.cast_into::<PyTuple>().ok()
+    // SAFETY: a tuple (or a subclass of one), checked first.
+    is_tuple(object.as_borrowed()).then(|| unsafe { object.cast_into_unchecked::<PyTuple>() })
 }
 
 /// Whether `object` is exactly an int, a str or None: never a sequence, told by compares of
@@ -204,8 +193,20 @@ fn is_plain_scalar(object: Borrowed<'_, '_, PyAny>) -> bool {
         || object.is_none()
 }
 
-/// Whether `object` is a list (or a subclass of one), exact tuples and plain scalars told
-/// without a call.
+/// Whether `object` is a tuple (or a subclass of one): what a dict holds told by compares of
+/// its type (a subclass check is a call for the type's flags under the limited API).
+#[inline(always)]
+fn is_tuple(object: Borrowed<'_, '_, PyAny>) -> bool {
+    if is_exactly(object, &raw mut ffi::PyTuple_Type) {
+        return true;
+    }
+    if is_exactly(object, &raw mut ffi::PyList_Type) || is_plain_scalar(object) {
+        return false;
+    }
+    object.is_instance_of::<PyTuple>()
+}
+
+/// Whether `object` is a list (or a subclass of one), as `is_tuple` tells a tuple.
 #[inline(always)]
 fn is_list(object: Borrowed<'_, '_, PyAny>) -> bool {
     if is_exactly(object, &raw mut ffi::PyList_Type) {
