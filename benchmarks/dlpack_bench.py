@@ -37,14 +37,16 @@ import cai  # noqa: E402
 
 import processes  # noqa: E402
 from extension_bench import build_loops, callgrind_dumps, cpu_name  # noqa: E402
-from framework_dicts import PRODUCERS  # noqa: E402
+from framework_dicts import MASK, PRODUCERS  # noqa: E402
 
 NUMBER, ROUNDS, COUNTED = 20000, 9, 2000
 SHAPE = (512, 256)
 # The peers each goal is against, and the bound on cai.from_object / the fastest of them.
 TENSOR_PEERS = ("tvm_ffi.from_dlpack", "numpy.from_dlpack", "SMV.from_any_interface")
 GOALS = {"numpy array": (("numpy.from_dlpack",), 1.2), "cai.Array": (TENSOR_PEERS, 0.6)}
-DICT_GOALS = ("CuPy", "PyTorch", "Numba", "JAX (read-only)", "CuPy, built per access")
+DICT_GOALS = ("CuPy", "PyTorch", "Numba", "JAX (read-only)", "4-D strided", "CuPy, built per access")
+# numpy has no mask: what the masked dict describes takes it two reads, the data's and the mask's.
+MASKED, BOTH_TWINS = "masked", "numpy.asarray (data and mask twins)"
 
 
 def arguments():
@@ -125,12 +127,26 @@ def cells():
         yield f"{name} dict", "cai.from_object", lambda c=cuda: cai.from_object(
             c, sync=False, pointer_check=cai.POINTER_CHECK_NEVER)
         yield f"{name} dict", "numpy.asarray (twin)", lambda h=host: numpy.asarray(h)
+        if name == MASKED:
+            yield f"{name} dict", BOTH_TWINS, both_twins(host, MASK[1])
+
+
+def both_twins(data, mask):
+    """numpy's read of a masked array's data and mask, as a user writes it: two calls."""
+
+    def read():
+        numpy.asarray(data)
+        numpy.asarray(mask)
+
+    return read
 
 
 def goal_of(argument):
     """(the peers the goal is against, the bound) for an argument, or None."""
     if argument in GOALS:
         return GOALS[argument]
+    if argument == f"{MASKED} dict":
+        return (BOTH_TWINS,), 1.0
     if argument.endswith(" dict"):
         return (("numpy.asarray (twin)",), 1.0) if argument[:-5] in DICT_GOALS else None
     return TENSOR_PEERS, 1.0

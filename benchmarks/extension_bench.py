@@ -42,9 +42,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python" / "tests" / "extensions"))
 import build  # noqa: E402
 import processes  # noqa: E402
-from framework_dicts import PRODUCERS  # noqa: E402
+from framework_dicts import MASK, PRODUCERS  # noqa: E402
 
 ROUNDS, CALLS, COUNTED = 9, 20_000, 2000
+MASKED = "masked"  # numpy has no mask: its peer reads the data's twin and the mask's
 
 
 def build_modules():
@@ -101,6 +102,10 @@ def c_loop_rows():
 
     view = hasattr(loops, "view_loop")
     for name, (cuda, host) in PRODUCERS.items():
+        if name == MASKED:
+            # numpy has no mask: what the masked dict describes takes it two imports.
+            yield (f"{name}: PyArray_FromAny of the data and mask twins",
+                   lambda n, h=host: loops.numpy_loop(h, n) + loops.numpy_loop(MASK[1], n))
         yield f"{name}: PyArray_FromAny", lambda n, h=host: loops.numpy_loop(h, n)
         yield (f"{name}: cai_python_from_object",
                lambda n, c=cuda: loops.cai_loop(c, n, False, cai.SYNC_NONE))
@@ -194,6 +199,9 @@ def timing_tables():
         best([(name, lambda c=call: c(CALLS)) for name, call in c_loop_rows()])
     rows = []
     for name, (cuda, host) in PRODUCERS.items():
+        if name == MASKED:
+            data, mask = python_call(calls.take_numpy, host), python_call(calls.take_numpy, MASK[1])
+            rows.append((f"{name}: py::array::ensure of the data and mask twins", lambda d=data, m=mask: d() + m()))
         rows.append((f"{name}: py::array::ensure", python_call(calls.take_numpy, host)))
         if "stream" in cuda.__cuda_array_interface__ and cuda.__cuda_array_interface__["stream"] is not None:
             # the caster's default sync needs a driver for a stream handle: options with sync off
