@@ -16,6 +16,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::type_object::PyTypeCheck;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::mem::MaybeUninit;
 
@@ -193,29 +194,35 @@ fn is_plain_scalar(object: Borrowed<'_, '_, PyAny>) -> bool {
         || object.is_none()
 }
 
-/// Whether `object` is a tuple (or a subclass of one): what a dict holds told by compares of
-/// its type (a subclass check is a call for the type's flags under the limited API).
+/// Whether `object` is a tuple (or a subclass of one).
 #[inline(always)]
 fn is_tuple(object: Borrowed<'_, '_, PyAny>) -> bool {
-    if is_exactly(object, &raw mut ffi::PyTuple_Type) {
-        return true;
-    }
-    if is_exactly(object, &raw mut ffi::PyList_Type) || is_plain_scalar(object) {
-        return false;
-    }
-    object.is_instance_of::<PyTuple>()
+    is_sequence::<PyTuple>(object, &raw mut ffi::PyTuple_Type, &raw mut ffi::PyList_Type)
 }
 
-/// Whether `object` is a list (or a subclass of one), as `is_tuple` tells a tuple.
+/// Whether `object` is a list (or a subclass of one).
 #[inline(always)]
 fn is_list(object: Borrowed<'_, '_, PyAny>) -> bool {
-    if is_exactly(object, &raw mut ffi::PyList_Type) {
+    is_sequence::<PyList>(object, &raw mut ffi::PyList_Type, &raw mut ffi::PyTuple_Type)
+}
+
+/// Whether `object` is a `T` (`own`, the tuple or list type) or a subclass of one, where a
+/// dict holds exact builtins: told by compares of its type (with `other`, the other sequence
+/// type, and the plain scalars), the subclass check, a call for the type's flags under the
+/// limited API, left for what no compare tells.
+#[inline(always)]
+fn is_sequence<T: PyTypeCheck>(
+    object: Borrowed<'_, '_, PyAny>,
+    own: *mut ffi::PyTypeObject,
+    other: *mut ffi::PyTypeObject,
+) -> bool {
+    if is_exactly(object, own) {
         return true;
     }
-    if is_exactly(object, &raw mut ffi::PyTuple_Type) || is_plain_scalar(object) {
+    if is_exactly(object, other) || is_plain_scalar(object) {
         return false;
     }
-    object.is_instance_of::<PyList>()
+    object.is_instance_of::<T>()
 }
 
 /// A list as a tuple copy (PyList_AsTuple holds the list's lock under free-threading); a
