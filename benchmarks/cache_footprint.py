@@ -136,7 +136,7 @@ def main():
         child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
         return
     calls = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    from extension_bench import build_loops, cpu_name
+    from bench_common import build_loops, cpu_name
 
     loops_dir = tempfile.mkdtemp(prefix="cai-cache-footprint-")
     build_loops(pathlib.Path(loops_dir))

@@ -18,29 +18,21 @@ With --processes K the timing runs in K fresh processes: each cell the median of
 each ratio the median of the ratios taken within each run, with its range (processes.py).
 """
 
-import os
-import pathlib
 import platform
-import re
-import subprocess
 import sys
-import tempfile
-import timeit
-import warnings
 
-warnings.filterwarnings("ignore")
-os.environ.setdefault("GLOG_minloglevel", "3")
+import bench_common
+from bench_common import (NUMBER, ROUNDS, SHAPE, cell_text, count_child, counted, cpu_name, label, timed,
+                          timed_runs)
+
+bench_common.quiet()
 
 import numpy  # noqa: E402
 
 import cai  # noqa: E402
 
 import processes  # noqa: E402
-from extension_bench import build_loops, callgrind_dumps, cpu_name  # noqa: E402
 from framework_dicts import MASK, PRODUCERS  # noqa: E402
-
-NUMBER, ROUNDS, COUNTED = 20000, 9, 2000
-SHAPE = (512, 256)
 # The peers each goal is against, and the bound on cai.from_object / the fastest of them.
 TENSOR_PEERS = ("tvm_ffi.from_dlpack", "numpy.from_dlpack", "SMV.from_any_interface")
 GOALS = {"numpy array": (("numpy.from_dlpack",), 1.2), "cai.Array": (TENSOR_PEERS, 0.6)}
@@ -152,46 +144,6 @@ def goal_of(argument):
     return TENSOR_PEERS, 1.0
 
 
-def timed(table):
-    best = {key: float("inf") for key in table}
-    for key, call in table.items():
-        call()  # warm: type caches, first loads
-    for _ in range(ROUNDS):
-        for key, call in table.items():
-            best[key] = min(best[key], timeit.timeit(call, number=NUMBER) / NUMBER * 1e9)
-    return best
-
-
-def counted(table, script=__file__, child_args=()):
-    """Instructions per call of each cell: one child process (SCRIPT --count-child DIR
-    CHILD_ARGS...) under callgrind, instrumentation on only from the first counted loop (the
-    frameworks' imports run uninstrumented)."""
-    out_dir = pathlib.Path(tempfile.mkdtemp(prefix="cai-dlpack-bench-"))
-    build_loops(out_dir)
-    subprocess.run(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-         f"--callgrind-out-file={out_dir}/callgrind.out", sys.executable, script, "--count-child", str(out_dir), *child_args],
-        check=True, env={**os.environ, "PYTHONHASHSEED": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    totals = callgrind_dumps(out_dir)
-    empty = totals.pop("empty")
-    return {key: (totals[label(key)] - empty) / COUNTED for key in table if label(key) in totals}
-
-
-def label(key):
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", "|".join(key))
-
-
-def count_child(loops_dir, table):
-    """Counts each call of TABLE in its own labelled C loop (run in the child under callgrind)."""
-    sys.path.insert(0, loops_dir)
-    import cai_bench_loops as loops
-
-    for key, call in [(("empty",), lambda: None), *table.items()]:
-        for _ in range(200):  # warm: the interpreter's specializations, type caches
-            call()
-        loops.counted_calls(call, COUNTED, "empty" if key == ("empty",) else label(key))
-
-
 def main():
     if sys.argv[1:2] == ["--count-child"]:
         count_child(sys.argv[2], {(argument, column): call for argument, column, call in cells()})
@@ -204,7 +156,7 @@ def main():
           f"cai {cai.__version__}; {versions()}")
     runs = timed_runs(table, __file__)
     times = {key: processes.median_and_range([run[key] for run in runs])[0] for key in table}
-    instructions = counted(table) if "--instructions" in sys.argv else {}
+    instructions = counted(table, __file__) if "--instructions" in sys.argv else {}
     columns = list(dict.fromkeys(column for _, column in table))
     print("\nns per call (best of %d interleaved rounds of %d calls%s)%s" %
           (ROUNDS, NUMBER, f"; the median of {len(runs)} processes" if len(runs) > 1 else "",
@@ -231,22 +183,6 @@ def main():
     return 0
 
 
-def timed_runs(table, script):
-    """The table timed once here, or in --processes K fresh processes: one {key: ns} per run."""
-    by_label = {label(key): key for key in table}
-    runs = processes.runs(lambda: {label(key): ns for key, ns in timed(table).items()}, script)
-    return [{by_label[name]: ns for name, ns in run.items()} for run in runs]
-
-
-def cell_text(times, instructions, key):
-    """A table cell: ns per call, then instructions per call where counted; empty if no cell."""
-    if key not in times:
-        return ""
-    if key in instructions:
-        return f"{times[key]:.0f} / {instructions[key]:,.0f}"
-    return f"{times[key]:.0f}"
-
-
 def versions():
     found = []
     for module, name in (("torch", "torch"), ("paddle", "paddle"), ("jax", "jax"), ("tvm_ffi", "tvm_ffi"),
@@ -261,33 +197,3 @@ def versions():
 if __name__ == "__main__":
     sys.exit(main())
 
-
-def run_table(cells, script, width, goals=()):
-    """The main of a benchmark whose rows are `cells()` ((argument, column, call) triples):
-    times every row (in --processes K fresh processes if asked), counts its instructions with
-    --instructions (in a child running `script` with --count-child), and prints one line per
-    row, the column `width` wide, then each of `goals` ((row, peer row) pairs) as the ratio of
-    the two, taken within each run."""
-    table = {(argument, column): call for argument, column, call in cells()}
-    if sys.argv[1:2] == ["--count-child"]:
-        count_child(sys.argv[2], table)
-        return
-    if processes.is_child():
-        processes.emit({label(key): ns for key, ns in timed(table).items()})
-        return
-    print(f"machine: {platform.machine()}, {cpu_name()}; Python {platform.python_version()}, "
-          f"numpy {numpy.__version__}, cai {cai.__version__}")
-    runs = timed_runs(table, script)
-    if len(runs) > 1:
-        print(f"(ns: the median of {len(runs)} processes' runs; a ratio: its median, lowest and highest)")
-    instructions = counted(table, script=script) if "--instructions" in sys.argv else {}
-    for key in table:
-        cell = f"{processes.median_and_range([run[key] for run in runs])[0]:7.0f} ns"
-        if key in instructions:
-            cell += f" / {instructions[key]:7,.0f} instructions"
-        print(f"{key[0]:18} {key[1]:{width}} {cell}")
-    for key, peer in goals:
-        if key in table and peer in table:
-            ratio = processes.ratio_text([run[key] / run[peer] for run in runs])
-            counts = f" / {instructions[key] / instructions[peer]:.2f}x" if key in instructions else ""
-            print(f"{' '.join(key)} vs {' '.join(peer)}: {ratio}{counts}")

@@ -28,7 +28,6 @@ their runs with the range of its ratio (processes.py says why).
 import os
 import pathlib
 import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -38,11 +37,10 @@ import numpy as np
 
 import cai
 
-HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "python" / "tests" / "extensions"))
-import build  # noqa: E402
-import processes  # noqa: E402
-from framework_dicts import MASK, PRODUCERS  # noqa: E402
+from bench_common import HERE, SHAPE, build_loops, callgrind_dumps, cpu_name, offer_ext
+import build
+import processes
+from framework_dicts import MASK, PRODUCERS
 
 ROUNDS, CALLS, COUNTED = 9, 20_000, 2000
 MASKED = "masked"  # numpy has no mask: its peer reads the data's twin and the mask's
@@ -61,12 +59,6 @@ def build_modules():
                          cpp=True, extra_includes=[pybind11.get_include()])
     build.build_nanobind(out, source=HERE / "extension" / "nanobind_calls.cpp", name="cai_bench_nanobind")
     sys.path.insert(0, str(out))
-
-
-def build_loops(out):
-    """benchmarks/extension/loops.c as the module cai_bench_loops in the folder `out`."""
-    build.compile_module([HERE / "extension" / "loops.c"], out / f"cai_bench_loops{build.SUFFIX}", cpp=False,
-                         extra_includes=[np.get_include()])
 
 
 def best(rows):
@@ -158,18 +150,6 @@ def count_child():
             loops.counted_calls(lambda: call(calls), COUNTED, f"row{i}_{calls}")
 
 
-def callgrind_dumps(out_dir):
-    """{label: instructions} of the dumps loops.c's counted_calls made in `out_dir`."""
-    totals = {}
-    for dump in out_dir.glob("callgrind.out.*"):
-        text = dump.read_text(errors="replace")
-        trigger = re.search(r"^desc: Trigger: Client Request: (.*)$", text, re.M)
-        total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
-        if trigger and total:
-            totals[trigger.group(1)] = int(total.group(1))
-    return totals
-
-
 def main():
     build_modules()
     if sys.argv[1:2] == ["--count-child"]:
@@ -232,9 +212,7 @@ def nanobind_rows():
 
 
 def offered_image():
-    """offer_bench.py's offered Image over a 512 x 256 uint8 numpy array (kept by the Image)."""
-    from offer_bench import SHAPE, offer_ext
-
+    """The offered Image of offer_bench.py over a 512 x 256 uint8 numpy array (kept by the Image)."""
     values = np.zeros(SHAPE, dtype=np.uint8)
     return offer_ext().Image(values.ctypes.data, *SHAPE, host=True, base=values)
 
@@ -275,16 +253,6 @@ def report_runs(runs, unit):
             ratios.append(run[name] / peer[group])
         value = processes.median_and_range([run[name] for run in runs])[0]
         print(f"  {name:<70} {value:8.1f}{unit}  {processes.ratio_text(ratios)}")
-
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} CPUs"
-    except OSError:
-        pass
-    return platform.processor()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 PyO3's argument handling (`cai._native._from_object_reference`, the entry it replaced), on a
 torch CPU tensor, a numpy array and a CuPy-style CAI dict, called as users write it:
 `cai.from_object(t, sync=False, allow_host=True, pointer_check=cai.POINTER_CHECK_NEVER)`, and
-with the same arguments by position. One interleaved run (dlpack_bench.py's timing: best of
+with the same arguments by position. One interleaved run (bench_common.py's timing: best of
 ROUNDS rounds of NUMBER calls, ns per call); with --instructions, instructions per call counted
 by callgrind in a C loop, less the empty loop.
 
@@ -10,13 +10,16 @@ by callgrind in a C loop, less the empty loop.
 """
 
 
-import numpy
+import bench_common
+from bench_common import SHAPE, run_table
 
-import cai
-from cai import _native
-import dlpack_bench
-from dlpack_bench import run_table
-from framework_dicts import PRODUCERS
+bench_common.quiet()
+
+import numpy  # noqa: E402
+
+import cai  # noqa: E402
+from cai import _native  # noqa: E402
+from framework_dicts import PRODUCERS  # noqa: E402
 
 NEVER = cai.POINTER_CHECK_NEVER
 
@@ -26,10 +29,10 @@ def arguments():
     try:
         import torch
 
-        out["torch CPU tensor"] = torch.zeros(dlpack_bench.SHAPE, dtype=torch.float32)
+        out["torch CPU tensor"] = torch.zeros(SHAPE, dtype=torch.float32)
     except ImportError:
         print("(torch is not installed: no torch row)")
-    out["numpy array"] = numpy.zeros(dlpack_bench.SHAPE, dtype=numpy.float32)
+    out["numpy array"] = numpy.zeros(SHAPE, dtype=numpy.float32)
     out["CuPy dict"] = PRODUCERS["CuPy"][0]
     return out
 

@@ -1,6 +1,6 @@
 """A type offered by cai_python_offer (python/tests/extensions/offer_ext.c's `Image`, host
 memory over a numpy array, 512 x 256 uint8) read by libcai and by the peers, next to the reads
-issue 36's goals compare them with, in one interleaved run (dlpack_bench.py's timing: best of
+issue 36's goals compare them with, in one interleaved run (bench_common.py's timing: best of
 ROUNDS rounds of NUMBER calls, ns per call); with --instructions, instructions per call counted
 by callgrind in a C loop, less the empty loop.
 
@@ -12,33 +12,15 @@ reads of a torch tensor and a numpy array; the offered type's `__cuda_array_inte
 device instance: a pointer no driver is asked about) against numpy's `__array_interface__`.
 """
 
-import importlib
-import pathlib
-import sys
-import tempfile
-
 import numpy
 
 import cai
-from dlpack_bench import run_table
+import bench_common
+from bench_common import SHAPE, offer_ext, run_table
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "python" / "tests" / "extensions"))
-import build  # noqa: E402
+bench_common.quiet()
 
 NEVER = cai.POINTER_CHECK_NEVER
-SHAPE = (512, 256)
-
-
-def offer_ext():
-    """The test producer, built once into a cache folder of the temporary directory."""
-    out = pathlib.Path(tempfile.gettempdir()) / "cai-offer-bench"
-    out.mkdir(exist_ok=True)
-    target = out / f"cai_offer_ext{build.SUFFIX}"
-    if not target.exists():
-        build.compile_module([build.HERE / "offer_ext.c"], target, cpp=False)
-    sys.path.insert(0, str(out))
-    return importlib.import_module("cai_offer_ext")
 
 
 def cells():

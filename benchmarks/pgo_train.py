@@ -19,12 +19,15 @@ import tempfile
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import bench_common  # noqa: E402
+from bench_common import build_loops, offer_ext  # noqa: E402
+
+bench_common.quiet()
+
 import numpy as np  # noqa: E402
 
 import cai  # noqa: E402
-from extension_bench import build_loops  # noqa: E402
 from framework_dicts import PRODUCERS  # noqa: E402
-from offer_bench import offer_ext  # noqa: E402
 
 CALLS = 20_000
 NEVER = cai.POINTER_CHECK_NEVER

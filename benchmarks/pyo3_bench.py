@@ -10,7 +10,7 @@ check on cai's side: the peers do neither.
 
 One interleaved run, best of ROUNDS rounds, ns per call; with --instructions, every cell also
 counted by callgrind inside a C loop of calls, less the loop calling an empty lambda (the
-harness of dlpack_bench.py).
+harness of bench_common.py).
 
     OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/pyo3_bench.py [--instructions]
 """
@@ -21,18 +21,18 @@ import platform
 import re
 import sys
 import tempfile
-import warnings
 
-warnings.filterwarnings("ignore")
+import bench_common
+from bench_common import SHAPE, cell_text, count_child, counted, cpu_name, timed
+
+bench_common.quiet()
 
 import numpy  # noqa: E402
 import torch  # noqa: E402
 
 import cai  # noqa: E402
 
-from dlpack_bench import cell_text, count_child, counted, timed  # noqa: E402
-from extension_bench import cpu_name  # noqa: E402
-from framework_dicts import PRODUCERS, SHAPE  # noqa: E402
+from framework_dicts import PRODUCERS  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CRATE = ROOT / "benchmarks" / "pyo3_peers"
