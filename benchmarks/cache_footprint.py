@@ -8,7 +8,7 @@ instructions of Python (jax's), whatever the reader touches after the call was e
 the call, and whatever it touches evicts the producer's in turn. The simulation counts both
 effects where a virtual machine exposes no hardware counters: a reader's own misses, and the
 misses it causes in the producer's call and in CPython (a row's "python" and "producer" cells
-next to the other readers'). Results: docs/benchmarks.md, the entry "2026-11-27 19:40 UTC".
+next to the other readers'). Results: docs/performance.md, "Known misses".
 
     OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/cache_footprint.py [N]
 

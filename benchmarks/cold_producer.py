@@ -1,6 +1,6 @@
 """What each DLPack consumer adds to a `__dlpack__` producer's own call, for a producer that is
 a short Python function and for one that first reads 256 KB (run by hand; the jax row's
-diagnosis in docs/benchmarks.md, the entry "2026-11-27 16:25 UTC"). Two Python producers over
+diagnosis in docs/performance.md, "Known misses"). Two Python producers over
 one numpy array, 512 x 256 float32: `Light` returns the array's capsule; `Heavy` first scans
 256 KB, which leaves the L1 data cache holding other data. Each is read by `cai.from_object` (no sync, host
 memory, no pointer check), `numpy.from_dlpack` and `tvm_ffi.from_dlpack`, next to the bare

@@ -73,8 +73,8 @@ def peers():
     as a function of no arguments). Each looks its function up in its module at every call,
     as the `cai.from_object` cell does: a peer bound once to a local (as this script did until
     2026-11-29) skips the module lookups its users pay, which cost a call of a jax array 30-60
-    ns once jax's `__dlpack__` has evicted them from the cache (docs/benchmarks.md, the entry
-    "2026-11-29 12:10-13:45 UTC")."""
+    ns once jax's `__dlpack__` has evicted them from the cache (Intel 167 in
+    docs/performance.md, 2026-11-29)."""
     out = {"numpy.from_dlpack": lambda x: lambda: numpy.from_dlpack(x)}
     try:
         global tvm_ffi

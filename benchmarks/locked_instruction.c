@@ -1,5 +1,5 @@
 /* What one locked instruction costs on this machine, next to the plain store it replaces: the
- * numbers docs/benchmarks.md quotes for a mutex's lock and unlock (a compare-exchange and an
+ * numbers docs/performance.md quotes for a mutex's lock and unlock (a compare-exchange and an
  * exchange, each a locked instruction on x86-64) on the hot paths.
  *
  *     cc -O2 benchmarks/locked_instruction.c -o /tmp/locked_instruction && /tmp/locked_instruction

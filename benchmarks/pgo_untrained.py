@@ -1,6 +1,6 @@
 """Arguments the release wheel's training (pgo_train.py) never reads, timed against their peers:
 whether the profile-guided build is faster only on what it was trained on. Run it once with
-each build installed (docs/benchmarks.md, "The release wheel, profile-guided").
+each build installed (docs/performance.md, "The release wheel").
 
     OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/pgo_untrained.py
 """

@@ -3,7 +3,7 @@
 # built instrumented, trained on benchmarks/pgo_train.py (each argument users pass, from
 # Python and C), then built again with the profile, which lays out and weights its code by
 # what the training ran. The result is the same code as `pip install ./python`, faster per call
-# (docs/benchmarks.md, "The release wheel"); a source install stays a plain build.
+# (docs/performance.md, "The release wheel"); a source install stays a plain build.
 #
 #   bash scripts/build-wheel.sh OUT_DIR [PYTHON]
 #

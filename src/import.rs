@@ -133,7 +133,7 @@ fn import_with(
 /// first load of the driver (for a pointer check or a sync). A binding lets go of its
 /// interpreter's lock around such an import, and only then: a stream-ordered sync only enqueues
 /// an event record and a wait (about 0.4 us on an H200), and letting go around it made
-/// `cai.from_object` 0.1-0.3 us slower there (docs/benchmarks.md, "GPU").
+/// `cai.from_object` 0.1-0.3 us slower there (docs/performance.md, "On the GPU").
 #[inline(always)]
 pub fn import_may_wait(array: &CaiArray, options: &CaiImportOptions) -> bool {
     let action = planned_action(stream_for_version(array), options.consumer_stream, options.sync_mode);

@@ -121,7 +121,7 @@ thread_local! {
     /// thread's last fill wrote, which a fill overwrites up to its rank and nothing reads past
     /// it, as with a reused `Pooled` box. Zeroing a struct on the stack per call instead cost a
     /// 1,160-byte memset, about 2% of `numpy.from_dlpack` of an offered type
-    /// (docs/benchmarks.md).
+    /// (the Zen 3 machine of docs/performance.md, 2026-11-28).
     static FILL_ARRAY: Lent<CaiArray> = const { Lent::new(CaiArray::zeroed()) };
 }
 
