@@ -28,7 +28,9 @@ _Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, descr) == 1120, "CaiArr
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, memory) == 1128, "CaiArray.memory");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, stream_kind) == 1132, "CaiArray.stream_kind");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, byte_offset) == 1136, "CaiArray.byte_offset");
-_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, reserved) == 1144, "CaiArray.reserved");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, dl_dtype) == 1144, "CaiArray.dl_dtype");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, reserved_half) == 1148, "CaiArray.reserved_half");
+_Static_assert(sizeof(void *) != 8 || offsetof(CaiArray, reserved) == 1152, "CaiArray.reserved");
 _Static_assert(sizeof(void *) != 8 || sizeof(CaiArray) == 1160, "sizeof(CaiArray)");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiField, name) == 0, "CaiField.name");
 _Static_assert(sizeof(void *) != 8 || offsetof(CaiField, typestr) == 64, "CaiField.typestr");

@@ -134,8 +134,8 @@ static void test_from_dlpack(void) {
   CHECK_STATUS(cai_from_dlpack(t, &host, &a, &e), CAI_ERROR_NOT_DEVICE_POINTER);
   CHECK(message_has(&e, "kDLROCM") && deletes == 3);
 
-  /* dtypes with no typestr: lanes, bfloat16, sub-byte */
-  const CaiDLDataType refused[] = {{2, 32, 4}, {4, 16, 1}, {0, 4, 1}};
+  /* dtypes DLPack does not define for a CAI element: int4, an opaque handle, a packed float4 */
+  const CaiDLDataType refused[] = {{CAI_DL_INT, 4, 1}, {CAI_DL_OPAQUE_HANDLE, 64, 1}, {CAI_DL_FLOAT4_E2M1FN, 4, 1}};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     t = producer(CAI_DL_CUDA, refused[i], 2, shape, NULL, 0, 0);
     CHECK_STATUS(cai_from_dlpack(t, NULL, &a, &e), CAI_ERROR_INVALID_TYPESTR);
@@ -245,6 +245,61 @@ static void test_round_trip(void) {
   CHECK(releases == before + 1);
 }
 
+/* The ML types: taken with an opaque typestr of the item's size and the type carried in
+   dl_dtype, handed back as the same DLPack type (and a padded sub-byte type with its flag). */
+static void test_ml_types(void) {
+  const int64_t shape[] = {2, 3};
+  const struct {
+    CaiDLDataType dtype;
+    uint64_t flags;
+    const char *typestr;
+  } cases[] = {
+      {{CAI_DL_BFLOAT, 16, 1}, 0, "<V2"},
+      {{CAI_DL_FLOAT8_E4M3FN, 8, 1}, 0, "|V1"},
+      {{CAI_DL_FLOAT8_E5M2, 8, 1}, CAI_DLPACK_FLAG_READ_ONLY, "|V1"},
+      {{CAI_DL_FLOAT4_E2M1FN, 4, 2}, 0, "|V1"},                           /* torch's float4_e2m1fn_x2 */
+      {{CAI_DL_FLOAT4_E2M1FN, 4, 1}, CAI_DLPACK_FLAG_SUBBYTE_PADDED, "|V1"}, /* one a byte */
+      {{CAI_DL_FLOAT, 32, 4}, 0, "<V16"},                                 /* vector lanes */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    CaiError e;
+    CaiArray a;
+    CaiDLManagedTensorVersioned *t = producer(CAI_DL_CUDA, cases[i].dtype, 2, shape, NULL, 0, cases[i].flags);
+    CHECK_STATUS(cai_from_dlpack(t, NULL, &a, &e), CAI_OK);
+    CHECK(strcmp(a.typestr, cases[i].typestr) == 0);
+    CHECK(a.dl_dtype.code == cases[i].dtype.code && a.dl_dtype.bits == cases[i].dtype.bits &&
+          a.dl_dtype.lanes == cases[i].dtype.lanes);
+    CHECK_STATUS(cai_validate(&a, &e), CAI_OK);
+    CaiDLManagedTensorVersioned *back = NULL;
+    CHECK_STATUS(cai_to_dlpack(&a, NULL, &back, &e), CAI_OK);
+    CHECK(back->dl_tensor.dtype.code == cases[i].dtype.code && back->dl_tensor.dtype.bits == cases[i].dtype.bits &&
+          back->dl_tensor.dtype.lanes == cases[i].dtype.lanes);
+    CHECK(back->flags == cases[i].flags);
+    back->deleter(back); /* -> the array's release -> the producer's deleter */
+  }
+  /* A C producer's own: "|V2" with bfloat16 carried validates; a numeric typestr that says
+     otherwise, or a width DLPack does not give the code, is refused naming dl_dtype. */
+  CaiArray a;
+  memset(&a, 0, sizeof a);
+  a.version = 3;
+  a.ndim = 1;
+  a.shape[0] = 4;
+  a.data = fake_alloc(64, 2, 0, 0);
+  strcpy(a.typestr, "|V2");
+  a.dl_dtype.code = CAI_DL_BFLOAT;
+  a.dl_dtype.bits = 16;
+  a.dl_dtype.lanes = 1;
+  CaiError e;
+  CHECK_STATUS(cai_validate(&a, &e), CAI_OK);
+  strcpy(a.typestr, "<f2");
+  CHECK_STATUS(cai_validate(&a, &e), CAI_ERROR_INVALID_TYPESTR);
+  CHECK(message_has(&e, "dl_dtype bfloat16"));
+  strcpy(a.typestr, "|V1");
+  a.dl_dtype.bits = 8;
+  CHECK_STATUS(cai_validate(&a, &e), CAI_ERROR_INVALID_TYPESTR);
+  CHECK(message_has(&e, "where DLPack defines 16"));
+}
+
 int main(void) {
   const char *path = getenv("CAI_CUDA_DRIVER");
   void *fake = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
@@ -257,6 +312,7 @@ int main(void) {
   set_device(0);
   test_from_dlpack();
   test_round_trip();
+  test_ml_types();
 #ifdef HAVE_DLPACK_H
   printf("c_tests/test_dlpack: layout checked against a real dlpack.h (version %d)\n", DLPACK_VERSION);
 #endif

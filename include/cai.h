@@ -45,7 +45,11 @@
 #define CAI_MAX_MASK_DEPTH 4
 
 // Number of reserved words at the end of `CaiArray`; they must be zero.
-#define CAI_ARRAY_RESERVED_WORDS 2
+#define CAI_ARRAY_RESERVED_WORDS 1
+
+// Fields `CaiArray`'s reserved words have become within `CAI_ABI_VERSION` 0, each zero when
+// absent: 1, `dl_dtype`. A producer that fills one checks this at compile time.
+#define CAI_ABI_MINOR 1
 
 // `data` is a CUDA device pointer: the CUDA Array Interface's own kind (and the CUDA half of
 // the OpenCL/CUDA Buffer Interface, whose offset is always 0).
@@ -121,6 +125,10 @@
 // DLPACK_FLAG_BITMASK_READ_ONLY: the tensor's data must not be written.
 #define CAI_DLPACK_FLAG_READ_ONLY 1
 
+// DLPack's flag that a sub-byte type's elements are padded to a byte each (its default is
+// packed, little bit-endian); libcai takes and writes padded ones only with lanes 1.
+#define CAI_DLPACK_FLAG_SUBBYTE_PADDED 4
+
 // kDLCPU: host memory.
 #define CAI_DL_CPU 1
 
@@ -132,6 +140,61 @@
 
 // kDLCUDAManaged: CUDA managed memory (cudaMallocManaged).
 #define CAI_DL_CUDA_MANAGED 13
+
+// DLPack's type codes (DLDataTypeCode, DLPack 1.3), for `CaiDLDataType.code`.
+// kDLInt: signed integer.
+#define CAI_DL_INT 0
+
+// kDLUInt: unsigned integer.
+#define CAI_DL_UINT 1
+
+// kDLFloat: IEEE floating point.
+#define CAI_DL_FLOAT 2
+
+// kDLOpaqueHandle: reserved for testing; refused.
+#define CAI_DL_OPAQUE_HANDLE 3
+
+// kDLBfloat: bfloat16 (bits 16).
+#define CAI_DL_BFLOAT 4
+
+// kDLComplex: complex of two floats.
+#define CAI_DL_COMPLEX 5
+
+// kDLBool: bool (bits 8).
+#define CAI_DL_BOOL 6
+
+// kDLFloat8_e3m4 (bits 8).
+#define CAI_DL_FLOAT8_E3M4 7
+
+// kDLFloat8_e4m3 (bits 8).
+#define CAI_DL_FLOAT8_E4M3 8
+
+// kDLFloat8_e4m3b11fnuz (bits 8).
+#define CAI_DL_FLOAT8_E4M3B11FNUZ 9
+
+// kDLFloat8_e4m3fn (bits 8).
+#define CAI_DL_FLOAT8_E4M3FN 10
+
+// kDLFloat8_e4m3fnuz (bits 8).
+#define CAI_DL_FLOAT8_E4M3FNUZ 11
+
+// kDLFloat8_e5m2 (bits 8).
+#define CAI_DL_FLOAT8_E5M2 12
+
+// kDLFloat8_e5m2fnuz (bits 8).
+#define CAI_DL_FLOAT8_E5M2FNUZ 13
+
+// kDLFloat8_e8m0fnu (bits 8).
+#define CAI_DL_FLOAT8_E8M0FNU 14
+
+// kDLFloat6_e2m3fn (bits 6).
+#define CAI_DL_FLOAT6_E2M3FN 15
+
+// kDLFloat6_e3m2fn (bits 6).
+#define CAI_DL_FLOAT6_E3M2FN 16
+
+// kDLFloat4_e2m1fn (bits 4).
+#define CAI_DL_FLOAT4_E2M1FN 17
 
 // Number of reserved words at the end of `CaiDLPackOptions`; they must be zero.
 #define CAI_DLPACK_OPTIONS_RESERVED_WORDS 7
@@ -238,6 +301,16 @@ typedef struct CaiField {
   uint64_t offset;
 } CaiField;
 
+// dlpack.h's DLDataType: a DLDataTypeCode, the bits of one lane, the lanes.
+typedef struct CaiDLDataType {
+  // A DLDataTypeCode: CAI_DL_INT (0), CAI_DL_UINT, CAI_DL_FLOAT, CAI_DL_BFLOAT, ...
+  uint8_t code;
+  // Bits of one lane.
+  uint8_t bits;
+  // Lanes of a vector type; 1 for scalars.
+  uint16_t lanes;
+} CaiDLDataType;
+
 // A device array as described by `__cuda_array_interface__`.
 //
 // Zero-initialize it, fill the fields, then call `cai_validate`. Pointers in it (`mask`,
@@ -281,6 +354,12 @@ typedef struct CaiArray {
   uint32_t stream_kind;
   // For OpenCL memory, bytes from the start of the `cl_mem` to the first element; 0 for CUDA.
   uint64_t byte_offset;
+  // DLPack's type of the elements where the typestr cannot say it (bfloat16, the float8,
+  // float6 and float4 types, vector lanes; the typestr is then `V` of the item's size, "<V2"
+  // for bfloat16); all zero: the typestr says it all. Since CAI_ABI_MINOR 1.
+  struct CaiDLDataType dl_dtype;
+  // Zero; a later 32-bit field goes here.
+  uint32_t reserved_half;
   // Zero; later fields go here, zero meaning absent (see CAI_ABI_VERSION).
   uint64_t reserved[CAI_ARRAY_RESERVED_WORDS];
 } CaiArray;
@@ -404,16 +483,6 @@ typedef struct CaiDLDevice {
   // The device's ordinal (0 for host memory).
   int32_t device_id;
 } CaiDLDevice;
-
-// dlpack.h's DLDataType: a DLDataTypeCode, the bits of one lane, the lanes.
-typedef struct CaiDLDataType {
-  // A DLDataTypeCode: 0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool, ...
-  uint8_t code;
-  // Bits of one lane.
-  uint8_t bits;
-  // Lanes of a vector type; 1 for scalars.
-  uint16_t lanes;
-} CaiDLDataType;
 
 // dlpack.h's DLTensor. Strides count elements; NULL strides (before DLPack 1.2) mean
 // C-contiguous.

@@ -60,6 +60,15 @@ class Array {
   const CaiArray& raw() const noexcept { return raw_; }
   CaiArray& raw() noexcept { return raw_; }
 
+  // The elements' DLPack type where the typestr is opaque bytes ("<V2": bfloat16 is
+  // {CAI_DL_BFLOAT, 16, 1}); all zero where the typestr says it all.
+  CaiDLDataType dl_dtype() const noexcept { return raw_.dl_dtype; }
+  // Whether the array carries DLPack type `code` of `bits` bits, one lane, in dl_dtype (the
+  // types no numeric typestr names): `carries(CAI_DL_BFLOAT, 16)`, `carries(CAI_DL_FLOAT8_E4M3FN, 8)`.
+  bool carries(uint8_t code, uint8_t bits) const noexcept {
+    return raw_.dl_dtype.code == code && raw_.dl_dtype.bits == bits && raw_.dl_dtype.lanes == 1;
+  }
+
   void validate() const {
     CaiError error;
     detail::check(cai_validate(&raw_, &error), error);

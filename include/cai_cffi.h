@@ -17,7 +17,9 @@
 
 #define CAI_MAX_MASK_DEPTH 4
 
-#define CAI_ARRAY_RESERVED_WORDS 2
+#define CAI_ARRAY_RESERVED_WORDS 1
+
+#define CAI_ABI_MINOR 1
 
 #define CAI_MEMORY_CUDA 0
 
@@ -65,6 +67,8 @@
 
 #define CAI_DLPACK_FLAG_READ_ONLY 1
 
+#define CAI_DLPACK_FLAG_SUBBYTE_PADDED 4
+
 #define CAI_DL_CPU 1
 
 #define CAI_DL_CUDA 2
@@ -72,6 +76,42 @@
 #define CAI_DL_CUDA_HOST 3
 
 #define CAI_DL_CUDA_MANAGED 13
+
+#define CAI_DL_INT 0
+
+#define CAI_DL_UINT 1
+
+#define CAI_DL_FLOAT 2
+
+#define CAI_DL_OPAQUE_HANDLE 3
+
+#define CAI_DL_BFLOAT 4
+
+#define CAI_DL_COMPLEX 5
+
+#define CAI_DL_BOOL 6
+
+#define CAI_DL_FLOAT8_E3M4 7
+
+#define CAI_DL_FLOAT8_E4M3 8
+
+#define CAI_DL_FLOAT8_E4M3B11FNUZ 9
+
+#define CAI_DL_FLOAT8_E4M3FN 10
+
+#define CAI_DL_FLOAT8_E4M3FNUZ 11
+
+#define CAI_DL_FLOAT8_E5M2 12
+
+#define CAI_DL_FLOAT8_E5M2FNUZ 13
+
+#define CAI_DL_FLOAT8_E8M0FNU 14
+
+#define CAI_DL_FLOAT6_E2M3FN 15
+
+#define CAI_DL_FLOAT6_E3M2FN 16
+
+#define CAI_DL_FLOAT4_E2M1FN 17
 
 #define CAI_DLPACK_OPTIONS_RESERVED_WORDS 7
 
@@ -131,6 +171,12 @@ typedef struct CaiField {
   uint64_t offset;
 } CaiField;
 
+typedef struct CaiDLDataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} CaiDLDataType;
+
 typedef struct CaiArray {
   uint32_t abi_version;
   int32_t version;
@@ -150,6 +196,8 @@ typedef struct CaiArray {
   uint32_t memory;
   uint32_t stream_kind;
   uint64_t byte_offset;
+  struct CaiDLDataType dl_dtype;
+  uint32_t reserved_half;
   uint64_t reserved[CAI_ARRAY_RESERVED_WORDS];
 } CaiArray;
 
@@ -216,12 +264,6 @@ typedef struct CaiDLDevice {
   int32_t device_type;
   int32_t device_id;
 } CaiDLDevice;
-
-typedef struct CaiDLDataType {
-  uint8_t code;
-  uint8_t bits;
-  uint16_t lanes;
-} CaiDLDataType;
 
 typedef struct CaiDLTensor {
   void *data;

@@ -53,7 +53,7 @@ extern "C" {
 #define CAI_C_API_ATTRIBUTE    "__cuda_array_interface_c_api__"
 #define CAI_C_API_CAPSULE_NAME "cuda_array_interface_c_api"
 #define CAI_C_API_MAJOR 1
-#define CAI_C_API_MINOR 0
+#define CAI_C_API_MINOR 1
 
 typedef struct CaiCApiVersion { uint32_t major, minor; } CaiCApiVersion;
 
@@ -87,7 +87,8 @@ typedef struct CaiCApi {
 // writable, C-contiguous "|u1" array at data 0 with no mask, no descr, stream 0 (no work pending)
 // and CUDA memory; the fill writes what differs: data, ndim, shape, typestr, strides (with
 // strides_given = 1), readonly, stream (the stream its pending work is on), mask and descr
-// (pointing into storage `self` keeps), never owner, release or memory. `*device` is preset to
+// (pointing into storage `self` keeps), dl_dtype where the typestr is opaque bytes of a type
+// DLPack names ("<V2" with {CAI_DL_BFLOAT, 16, 1}), never owner, release or memory. `*device` is preset to
 // {CAI_DL_CUDA, -1} (found from the pointer when asked); a fill may set the CUDA ordinal it knows
 // (0 or more, used without asking the driver; a libcai reader that checks the pointer refuses one
 // the driver contradicts); an array in host memory sets {CAI_DL_CPU, 0}. Returns CAI_OK, or a status

@@ -60,7 +60,8 @@ python=${PYTHON:-target/venv/bin/python}
 # Left out here, and run in the plain pytest run: test_threads.py and test_thread_stress.py
 # (valgrind runs threads one at a time, and their spinning threads take it from seconds to a
 # quarter of an hour) and
-# test_buffer_interface.py, test_frameworks.py, test_torch.py and test_cuda_core.py (PoCL
+# test_buffer_interface.py, test_frameworks.py, test_torch.py, test_element_types.py and
+# test_cuda_core.py (PoCL
 # compiles its kernels with LLVM inside the process, paddle, jax, torch and cuda.core load
 # hundreds of MB of their own code: under valgrind that is their code being checked, for
 # minutes, not libcai's); test_hot_path.py for the same reason (it compares the entry's answers
@@ -78,6 +79,7 @@ if PYTHONMALLOC=malloc valgrind --quiet --error-exitcode=99 --leak-check=no \
     --ignore=python/tests/test_threads.py --ignore=python/tests/test_thread_stress.py \
     --ignore=python/tests/test_buffer_interface.py --ignore=python/tests/test_frameworks.py \
     --ignore=python/tests/test_torch.py --ignore=python/tests/test_cuda_core.py \
+    --ignore=python/tests/test_element_types.py \
     --ignore=python/tests/test_hot_path.py --ignore=python/tests/test_offer_consumers.py \
     -k "not test_paddle_cpu_tensors_agree and not test_torch_and_jax_cpu_tensors_conform and not cuda_core" \
     python/tests \

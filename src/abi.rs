@@ -28,7 +28,10 @@ pub const CAI_MAX_MASK_DEPTH: usize = 4;
 /// Byte order numpy writes for the host: typestrs without one, or with `=`, mean this.
 pub(crate) const NATIVE_BYTE_ORDER: u8 = if cfg!(target_endian = "little") { b'<' } else { b'>' };
 /// Number of reserved words at the end of `CaiArray`; they must be zero.
-pub const CAI_ARRAY_RESERVED_WORDS: usize = 2;
+pub const CAI_ARRAY_RESERVED_WORDS: usize = 1;
+/// Fields `CaiArray`'s reserved words have become within `CAI_ABI_VERSION` 0, each zero when
+/// absent: 1, `dl_dtype`. A producer that fills one checks this at compile time.
+pub const CAI_ABI_MINOR: u32 = 1;
 
 /// `data` is a CUDA device pointer: the CUDA Array Interface's own kind (and the CUDA half of
 /// the OpenCL/CUDA Buffer Interface, whose offset is always 0).
@@ -105,6 +108,12 @@ pub struct CaiArray {
     pub stream_kind: u32,
     /// For OpenCL memory, bytes from the start of the `cl_mem` to the first element; 0 for CUDA.
     pub byte_offset: u64,
+    /// DLPack's type of the elements where the typestr cannot say it (bfloat16, the float8,
+    /// float6 and float4 types, vector lanes; the typestr is then `V` of the item's size, "<V2"
+    /// for bfloat16); all zero: the typestr says it all. Since CAI_ABI_MINOR 1.
+    pub dl_dtype: CaiDLDataType,
+    /// Zero; a later 32-bit field goes here.
+    pub reserved_half: u32,
     /// Zero; later fields go here, zero meaning absent (see CAI_ABI_VERSION).
     pub reserved: [u64; CAI_ARRAY_RESERVED_WORDS],
 }
@@ -131,6 +140,8 @@ impl CaiArray {
             memory: CAI_MEMORY_CUDA,
             stream_kind: 0,
             byte_offset: 0,
+            dl_dtype: CaiDLDataType::absent(),
+            reserved_half: 0,
             reserved: [0; CAI_ARRAY_RESERVED_WORDS],
         }
     }
@@ -196,6 +207,8 @@ pub(crate) struct ArrayHead {
     memory: u32,
     stream_kind: u32,
     byte_offset: u64,
+    dl_dtype: CaiDLDataType,
+    reserved_half: u32,
     reserved: [u64; CAI_ARRAY_RESERVED_WORDS],
 }
 
@@ -223,6 +236,8 @@ impl ArrayHead {
             memory,
             stream_kind,
             byte_offset,
+            dl_dtype,
+            reserved_half,
             reserved,
         } = *array;
         ArrayHead {
@@ -242,6 +257,8 @@ impl ArrayHead {
             memory,
             stream_kind,
             byte_offset,
+            dl_dtype,
+            reserved_half,
             reserved,
         }
     }
@@ -279,6 +296,8 @@ impl ArrayHead {
             addr_of_mut!((*out).memory).write(self.memory);
             addr_of_mut!((*out).stream_kind).write(self.stream_kind);
             addr_of_mut!((*out).byte_offset).write(self.byte_offset);
+            addr_of_mut!((*out).dl_dtype).write(self.dl_dtype);
+            addr_of_mut!((*out).reserved_half).write(self.reserved_half);
             addr_of_mut!((*out).reserved).write(self.reserved);
         }
     }
@@ -521,6 +540,9 @@ pub const CAI_DLPACK_MAJOR_VERSION: u32 = 1;
 pub const CAI_DLPACK_MINOR_VERSION: u32 = 1;
 /// DLPACK_FLAG_BITMASK_READ_ONLY: the tensor's data must not be written.
 pub const CAI_DLPACK_FLAG_READ_ONLY: u64 = 1;
+/// DLPack's flag that a sub-byte type's elements are padded to a byte each (its default is
+/// packed, little bit-endian); libcai takes and writes padded ones only with lanes 1.
+pub const CAI_DLPACK_FLAG_SUBBYTE_PADDED: u64 = 4;
 
 /// kDLCPU: host memory.
 pub const CAI_DL_CPU: i32 = 1;
@@ -555,13 +577,63 @@ pub struct CaiDLDevice {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CaiDLDataType {
-    /// A DLDataTypeCode: 0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool, ...
+    /// A DLDataTypeCode: CAI_DL_INT (0), CAI_DL_UINT, CAI_DL_FLOAT, CAI_DL_BFLOAT, ...
     pub code: u8,
     /// Bits of one lane.
     pub bits: u8,
     /// Lanes of a vector type; 1 for scalars.
     pub lanes: u16,
 }
+
+impl CaiDLDataType {
+    /// All zero: in `CaiArray.dl_dtype`, "the typestr says it all" (no DLPack type has 0 bits).
+    pub const fn absent() -> CaiDLDataType {
+        CaiDLDataType { code: 0, bits: 0, lanes: 0 }
+    }
+
+    /// Whether this is `absent()`.
+    pub fn is_absent(&self) -> bool {
+        *self == CaiDLDataType::absent()
+    }
+}
+
+/// DLPack's type codes (DLDataTypeCode, DLPack 1.3), for `CaiDLDataType.code`.
+/// kDLInt: signed integer.
+pub const CAI_DL_INT: u8 = 0;
+/// kDLUInt: unsigned integer.
+pub const CAI_DL_UINT: u8 = 1;
+/// kDLFloat: IEEE floating point.
+pub const CAI_DL_FLOAT: u8 = 2;
+/// kDLOpaqueHandle: reserved for testing; refused.
+pub const CAI_DL_OPAQUE_HANDLE: u8 = 3;
+/// kDLBfloat: bfloat16 (bits 16).
+pub const CAI_DL_BFLOAT: u8 = 4;
+/// kDLComplex: complex of two floats.
+pub const CAI_DL_COMPLEX: u8 = 5;
+/// kDLBool: bool (bits 8).
+pub const CAI_DL_BOOL: u8 = 6;
+/// kDLFloat8_e3m4 (bits 8).
+pub const CAI_DL_FLOAT8_E3M4: u8 = 7;
+/// kDLFloat8_e4m3 (bits 8).
+pub const CAI_DL_FLOAT8_E4M3: u8 = 8;
+/// kDLFloat8_e4m3b11fnuz (bits 8).
+pub const CAI_DL_FLOAT8_E4M3B11FNUZ: u8 = 9;
+/// kDLFloat8_e4m3fn (bits 8).
+pub const CAI_DL_FLOAT8_E4M3FN: u8 = 10;
+/// kDLFloat8_e4m3fnuz (bits 8).
+pub const CAI_DL_FLOAT8_E4M3FNUZ: u8 = 11;
+/// kDLFloat8_e5m2 (bits 8).
+pub const CAI_DL_FLOAT8_E5M2: u8 = 12;
+/// kDLFloat8_e5m2fnuz (bits 8).
+pub const CAI_DL_FLOAT8_E5M2FNUZ: u8 = 13;
+/// kDLFloat8_e8m0fnu (bits 8).
+pub const CAI_DL_FLOAT8_E8M0FNU: u8 = 14;
+/// kDLFloat6_e2m3fn (bits 6).
+pub const CAI_DL_FLOAT6_E2M3FN: u8 = 15;
+/// kDLFloat6_e3m2fn (bits 6).
+pub const CAI_DL_FLOAT6_E3M2FN: u8 = 16;
+/// kDLFloat4_e2m1fn (bits 4).
+pub const CAI_DL_FLOAT4_E2M1FN: u8 = 17;
 
 /// dlpack.h's DLTensor. Strides count elements; NULL strides (before DLPack 1.2) mean
 /// C-contiguous.
@@ -713,7 +785,9 @@ const _: () = {
     assert!(offset_of!(CaiArray, memory) == 1128);
     assert!(offset_of!(CaiArray, stream_kind) == 1132);
     assert!(offset_of!(CaiArray, byte_offset) == 1136);
-    assert!(offset_of!(CaiArray, reserved) == 1144);
+    assert!(offset_of!(CaiArray, dl_dtype) == 1144);
+    assert!(offset_of!(CaiArray, reserved_half) == 1148);
+    assert!(offset_of!(CaiArray, reserved) == 1152);
     assert!(size_of::<CaiArray>() == 1160);
 
     assert!(offset_of!(CaiField, name) == 0);
@@ -827,7 +901,9 @@ mod tests {
             array.memory = CAI_MEMORY_OPENCL;
             array.stream_kind = CAI_OPENCL_STREAM_EVENT;
             array.byte_offset = 16;
-            array.reserved = [5, 6];
+            array.dl_dtype = CaiDLDataType { code: CAI_DL_BFLOAT, bits: 16, lanes: 1 };
+            array.reserved_half = 5;
+            array.reserved = [6];
             for i in 0..ndim {
                 array.shape[i] = i as i64 + 2;
                 array.strides[i] = -(i as i64) - 8;

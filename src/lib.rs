@@ -6,7 +6,8 @@
 //!   panic boundary and status codes only.
 //! - `import`, `export`: the consumer's and the producer's sequence of steps; `dlpack`: the
 //!   same struct to and from DLPack tensors.
-//! - core, pure: `validate` (one function per spec rule) over `layout` and `dtype`;
+//! - core, pure: `validate` (one function per spec rule) over `layout`, `dtype` and
+//!   `element_type` (DLPack's types beside the typestr: bfloat16, float8, ...);
 //!   `normalize` (the export form); `dict` (the dict's rules, for bindings that read one).
 //! - `device`: pointer checks, stream sync and the event pool, through `driver`'s typed calls,
 //!   behind `device::memory`, the one seam per memory kind that validate, import, export and
@@ -77,6 +78,7 @@ mod dict;
 mod dlpack;
 mod driver;
 mod dtype;
+mod element_type;
 mod export;
 #[cfg(feature = "c-api")]
 mod ffi;
@@ -138,6 +140,12 @@ pub mod binding {
             to_dlpack_legacy_validated, to_dlpack_validated, write_dltensor, write_versioned, AllowHost,
             CheckedDlTensor, HostWords, Keeper, KeptObject, RELEASE_VERSIONED,
         };
+        pub use crate::element_type::SubByte;
+    }
+
+    /// Element types beside the typestr (bfloat16, float8, ...): names and DLPack types.
+    pub mod element_type {
+        pub use crate::element_type::{dl_dtype_named, element_type, name_of, names_beyond_numpy};
     }
 
     pub use crate::abi::release as release_array;

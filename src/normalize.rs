@@ -3,6 +3,7 @@
 
 use crate::abi::{CaiArray, CAI_STREAM_NONE};
 use crate::dtype::{canonical_typestr, typestr_in_buffer};
+use crate::element_type::{typestr_of, SubByte};
 use crate::layout::is_c_contiguous;
 use crate::status::{Error, Result, Status};
 use crate::validate::{validate, Validated};
@@ -38,6 +39,10 @@ pub fn normalize_validated_for_export(
 ) -> Result<()> {
     debug_assert!(version == 2 || version == 3);
     let canonical = canonical_typestr(typestr_in_buffer(&array.typestr, "typestr")?)?;
+    // A carried DLPack type exports the typestr it travels with ("<V2" for bfloat16, as torch
+    // and ml_dtypes write it), where numpy's spelling would drop the byte order ("|V2").
+    let carried =
+        (!array.dl_dtype.is_absent()).then(|| typestr_of(array.dl_dtype, SubByte::Padded)).transpose()?;
     let ndim = array.ndim as usize;
     if array.strides_given == 1
         && is_c_contiguous(&array.shape[..ndim], &array.strides[..ndim], validated.dtype.itemsize)
@@ -49,7 +54,12 @@ pub fn normalize_validated_for_export(
     }
     array.shape[ndim..].fill(0);
     array.strides[ndim..].fill(0);
-    array.set_typestr(canonical.as_str());
+    match carried {
+        Some(typed) => {
+            array.set_typestr(std::str::from_utf8(typed.as_bytes()).expect("typestrs made are ASCII"))
+        }
+        None => array.set_typestr(canonical.as_str()),
+    };
     if validated.element_count == 0 {
         array.data = 0;
     }

@@ -12,6 +12,7 @@ use crate::device::memory::{
     extent_is_addressable, extent_stays_in_address_space, placement_is_valid, Extent,
 };
 use crate::dtype::{parse_typestr_buffer, validate_descr};
+use crate::element_type::dl_dtype_agrees_with_typestr;
 use crate::layout::{
     byte_extent, c_strides, element_count, is_c_contiguous, is_f_contiguous, nbytes, strides_itemsize_aligned,
 };
@@ -47,6 +48,7 @@ pub fn validate(array: &CaiArray) -> Result<Validated> {
 fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
     abi_version_is_known(array.abi_version)?;
     version_is_known(array.version)?;
+    reserved_are_zero("reserved_half", &[array.reserved_half])?;
     reserved_are_zero("reserved", &array.reserved)?;
     placement_is_valid(array)?;
     readonly_is_a_flag(array.readonly)?;
@@ -54,6 +56,7 @@ fn validate_nested(array: &CaiArray, mask_depth: usize) -> Result<Validated> {
     let ndim = ndim_is_within_limit(array.ndim)?;
     extents_are_non_negative(&array.shape[..ndim])?;
     let dtype = typestr_is_a_device_type(array)?;
+    dl_dtype_agrees_with_typestr(array.dl_dtype, dtype, array.descr_count)?;
     descr_matches_itemsize(array, dtype.itemsize)?;
     let validated = layout_is_addressable(array, ndim, dtype)?;
     mask_matches_array(array, mask_depth)?;

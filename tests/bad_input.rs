@@ -56,8 +56,11 @@ fn garbage_flags_and_reserved_words_are_rejected() {
     a.strides_given = 0xdead;
     assert_rejected(&a, CAI_ERROR_INVALID_STRIDES, "strides_given is 57005");
     let mut a = array(&[2], "<f4");
-    a.reserved[1] = 1;
-    assert_rejected(&a, CAI_ERROR_INVALID_ARGUMENT, "reserved[1]");
+    a.reserved[0] = 1;
+    assert_rejected(&a, CAI_ERROR_INVALID_ARGUMENT, "reserved[0]");
+    let mut a = array(&[2], "<f4");
+    a.reserved_half = 1;
+    assert_rejected(&a, CAI_ERROR_INVALID_ARGUMENT, "reserved_half[0]");
     let mut a = array(&[2], "<f4");
     let options = cai::CaiExportOptions { version: 3, reserved: [0, 0, 9, 0, 0], ..Default::default() };
     // SAFETY: every pointer is NULL (the refusal under test) or points to a live value of its type.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Layers, lowest first.
-const LAYERS: [(&str, u32); 18] = [
+const LAYERS: [(&str, u32); 19] = [
     ("status", 0),
     ("abi", 1),
     ("config", 1),
@@ -15,6 +15,7 @@ const LAYERS: [(&str, u32); 18] = [
     ("dtype", 2),
     ("layout", 2),
     ("device", 3),
+    ("element_type", 3),
     ("validate", 4),
     ("dict", 5),
     ("normalize", 5),

@@ -92,7 +92,7 @@ pub const CAI_C_API_CAPSULE_NAME: &CStr = c"cuda_array_interface_c_api";
 /// The table's major version this crate reads and writes.
 pub const CAI_C_API_MAJOR: u32 = 1;
 /// The table's minor version this crate writes.
-pub const CAI_C_API_MINOR: u32 = 0;
+pub const CAI_C_API_MINOR: u32 = 1;
 /// `CaiRequest.flags`: host memory may be described.
 pub const CAI_REQUEST_ALLOW_HOST: u64 = 1;
 /// The flags a consumer must not set unless the producer understands them (bits 0-31).

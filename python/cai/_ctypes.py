@@ -30,6 +30,15 @@ class CaiField(Structure):
     _fields_ = [("name", c_char * FIELD_NAME_CAPACITY), ("typestr", c_char * TYPESTR_CAPACITY), ("offset", c_uint64)]
 
 
+class CaiDLDataType(Structure):
+    """DLPack's `DLDataType`."""
+
+    code: int
+    bits: int
+    lanes: int
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
 class CaiArray(Structure):
     """The C description of a device array (`CaiArray` in cai.h): what `cai.Array` holds and
     passes as `CaiArray *`."""
@@ -52,6 +61,8 @@ class CaiArray(Structure):
     memory: int
     stream_kind: int
     byte_offset: int
+    dl_dtype: CaiDLDataType
+    reserved_half: int
     reserved: "ctypes.Array[c_uint64]"
 
     def __init__(self, *args: object, **fields: object) -> None:
@@ -85,7 +96,9 @@ CaiArray._fields_ = [
     ("memory", c_uint32),
     ("stream_kind", c_uint32),
     ("byte_offset", c_uint64),
-    ("reserved", c_uint64 * 2),
+    ("dl_dtype", CaiDLDataType),
+    ("reserved_half", c_uint32),
+    ("reserved", c_uint64 * 1),
 ]
 
 
@@ -228,15 +241,6 @@ class CaiDLDevice(Structure):
     device_type: int
     device_id: int
     _fields_ = [("device_type", c_int32), ("device_id", c_int32)]
-
-
-class CaiDLDataType(Structure):
-    """DLPack's `DLDataType`."""
-
-    code: int
-    bits: int
-    lanes: int
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
 class CaiDLTensor(Structure):

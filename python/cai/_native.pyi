@@ -42,6 +42,10 @@ class Array:
     def dtype(self) -> Any:
         """numpy's dtype for the typestr (needs numpy)."""
     @property
+    def element_type(self) -> str | None:
+        """The elements' type by the name torch, jax and ml_dtypes share ('bfloat16',
+        'float8_e4m3fn', 'float32'); None for a typestr that names no such type."""
+    @property
     def strides(self) -> tuple[int, ...]:
         """Byte strides; C-contiguous ones when the descriptor gave none."""
     @property

@@ -29,7 +29,7 @@
 # immutable: the offer writes the attributes into its dict.
 
 from cpython.object cimport PyTypeObject
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 cdef extern from "cai_python.h":
     ctypedef int32_t CaiStatus
@@ -77,6 +77,24 @@ cdef extern from "cai_python.h":
         CAI_PYTHON_API_MINOR
         CAI_DL_CPU
         CAI_DL_CUDA
+        CAI_ABI_MINOR
+        CAI_DL_INT
+        CAI_DL_UINT
+        CAI_DL_FLOAT
+        CAI_DL_BFLOAT
+        CAI_DL_COMPLEX
+        CAI_DL_BOOL
+        CAI_DL_FLOAT8_E3M4
+        CAI_DL_FLOAT8_E4M3
+        CAI_DL_FLOAT8_E4M3B11FNUZ
+        CAI_DL_FLOAT8_E4M3FN
+        CAI_DL_FLOAT8_E4M3FNUZ
+        CAI_DL_FLOAT8_E5M2
+        CAI_DL_FLOAT8_E5M2FNUZ
+        CAI_DL_FLOAT8_E8M0FNU
+        CAI_DL_FLOAT6_E2M3FN
+        CAI_DL_FLOAT6_E3M2FN
+        CAI_DL_FLOAT4_E2M1FN
         CAI_C_API_MAJOR
         CAI_C_API_MINOR
         CAI_REQUEST_ALLOW_HOST
@@ -85,6 +103,11 @@ cdef extern from "cai_python.h":
         char name[64]
         char typestr[32]
         uint64_t offset
+
+    ctypedef struct CaiDLDataType:
+        uint8_t code
+        uint8_t bits
+        uint16_t lanes
 
     ctypedef struct CaiArray:
         uint32_t abi_version
@@ -105,6 +128,7 @@ cdef extern from "cai_python.h":
         uint32_t memory
         uint32_t stream_kind
         uint64_t byte_offset
+        CaiDLDataType dl_dtype
 
     ctypedef struct CaiError:
         int32_t code

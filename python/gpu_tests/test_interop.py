@@ -341,3 +341,32 @@ def test_the_frameworks_device_arrays_and_offered_types_conform(cupy, torch, off
                      f"it)" for protocol in ("__dlpack__(max_version=(1, 0))", "__dlpack__()")]}
     for name, seen in findings.items():
         assert seen in ([], known.get(name, [])), (name, seen)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_ml_typed_device_tensors_of_torch_and_jax_are_carried_exactly_by_every_route(torch, extensions, name):
+    """bfloat16 and float8 CUDA tensors: cai.from_object carries DLPack's type (`dl_dtype`)
+    beside an opaque typestr, every extension route sees the same struct, and torch and JAX take
+    them back as the same dtype over the same memory."""
+    t = (torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6) / 8).to(getattr(torch, name))
+    inputs = [t, t[:, ::2], t.T]
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        x = jnp.arange(12, dtype=jnp.float32).astype(getattr(jnp, name))
+        inputs.append(jax.device_put(x, jax.devices("gpu")[0]))
+    except (ImportError, RuntimeError):
+        jax = None
+    for obj in inputs:
+        a = cai.from_object(obj, sync=False)
+        assert a.element_type == name and a.typestr == ("<V2" if name == "bfloat16" else "|V1")
+    assert extensions.same_everywhere(inputs) > 0
+    for view in inputs[:3]:
+        back = torch.from_dlpack(cai.from_object(view))
+        assert back.dtype == view.dtype and back.data_ptr() == view.data_ptr() and back.stride() == view.stride()
+        assert torch.equal(back.view(torch.uint8) if back.element_size() == 1 else back.view(torch.int16),
+                           view.view(torch.uint8) if view.element_size() == 1 else view.view(torch.int16))
+    if jax is not None:
+        back = jax.dlpack.from_dlpack(cai.from_object(inputs[-1]))
+        assert back.dtype == inputs[-1].dtype and bool((back == inputs[-1]).all())

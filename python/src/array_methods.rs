@@ -7,7 +7,7 @@ use std::ffi::CStr;
 
 use cai::binding::dict::Repr;
 use cai::binding::export::{export_version, normalize_for_export, normalize_validated_for_export};
-use cai::binding::rules::{c_strides, stream_for_version, validate};
+use cai::binding::rules::{c_strides, stream_for_version, typestr_is_a_device_type, validate};
 use cai::{CaiArray, Error, Status, CAI_DL_CPU, CAI_MAX_NDIM, CAI_MEMORY_CUDA};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::ffi;
@@ -38,7 +38,7 @@ pub fn add_array_type(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// Every attribute: its name, its getter and its docstring.
-pub static GETTERS: [(&CStr, Getter, &CStr); 21] = [
+pub static GETTERS: [(&CStr, Getter, &CStr); 22] = [
     (c"ptr", ptr, c"Address of the CaiArray, valid while this Array lives."),
     (
         c"buffer",
@@ -68,6 +68,14 @@ what was read from a dict or DLPack, as a C producer wrote it for `from_c` and
     ),
     (c"itemsize", itemsize, c"Bytes per element, from the typestr (`'<f4'`: 4)."),
     (c"dtype", dtype, c"numpy's dtype for the typestr (needs numpy)."),
+    (
+        c"element_type",
+        element_type,
+        c"The elements' type by the name torch, jax and ml_dtypes share ('bfloat16',
+'float8_e4m3fn', 'float32'), exact where the producer said it (DLPack, a numpy array of an
+ml_dtypes type); None for a typestr that names no such type (opaque bytes a CAI dict gave
+alone, structured types, strings, dates).",
+    ),
     (c"strides", strides, c"Byte strides; C-contiguous ones when the descriptor gave none."),
     (c"size", size, c"The number of elements: the product of `shape` (1 for a 0-d array)."),
     (c"nbytes", nbytes, c"Bytes the elements occupy: `size * itemsize` (not the span of a strided array)."),
@@ -343,6 +351,13 @@ fn itemsize(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
 fn dtype(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
     let py = this.py();
     Ok(py.import("numpy")?.getattr("dtype")?.call1((this.get().typestr(),))?.unbind())
+}
+
+fn element_type(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    let array = this.get().array();
+    let parsed = typestr_is_a_device_type(array).map_err(Failure::Cai)?;
+    let exact = cai::binding::element_type::element_type(array.dl_dtype, parsed);
+    exact.and_then(cai::binding::element_type::name_of).into_py_any(this.py())
 }
 
 fn strides(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {

@@ -11,6 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use cai::binding::dlpack::{
     check_dltensor, device_is_cuda_or_allowed_host, read_dltensor, write_dltensor, AllowHost, HostWords,
+    SubByte,
 };
 use cai::binding::import::{
     import_described, import_is_inert, import_may_wait, producer_ordering, Imported, ProducerOrdering,
@@ -502,7 +503,7 @@ fn import_numpy_for_c(
 ) -> CaiResult<ForC> {
     let import = |tensor: &CaiDLTensor, read_only| {
         // SAFETY: the array's tensor, valid while this runs (`with_numpy_tensor`).
-        let checked = unsafe { check_dltensor(tensor, host) }?;
+        let checked = unsafe { check_dltensor(tensor, SubByte::Padded, host) }?;
         mark_clean(obj);
         let write = |array: &mut CaiArray| {
             // SAFETY: the tensor just checked; it is not read after this write.
@@ -1129,7 +1130,7 @@ fn view_numpy_array(
     let py = obj.py();
     let view = |tensor: &CaiDLTensor, read_only| {
         // SAFETY: the array's tensor, valid for this call (`with_numpy_tensor`).
-        let checked = unsafe { check_dltensor(tensor, allow) }?;
+        let checked = unsafe { check_dltensor(tensor, SubByte::Padded, allow) }?;
         // SAFETY: the tensor just checked.
         let write = |array: &mut CaiArray| unsafe { write_dltensor(tensor, &checked, read_only, array) };
         written(py, write, checked.validated, Some(HOST), CAI_STREAM_NONE, options, out)
@@ -1242,7 +1243,9 @@ fn view_chosen(
         // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller;
         // the tensor is read at once.
         Chosen::NumpyFields => match unsafe {
-            with_numpy_tensor(obj, |tensor, read_only| Ok(read_dltensor(tensor, read_only, allow, array)?))
+            with_numpy_tensor(obj, |tensor, read_only| {
+                Ok(read_dltensor(tensor, read_only, SubByte::Padded, allow, array)?)
+            })
         }? {
             Some(validated) => {
                 mark_clean(obj);

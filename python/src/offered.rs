@@ -19,8 +19,8 @@ use std::sync::Mutex;
 use cai::binding::dlpack::{AllowHost, Keeper, KeptObject};
 use cai::binding::rules::{validate, Validated};
 use cai::{
-    CaiArray, CaiDLDevice, CaiError, CaiStatus, Error, Status, CAI_DL_CPU, CAI_DL_CUDA, CAI_MEMORY_CUDA,
-    CAI_OK,
+    CaiArray, CaiDLDataType, CaiDLDevice, CaiError, CaiStatus, Error, Status, CAI_DL_CPU, CAI_DL_CUDA,
+    CAI_MEMORY_CUDA, CAI_OK,
 };
 use cai_python::ffi::{
     CaiCApi, CaiCApiHeader, CaiCApiVersion, CaiPythonFill, CaiRequest, CAI_C_API_MAJOR, CAI_C_API_MINOR,
@@ -406,6 +406,8 @@ fn write_defaults(out: &mut CaiArray) {
     out.memory = CAI_MEMORY_CUDA;
     out.stream_kind = 0;
     out.byte_offset = 0;
+    out.dl_dtype = CaiDLDataType::absent();
+    out.reserved_half = 0;
     out.reserved = Default::default();
 }
 

@@ -5,7 +5,7 @@ use std::ffi::c_void;
 
 use cai::binding::dlpack::{
     check_dltensor, check_versioned, discard, write_dltensor, write_versioned, AllowHost, CheckedDlTensor,
-    RELEASE_VERSIONED,
+    SubByte, RELEASE_VERSIONED,
 };
 use cai::binding::import::ProducerOrdering;
 use cai::binding::rules::Validated;
@@ -266,7 +266,7 @@ pub fn view_by_exchange(
     }
     // SAFETY: the producer's view of `obj`, valid while the caller holds it and runs no Python
     // code (none runs in the read).
-    let checked = unsafe { check_dltensor(&tensor, host) }?;
+    let checked = unsafe { check_dltensor(&tensor, SubByte::Packed, host) }?;
     let stream = work_stream(obj.py(), exchange, ordering, tensor.device)?.unwrap_or(CAI_STREAM_NONE);
     Ok(ExchangeView { tensor, checked, stream })
 }

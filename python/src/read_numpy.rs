@@ -6,7 +6,9 @@
 //! a call). An array the DLTensor could differ for (a dtype numpy's export refuses or maps
 //! through its registry, a byte-swapped dtype, a stride that is not a whole number of items, a
 //! base that is a DLPack capsule, whose device numpy reports) is left to `__dlpack__`, which
-//! then decides as before.
+//! then decides as before. One family numpy's export refuses is read here all the same: the
+//! dtypes of ml_dtypes (bfloat16, the float8/6/4 types), known by their scalar type's identity,
+//! whose DLPack type the struct then carries (`dl_dtype`).
 //!
 //! Why this is sound: the layouts read are numpy's public ABI (`PyArrayObject_fields` and
 //! `PyArray_Descr` of numpy 2's headers, which compiled extensions read through macros); the
@@ -20,7 +22,8 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use cai::binding::dlpack::{read_dltensor, AllowHost};
+use cai::binding::dlpack::{read_dltensor, AllowHost, SubByte};
+use cai::binding::element_type::{dl_dtype_named, names_beyond_numpy};
 use cai::{CaiArray, CaiDLDataType, CaiDLDevice, CaiDLTensor, CAI_DL_CPU, CAI_MAX_NDIM};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -72,6 +75,38 @@ const DL_UINT: u8 = 1;
 const DL_FLOAT: u8 = 2;
 const DL_COMPLEX: u8 = 5;
 const DL_BOOL: u8 = 6;
+
+/// numpy's first type number of a registered (user) dtype, `NPY_USERDEF`.
+const USER_TYPE_NUMBERS: c_int = 256;
+
+/// The scalar types of ml_dtypes' dtypes (a numpy dtype's `typeobj`), each with its DLPack type,
+/// once its module was imported: each type held by a reference (never freed), so an address
+/// names it for the process.
+static ML_DTYPES: std::sync::OnceLock<Vec<(usize, CaiDLDataType)>> = std::sync::OnceLock::new();
+
+/// Fills `ML_DTYPES` from ml_dtypes' module, if the process imported it (it is never imported
+/// here: an array of its types exists only once it was). Every failure on the way leaves it
+/// unfilled, its error cleared.
+fn load_ml_dtypes(py: Python<'_>) {
+    if ML_DTYPES.get().is_some() {
+        return;
+    }
+    let module = py
+        .import("sys")
+        .and_then(|sys| sys.getattr("modules"))
+        .and_then(|modules| modules.get_item("ml_dtypes"));
+    let Ok(module) = module else { return };
+    let mut types = Vec::new();
+    for name in names_beyond_numpy() {
+        let (Ok(ty), Some(dtype)) = (module.getattr(name), dl_dtype_named(name)) else { continue };
+        if ty.is_instance_of::<PyType>() {
+            // Held for the process: the address stays this type's.
+            types.push((ty.into_ptr() as usize, dtype));
+        }
+    }
+    // A thread that filled it meanwhile wins; these references are then merely kept.
+    let _ = ML_DTYPES.set(types);
+}
 
 /// numpy's `PyArray_Type`, once a type was found to be it (a static type of numpy's module,
 /// which is never unloaded).
@@ -135,7 +170,7 @@ pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiRe
     let mut taken = Taken::new();
     let read = |tensor: &CaiDLTensor, read_only| {
         // SAFETY: the array's tensor, valid while this runs (`with_numpy_tensor`).
-        Ok(unsafe { read_dltensor(tensor, read_only, host, taken.array()) }?)
+        Ok(unsafe { read_dltensor(tensor, read_only, SubByte::Padded, host, taken.array()) }?)
     };
     // SAFETY: the caller's contract.
     let Some(validated) = unsafe { with_numpy_tensor(obj, read) }? else { return Ok(None) };
@@ -165,6 +200,11 @@ pub unsafe fn with_numpy_tensor<R>(
     // SAFETY: an ndarray of numpy 2 (the caller's contract), whose fields this reads.
     let fields = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
     // SAFETY: an array's dtype is a live descr for as long as the array is.
+    if unsafe { (*fields.descr).type_num } >= USER_TYPE_NUMBERS {
+        // May run Python code, once a process: the descr is read only after it.
+        load_ml_dtypes(obj.py());
+    }
+    // SAFETY: as above.
     let descr = unsafe { &*fields.descr };
     let ndim = usize::try_from(fields.nd).unwrap_or(usize::MAX);
     let Some(dtype) = dl_dtype(descr) else { return Ok(None) };
@@ -213,12 +253,18 @@ unsafe extern "C" fn release_array_reference(array: *mut CaiArray) {
 }
 
 /// The DLPack type numpy's export gives `descr`, for the dtypes it maps itself (not those of its
-/// registry) in native byte order; None for any other.
+/// registry) in native byte order, and the DLPack type of an ml_dtypes type (bfloat16, the
+/// float8/6/4 types: `load_ml_dtypes`), which numpy's export refuses; None for any other.
+// Inlined into the reader: out of line it cost a numpy read about 30 instructions.
+#[inline(always)]
 fn dl_dtype(descr: &DescrFields) -> Option<CaiDLDataType> {
     let swapped = if cfg!(target_endian = "little") { b'>' } else { b'<' };
     let itemsize_known = (1..=16).contains(&descr.elsize) && (descr.elsize as usize).is_power_of_two();
     if descr.byteorder as u8 == swapped || !itemsize_known {
         return None;
+    }
+    if descr.type_num >= USER_TYPE_NUMBERS {
+        return ml_dtype(descr);
     }
     // numpy's type numbers: BOOL 0, BYTE..ULONGLONG 1..10 (signed odd), FLOAT 11, DOUBLE 12,
     // CFLOAT 14, CDOUBLE 15, HALF 23 (LONGDOUBLE and CLONGDOUBLE, 13 and 16, numpy refuses
@@ -232,6 +278,16 @@ fn dl_dtype(descr: &DescrFields) -> Option<CaiDLDataType> {
         _ => return None,
     };
     Some(CaiDLDataType { code, bits: (descr.elsize * 8) as u8, lanes: 1 })
+}
+
+/// The DLPack type of a registered dtype that is ml_dtypes' (`ML_DTYPES`), known by its scalar
+/// type alone (ml_dtypes gives float8_e5m2 kind 'f', the others 'V'), one element an item (a
+/// float4's byte holds one: the item is the type's, padded); None for any other.
+#[cold]
+#[inline(never)]
+fn ml_dtype(descr: &DescrFields) -> Option<CaiDLDataType> {
+    let dtype = ML_DTYPES.get()?.iter().find(|(ty, _)| *ty == descr.typeobj as usize)?.1;
+    (descr.elsize == 1.max(isize::from(dtype.bits / 8))).then_some(dtype)
 }
 
 /// Whether the end of `base`'s chain of arrays is a capsule (numpy reports the device of a

@@ -55,11 +55,7 @@ def test_every_torch_dtype_a_typestr_names_is_taken_as_torch_sees_it_real_torch(
     assert_same_view(host(t), t)
 
 
-@pytest.mark.parametrize(
-    "dtype, named",
-    [("bfloat16", "bfloat16, which has no numpy typestr"), ("float8_e4m3fn", "float8"), ("float8_e5m2", "float8"),
-     ("complex32", "width numpy does not define")],
-)
+@pytest.mark.parametrize("dtype, named", [("complex32", "complex32 is not|width numpy does not define")])
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
 def test_torch_dtypes_no_typestr_can_name_are_refused_naming_the_dtype_real_torch(dtype, named):
     with pytest.raises(cai.CaiError, match=named) as refused:

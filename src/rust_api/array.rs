@@ -3,8 +3,8 @@
 use std::ops::Deref;
 
 use crate::abi::{
-    CaiArray, CaiField, CaiSyncOptions, CAI_MAX_NDIM, CAI_MEMORY_OPENCL, CAI_OPENCL_STREAM_EVENT,
-    CAI_OPENCL_STREAM_QUEUE, CAI_STREAM_NONE,
+    CaiArray, CaiDLDataType, CaiField, CaiSyncOptions, CAI_MAX_NDIM, CAI_MEMORY_OPENCL,
+    CAI_OPENCL_STREAM_EVENT, CAI_OPENCL_STREAM_QUEUE, CAI_STREAM_NONE,
 };
 use crate::description::Description;
 use crate::status::{Error, Result, Status};
@@ -67,6 +67,28 @@ impl ArrayRef {
     /// Validates the array and reports its element type.
     pub fn dtype(&self) -> Result<Dtype> {
         crate::validate::validate(&self.raw).map(|validated| validated.dtype.into())
+    }
+
+    /// Validates the array and reports its elements' type exactly, as DLPack names it: the
+    /// type the struct carries (`dl_dtype`: bfloat16, a float8, ...), else its numeric
+    /// typestr's; `None` for a typestr DLPack has no type for (opaque, structured, dates).
+    ///
+    /// ```
+    /// let bf16 = cai::CaiDLDataType { code: cai::CAI_DL_BFLOAT, bits: 16, lanes: 1 };
+    /// let array = cai::Array::builder("<V2", &[8], 0x7f00_0000_1000).dl_dtype(bf16).build()?;
+    /// assert_eq!(array.element_type()?, Some(bf16));
+    /// assert_eq!(array.element_type_name()?.as_deref(), Some("bfloat16"));
+    /// # Ok::<(), cai::Error>(())
+    /// ```
+    pub fn element_type(&self) -> Result<Option<CaiDLDataType>> {
+        let validated = crate::validate::validate(&self.raw)?;
+        Ok(crate::element_type::element_type(self.raw.dl_dtype, validated.dtype))
+    }
+
+    /// The name torch, jax and ml_dtypes share for [`element_type`](Self::element_type)
+    /// (`"bfloat16"`, `"float8_e4m3fn"`, `"float32"`), or `None`.
+    pub fn element_type_name(&self) -> Result<Option<String>> {
+        Ok(self.element_type()?.and_then(crate::element_type::name_of))
     }
 
     /// Consumer side: validates the array, checks its data with the driver and orders the
@@ -486,6 +508,13 @@ impl ArrayBuilder {
         for (slot, &stride) in self.raw.strides.iter_mut().zip(strides) {
             *slot = stride;
         }
+        self
+    }
+
+    /// The elements' DLPack type, where the typestr is opaque bytes of a type DLPack names
+    /// (`"<V2"` with bfloat16's `{CAI_DL_BFLOAT, 16, 1}`); `build` checks that they agree.
+    pub fn dl_dtype(mut self, dl_dtype: CaiDLDataType) -> ArrayBuilder {
+        self.raw.dl_dtype = dl_dtype;
         self
     }
 

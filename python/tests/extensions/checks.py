@@ -8,6 +8,7 @@ import os
 import sys
 import sysconfig
 import threading
+import warnings
 import weakref
 
 import cai
@@ -41,8 +42,16 @@ def description(struct):
     descr = [(struct.descr[i].name.decode(), struct.descr[i].typestr.decode(), struct.descr[i].offset)
              for i in range(struct.descr_count)]
     mask = description(struct.mask.contents) if struct.mask else None
+    dl_dtype = (struct.dl_dtype.code, struct.dl_dtype.bits, struct.dl_dtype.lanes)
     return (struct.version, ndim, tuple(struct.shape[:ndim]), strides, struct.typestr.decode(), struct.data,
-            struct.readonly, struct.stream, struct.memory, descr, mask)
+            struct.readonly, struct.stream, struct.memory, descr, mask, dl_dtype)
+
+
+def complex32(torch):
+    """A torch tensor of a type DLPack names and no typestr can (complex of two float16)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch: "ComplexHalf support is experimental"
+        return torch.zeros(4, dtype=torch.complex32)
 
 
 def outcome(take, *args):
@@ -183,6 +192,18 @@ def check_dlpack():
         import jax.numpy  # by `__dlpack__` (copy=False for the view), its raising interface learned
 
         host += [jax.numpy.arange(12.0).reshape(3, 4), jax.numpy.arange(6, dtype=jax.numpy.int16)]
+        import ml_dtypes  # a numpy array of its type, read by numpy's fields
+
+        # The ML types: each route sees the type carried exactly (dl_dtype) beside "<V2"/"|V1"
+        ml = [(torch.arange(12.0).to(torch.bfloat16).reshape(3, 4)[:, ::2], (4, 16, 1)),
+              (torch.arange(6.0).to(torch.float8_e4m3fn), (10, 8, 1)),
+              (jax.numpy.ones((2, 3), dtype=jax.numpy.bfloat16), (4, 16, 1)),
+              (numpy.arange(6.0).astype(ml_dtypes.float8_e5m2), (12, 8, 1))]
+        for obj, dl_dtype in ml:
+            assert expected(obj, allow_host=True)[-1] == dl_dtype, obj
+        for name in ["cai_pybind11_ext", "cai_nanobind_ext"]:  # cai::Array::carries
+            assert [__import__(name).is_bfloat16(obj) for obj, _ in ml] == [True, False, True, False], name
+        host += [obj for obj, _ in ml]
     compared = same_everywhere(host, allow_host=True)
     lib, Offering = exchange_producer()
 
@@ -418,7 +439,11 @@ def check_view_writes_out_only_on_success():
                    torch.ones(5, dtype=torch.bool)]
         compared += sum(same_both_ways(x) for x in tensors)
         compared += refused_both_ways(t, allow_host=False)
-        compared += refused_both_ways(t.to(torch.bfloat16))  # no typestr holds it
+        bf16 = t.to(torch.bfloat16)  # a typestr of opaque bytes, the type carried exactly
+        compared += same_both_ways(bf16)
+        struct = cai.CaiArray.from_buffer_copy(both_ways(bf16)[0][1])
+        assert (struct.typestr, struct.dl_dtype.code, struct.dl_dtype.bits) == (b"<V2", 4, 16)  # kDLBfloat
+        compared += refused_both_ways(complex32(torch))  # DLPack has it, no typestr does
     lib, _ = exchange_producer()
 
     class Producer:
@@ -585,7 +610,8 @@ def check_remembered_exchange_entries_give_the_negotiations_outcome():
             assert both_ways(tensor, native_only=1) == [0, 0], tensor  # the import asked a rule
             compared += 4
         assert both_ways(t, allow_host=False) == [cai._native.STATUS_CODES["CAI_ERROR_HOST_MEMORY"]] * 2
-        assert both_ways(t.to(torch.bfloat16))[0] != 0  # no typestr holds it
+        assert both_ways(t.to(torch.bfloat16)) == [0, 0]  # carried as dl_dtype beside "<V2"
+        assert both_ways(complex32(torch))[0] != 0  # no typestr holds it
         compared += 4
     lib, _ = exchange_producer()
 

@@ -1,6 +1,6 @@
 /* What a test extension saw of an array, as a Python tuple the tests compare with what
    cai.from_object made: (version, ndim, shape, strides or None, typestr, data, readonly,
-   stream, memory, descr, mask's description or None). */
+   stream, memory, descr, mask's description or None, dl_dtype as (code, bits, lanes)). */
 #ifndef CAI_TEST_DESCRIPTION_H
 #define CAI_TEST_DESCRIPTION_H
 
@@ -27,9 +27,9 @@ static PyObject *cai_test_description(const CaiArray *a) {
   } else {
     Py_INCREF(Py_None);
   }
-  return Py_BuildValue("(iiNNsKIKINN)", a->version, a->ndim, shape, strides, a->typestr,
+  return Py_BuildValue("(iiNNsKIKINN(iii))", a->version, a->ndim, shape, strides, a->typestr,
                        (unsigned long long)a->data, a->readonly, (unsigned long long)a->stream, a->memory,
-                       descr, mask);
+                       descr, mask, (int)a->dl_dtype.code, (int)a->dl_dtype.bits, (int)a->dl_dtype.lanes);
 }
 
 #endif

@@ -78,6 +78,8 @@ NB_MODULE(cai_nanobind_ext, m) {
   });
   m.def("describe_or_raise", [](nb::handle obj) { return described(cai::nanobind::from_object(obj)); });
   m.def("hand_back", [](cai::Array a) { return a; });
+  // "is this bfloat16?" without parsing a string: the type the struct carries
+  m.def("is_bfloat16", [](cai::HostOrDeviceArray a) { return a.carries(CAI_DL_BFLOAT, 16); });
   m.def("describe_view", [](cai::ArrayView a) {
     PyObject* seen = cai_test_description(&a.raw());
     if (seen == nullptr) throw nb::python_error();

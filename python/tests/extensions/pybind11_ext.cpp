@@ -64,6 +64,8 @@ PYBIND11_MODULE(cai_pybind11_ext, m, py::mod_gil_not_used()) {
     return described(cai::pybind11::from_object(obj, &options));
   });
   m.def("hand_back", [](cai::Array a) { return a; });
+  // "is this bfloat16?" without parsing a string: the type the struct carries
+  m.def("is_bfloat16", [](cai::HostOrDeviceArray a) { return a.carries(CAI_DL_BFLOAT, 16); });
   m.def("describe_view", [](cai::ArrayView a) {
     PyObject* seen = cai_test_description(&a.raw());
     if (seen == nullptr) throw py::error_already_set();

@@ -31,6 +31,7 @@ def describe(a: cai.Array) -> str:
     nbytes: int = a.nbytes
     itemsize: int = a.itemsize
     typestr: str = a.typestr
+    element_type: str | None = a.element_type
     readonly: bool = a.readonly
     contiguous: bool = a.is_c_contiguous or a.is_f_contiguous
     data: int = a.data_ptr
@@ -42,7 +43,7 @@ def describe(a: cai.Array) -> str:
     interface: dict[str, Any] = a.__cuda_array_interface__
     device: tuple[int, int] = a.__dlpack_device__()
     offset: int = a.offset
-    return (f"{shape} {strides} {ndim} {size} {nbytes} {itemsize} {typestr} {readonly} {contiguous} {data:#x} "
+    return (f"{shape} {strides} {ndim} {size} {nbytes} {itemsize} {typestr} {element_type} {readonly} {contiguous} {data:#x} "
             f"{ptr} {stream} {checked} {mask is None} {sorted(interface)} {device} {offset} {a.owner} {a.buffer}"
             f" {a.dtype} {a.__dlpack__(stream=None, max_version=(1, 1))}")
 

@@ -24,7 +24,8 @@ fn described<'py>(py: Python<'py>, array: &cai::ArrayRef) -> PyResult<Bound<'py,
     // SAFETY: a valid struct's typestr is NUL-terminated.
     let typestr = unsafe { CStr::from_ptr(raw.typestr.as_ptr()) }.to_string_lossy();
     let head = (raw.version, raw.ndim, PyTuple::new(py, &raw.shape[..ndim])?, strides, typestr, raw.data);
-    let tail = (raw.readonly, raw.stream, raw.memory, descr, mask);
+    let dl_dtype = (raw.dl_dtype.code, raw.dl_dtype.bits, raw.dl_dtype.lanes);
+    let tail = (raw.readonly, raw.stream, raw.memory, descr, mask, dl_dtype);
     let head = head.into_pyobject(py)?;
     let tail = tail.into_pyobject(py)?;
     let items: Vec<_> = head.iter().chain(tail.iter()).collect();
