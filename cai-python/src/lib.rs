@@ -46,6 +46,11 @@ use pyo3::types::PyType;
 mod conversions;
 pub mod ffi;
 mod offered;
+// The build script's reading of PyO3's configuration, tested with this crate's unit tests.
+#[cfg(test)]
+#[path = "../build.rs"]
+#[allow(dead_code)]
+mod build_script;
 
 pub use offered::{offer, Fill, Offer, OfferError};
 
