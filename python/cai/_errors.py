@@ -8,6 +8,9 @@ class CaiError(ValueError):
     number, `driver_result` the raw result of a failed driver call (a CUresult, or an OpenCL cl_int;
     0 otherwise)."""
 
+    # The name the documentation uses and tracebacks print: `cai.CaiError`, where it is exported.
+    __module__ = "cai"
+
     def __init__(self, status: str, message: str, driver_result: int = 0):
         if not (isinstance(status, str) and isinstance(message, str) and isinstance(driver_result, int)):
             raise TypeError(
@@ -27,3 +30,5 @@ class PointerNotCheckedWarning(UserWarning):
     `pointer_check=cai.POINTER_CHECK_NEVER`. Make it an error with
     `warnings.simplefilter("error", cai.PointerNotCheckedWarning)` (or pass
     `pointer_check=cai.POINTER_CHECK_ALWAYS`, which raises CAI_ERROR_NO_DRIVER and says why)."""
+
+    __module__ = "cai"

@@ -44,6 +44,25 @@ def test_every_public_name_and_array_member_has_a_docstring():
     assert len(array_members()) >= 20, array_members()
 
 
+def test_tracebacks_name_the_exception_and_the_warning_as_the_docs_do():
+    """`cai.CaiError` and `cai.PointerNotCheckedWarning`, where they are exported, rather than the
+    private module that defines them (cai._errors)."""
+    import traceback
+    import warnings
+
+    with pytest.raises(cai.CaiError) as caught:
+        cai.validate({"shape": (-1,), "typestr": "<f4", "data": (8, False), "version": 3})
+    last = traceback.format_exception(caught.value)[-1]
+    assert last.startswith("cai.CaiError: CAI_ERROR_INVALID_SHAPE"), last
+    for exported in (cai.CaiError, cai.PointerNotCheckedWarning):
+        assert f"{exported.__module__}.{exported.__qualname__}" == f"cai.{exported.__name__}"
+        assert getattr(cai, exported.__name__) is exported
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        warnings.warn("unchecked", cai.PointerNotCheckedWarning)
+    assert repr(seen[0].category) == "<class 'cai.PointerNotCheckedWarning'>"
+
+
 def test_every_member_of_the_stubs_has_a_docstring():
     tree = ast.parse(STUBS.read_text())
     undocumented = [
