@@ -3,7 +3,7 @@ compiled or run as written, so that a README that drifts from the code fails the
 are compiled against include/cai.h with -Wall -Werror (a "function body" block inside a
 function, a "file" block as a file), with stand-ins declared for the names a reader supplies
 (device_pointer, my_stream, launch_my_kernel); the C++ block likewise as C++17. The README's
-first 40 lines must hold the two commands and the routes' index, and every relative link
+first 40 lines must hold the two commands, the quick tier and the routes' index, and every relative link
 between the README and docs/ must resolve. The Python block runs with stand-ins for what needs a GPU framework: a
 CuPy-like object over the fake CUDA driver's memory (a test double), a fake stream, a ctypes
 function for `my_c_library.process`, and a `torch.as_tensor` that reads the interface."""
@@ -76,7 +76,8 @@ def test_the_c_level_cai_pages_declarations_are_the_headers():
 
 def first_screen_facts(text):
     """What the README's first 40 lines promise a newcomer: the build command, the test command
-    (each as a fenced block) and a link to each route's section."""
+    (each as a fenced block), the contributors' quick tier (scripts/test-quick.sh, named inline) and a
+    link to each route's section."""
     head = "\n".join(text.splitlines()[:40])
     routes = {"C": r"C\b.*pkg-config.*CMake", "C++": r"C\+\+", "Python": r"Python.*`cai` package",
               "ctypes": r"ctypes", "cffi": r"cffi", "compiled extensions": r"Compiled Python extensions",
@@ -88,6 +89,8 @@ def first_screen_facts(text):
         missing.append("the build command")
     if "```sh\nbash scripts/test.sh\n```" not in head:
         missing.append("the test command")
+    if "`bash scripts/test-quick.sh`" not in head or not (ROOT / "scripts" / "test-quick.sh").is_file():
+        missing.append("the quick tier")
     return missing, [anchor for _, anchor in links]
 
 
@@ -110,7 +113,7 @@ def test_the_first_screen_check_catches_a_readme_that_lacks_them():
     """The check above refuses the README as it was before this rule (commands at lines 51 and
     74, no index), and one whose index lost a route."""
     old = "# libcai\n\n" + "A paragraph.\n" * 45 + "```sh\nbash scripts/build.sh\n```\n```sh\nbash scripts/test.sh\n```\n"
-    assert {"the build command", "the test command", "PyO3"} <= set(first_screen_facts(old)[0])
+    assert {"the build command", "the test command", "the quick tier", "PyO3"} <= set(first_screen_facts(old)[0])
     assert first_screen_facts(README.replace("- [PyO3 extensions", "- [Rust extensions"))[0] == ["PyO3"]
 
 
