@@ -2,7 +2,8 @@
 # Every way a C or C++ user builds and links libcai:
 # - the README's build command, its CMake and its pkg-config blocks (shared and static), run as
 #   the README has them
-#   (scripts/readme-block.py extracts them); the build command again with no cmake on the PATH;
+#   (scripts/readme-block.py extracts them), and its C program built by that pkg-config block and
+#   run with no driver; the build command again with no cmake on the PATH;
 # - the build installed again with `--prefix` given at install time (the usual way) and
 #   `--strip`; a downstream project against that install through find_package (shared and
 #   static) and pkg-config (shared and static), and against the build tree; the installed
@@ -103,6 +104,17 @@ echo "== pkg-config, the prefix given only at install time: the README's block a
 pkg_config_block=$(readme_block sh 2 | sed "s#<prefix>#$prefix#g; s#app\.c#app.c -o pc_c#")
 (cd "$work/readme-cmake" && bash -euo pipefail -c "$pkg_config_block")
 "$work/readme-cmake/pc_c"
+echo "== the README's C program, built by its pkg-config block and run where no driver loads"
+# As a user pastes it into app.c; without a driver the pointer check is skipped, cai_import
+# returns CAI_OK with info.checked == 0, and the program says so.
+mkdir "$work/readme-program"
+python3 "$root/scripts/readme-block.py" --tested "c11 program" >"$work/readme-program/app.c"
+(cd "$work/readme-program" && bash -euo pipefail -c "$(readme_block sh 2 | sed "s#<prefix>#$prefix#g")")
+if [ "$(CAI_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$work/readme-program/a.out")" != \
+  "$(printf '48 bytes\nnot checked: no CUDA driver loaded, or no device')" ]; then
+  echo "the README's C program did not print what the README says it prints without a driver" >&2
+  exit 1
+fi
 echo "== pkg-config, static: the README's block as written"
 # `pkg-config --static --libs cai` still says -lcai, which links libcai.so while it lies beside
 # libcai.a: the README's block names the archive instead.
@@ -113,7 +125,7 @@ if readelf -d "$work/readme-cmake/pc_static" | grep -q 'NEEDED.*libcai'; then
   echo "the README's static pkg-config command linked libcai dynamically" >&2
   exit 1
 fi
-echo "README CMake and pkg-config blocks (shared and static): 3 passed, 0 failed"
+echo "README CMake and pkg-config blocks (shared and static) and its C program: 4 passed, 0 failed"
 # The same install moved elsewhere still finds itself.
 mv "$prefix" "$work/moved"
 PKG_CONFIG_PATH="$work/moved/lib/pkgconfig" cc -std=c11 -Wall -Werror tests/downstream/main.c -o "$work/pc_moved" \

@@ -1,12 +1,14 @@
 """Every code block of README.md (and of the docs/ pages) is marked `<!-- tested: ... -->` and is
 compiled or run as written, so that a README that drifts from the code fails the suite. C blocks
-are compiled against include/cai.h with -Wall -Werror (a "function body" block inside a
-function, a "file" block as a file), with stand-ins declared for the names a reader supplies
-(device_pointer, my_stream, launch_my_kernel); the C++ block likewise as C++17. The README's
-first 40 lines must hold the two commands, the quick tier and the routes' index, and every relative link
-between the README and docs/ must resolve. The Python block runs with stand-ins for what needs a GPU framework: a
-CuPy-like object over the fake CUDA driver's memory (a test double), a fake stream, a ctypes
-function for `my_c_library.process`, and a `torch.as_tensor` that reads the interface."""
+are compiled against include/cai.h with -Wall -Werror (the README's "c11 program" as it is, which
+scripts/test-packaging.sh also links and runs; a docs "file" block with stand-ins declared for
+the names a reader supplies: device_pointer, my_stream, launch_my_kernel); the C++ block likewise
+as C++17. The README's first 40 lines must hold the two commands, the quick tier and the routes'
+index, and every relative link between the README and docs/ must resolve. The host-memory Python
+block runs as written; the device one with stand-ins for what needs a GPU framework: a CuPy-like
+object over the fake CUDA driver's memory (a test double), a fake stream, a ctypes function for
+`my_c_library.process`, and a `torch.as_tensor` that reads the interface. The pybind11 compile
+line is run on the example's source and the module it makes imported."""
 
 import os
 import re
@@ -45,12 +47,15 @@ def test_the_readme_marks_its_code_blocks():
     """Every fenced block says how the test command exercises it."""
     assert len(BLOCKS) == len(re.findall(r"^```\w", README, re.M))
     assert [(how.split(":")[0], lang) for how, lang, _ in BLOCKS] == [
-        ("run by scripts/test-packaging.sh", "sh"), ("what .ci/run runs", "sh"), ("function body", "c"),
+        ("run by scripts/test-packaging.sh", "sh"), ("what .ci/run runs", "sh"), ("c11 program", "c"),
         ("run by scripts/test-packaging.sh", "cmake"), ("run by scripts/test-packaging.sh", "sh"),
         ("run by scripts/test-packaging.sh", "sh"), ("c++17 file", "cpp"), ("run by scripts/python-env.sh", "sh"),
+        ("host memory, run as written by python/tests/test_readme_blocks.py", "python"),
         ("with stand-ins for cupy_array, my_stream, my_c_library, torch and ptr", "python"),
         ("run by python/tests/test_cffi_declarations.py", "python"),
-        ("examples/pybind11_extension/arrays.cpp", "cpp"), ("cython module", "cython"),
+        ("examples/pybind11_extension/arrays.cpp", "cpp"),
+        ("compile line, run by python/tests/test_readme_blocks.py on examples/pybind11_extension/arrays.cpp", "sh"),
+        ("cython module", "cython"),
         ("offer example, pybind11", "cpp"), ("offer example, nanobind", "cpp"), ("offer example, Cython", "cython"),
         ("doctest (cargo test runs the README's Rust blocks)", "rust"),
         ("cargo add lines run in a scratch crate and compared with examples/pyo3_extension/Cargo.toml, which "
@@ -154,22 +159,23 @@ def test_ci_runs_the_readmes_test_command_and_packaging_runs_its_other_shell_blo
 @pytest.mark.parametrize("index", [i for i, (_, lang, _) in enumerate(BLOCKS + DOC_BLOCKS) if lang == "c"])
 def test_a_c_block_of_the_readme_or_docs_compiles(index, tmp_path):
     how, _, code = (BLOCKS + DOC_BLOCKS)[index]
-    code = code.replace('#include "cai.h"\n', "")
     include = [f"-I{ROOT / 'include'}"]
-    if how.startswith("function body"):
+    if how.startswith("c11 program"):  # as a user pastes it: its own includes and main
+        source = code
+    elif how.startswith("function body"):
         source = C_STAND_INS + "void readme_block(void) {\n" + code + "}\n"
     elif how.startswith("proposal declarations"):
         import sysconfig
 
-        source = "#include <Python.h>\n" + C_STAND_INS + code
+        source = "#include <Python.h>\n" + C_STAND_INS + code.replace('#include "cai.h"\n', "")
         include.append(f"-I{sysconfig.get_paths()['include']}")
     elif how.startswith("extension file"):
         import sysconfig
 
-        source = code
+        source = code.replace('#include "cai.h"\n', "")
         include.append(f"-I{sysconfig.get_paths()['include']}")
     else:
-        source = C_STAND_INS + code
+        source = C_STAND_INS + code.replace('#include "cai.h"\n', "")
     path = tmp_path / "block.c"
     path.write_text(source)
     built = subprocess.run(
@@ -215,6 +221,33 @@ def test_the_python_block_of_the_readme_runs_fake_driver(capsys):
     exec(compile(code, "README.md", "exec"), stand_ins)
     assert stand_ins["a"].shape == (2, 3) and MyCLibrary.calls == [0]
     assert "CAI_ERROR_INVALID_STREAM: stream 0 is disallowed" in capsys.readouterr().out
+
+
+def test_the_host_memory_python_block_of_the_readme_runs_as_written(capsys):
+    """Taken with allow_host=True and handed to numpy by DLPack, without a warning (host memory
+    has no pointer to check)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exec(compile(block("host memory"), "README.md", "exec"), {})
+    assert capsys.readouterr().out == "(2, 3) <f4 24\n"
+
+
+def test_the_pybind11_compile_line_of_the_readme_builds_the_example(tmp_path):
+    """The README's compile line as written, in a folder holding the example's source, with this
+    environment's python first on the PATH; its last line imports the module and calls it."""
+    import pathlib
+    import shutil
+    import sys
+
+    shutil.copy(ROOT / "examples" / "pybind11_extension" / "arrays.cpp", tmp_path)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(PATH=f"{pathlib.Path(sys.executable).parent}:{env['PATH']}", CAI_CUDA_DRIVER="/nonexistent/libcuda.so.1")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block("compile line")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == "<f4 (2, 3), 24 bytes\n"
 
 
 def test_the_readme_shows_the_pybind11_example_as_it_is():
