@@ -6,6 +6,7 @@ use cai::binding::dlpack::AllowHost;
 use cai::binding::import::ProducerOrdering;
 use cai::binding::rules::validate;
 use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cai::binding::import::Imported;
 use cai::{
@@ -77,10 +78,16 @@ pub fn from_object(
 /// cai.PointerNotCheckedWarning, for a default pointer check skipped because no CUDA driver
 /// loads (or cuInit found no device): the array is the producer's word alone. Not for an empty
 /// array (nothing to check), nor for a tensor its producer declared host memory (kDLCPU, taken
-/// with `allow_host=True`: no device pointer to check), nor for OpenCL memory. A filter that
-/// makes the warning an error makes `from_object` raise it, the array released.
+/// with `allow_host=True`: no device pointer to check), nor for OpenCL memory. Issued once a
+/// process: the fact does not change between calls, and the warning's machinery, run even when
+/// a filter hides it, cost each unchecked call about twice the import. A filter that makes it
+/// an error makes `from_object` raise it, the array released, on every call until one warns.
 #[cold]
 fn warn_if_unchecked(py: Python<'_>, read: &Read, imported: &Imported) -> PyResult<()> {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if WARNED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
     let array = read.array();
     let host = read.device.is_some_and(|device| device.device_type == CAI_DL_CPU);
     if imported.validated.element_count == 0 || host || array.memory != CAI_MEMORY_CUDA {
@@ -93,7 +100,10 @@ fn warn_if_unchecked(py: Python<'_>, read: &Read, imported: &Imported) -> PyResu
         array.data
     );
     let message = CString::new(message).unwrap_or_default();
-    PyErr::warn(py, category, &message, 1)
+    // Raised (a filter made it an error): not marked, so the next call raises too.
+    PyErr::warn(py, category, &message, 1)?;
+    WARNED.store(true, Ordering::Relaxed);
+    Ok(())
 }
 
 /// Checks a CAI dict (or an object exposing one) by every rule of the spec without touching

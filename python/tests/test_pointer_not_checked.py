@@ -2,8 +2,9 @@
 does not exist, in a child process, as the driver is loaded once per process) `cai.from_object`
 warns with cai.PointerNotCheckedWarning and leaves `pointer_info` None; a warnings filter makes
 that an error; an explicit POINTER_CHECK_NEVER, an empty array and a host tensor taken with
-allow_host=True do not warn; POINTER_CHECK_ALWAYS fails with CAI_ERROR_NO_DRIVER. With the fake
-driver a checked import does not warn."""
+allow_host=True do not warn; POINTER_CHECK_ALWAYS fails with CAI_ERROR_NO_DRIVER. The warning
+is issued once a process (a filter that makes it an error raises it on every call). With the
+fake driver a checked import does not warn."""
 
 import json
 import os
@@ -50,6 +51,35 @@ def test_a_default_check_without_a_driver_warns_and_leaves_pointer_info_none_no_
                        "(CAI_ERROR_NO_DRIVER), or pointer_check=cai.POINTER_CHECK_NEVER to skip the check without "
                        "this warning")
     assert filename == "<string>", "the warning points at the caller's line"
+
+
+def test_the_warning_is_issued_once_a_process_no_driver():
+    result = run_without_driver(
+        "first = outcome(lambda: cai.from_object(d(), sync=False))\n"
+        "later = [outcome(lambda: cai.from_object(d(), sync=False)) for _ in range(3)]\n"
+        "print(json.dumps({'first warned once': len(first['warnings']) == 1,\n"
+        "                  'later warned': any(each['warnings'] for each in later),\n"
+        "                  'later taken': all(each['ok'] for each in later)}))\n"
+    )
+    # Booleans, not counts: CPython 3.11's json reading a 0 trips valgrind's uninitialised-value
+    # check (scripts/test-sanitizers.sh runs this file under it).
+    assert result == {"first warned once": True, "later warned": False, "later taken": True}
+
+
+def test_a_filter_that_makes_the_warning_an_error_raises_on_every_call_no_driver():
+    result = run_without_driver(
+        "warnings.simplefilter('error', cai.PointerNotCheckedWarning)\n"
+        "raised = []\n"
+        "for _ in range(3):\n"
+        "    try:\n"
+        "        cai.from_object(d(), sync=False)\n"
+        "        raised.append(False)\n"
+        "    except cai.PointerNotCheckedWarning:\n"
+        "        raised.append(True)\n"
+        "warnings.simplefilter('always', cai.PointerNotCheckedWarning)\n"
+        "print(json.dumps([raised, len(outcome(lambda: cai.from_object(d(), sync=False))['warnings'])]))\n"
+    )
+    assert result == [[True, True, True], 1]
 
 
 def test_a_warnings_filter_makes_the_unchecked_import_an_error_no_driver():
