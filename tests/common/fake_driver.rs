@@ -9,6 +9,22 @@ use std::sync::OnceLock;
 pub const CUDA_ERROR_INVALID_VALUE: i32 = 1;
 pub const CUDA_ERROR_NOT_FOUND: i32 = 500;
 pub const CUDA_ERROR_LAUNCH_FAILED: i32 = 719;
+pub const CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: i32 = 900;
+pub const CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: i32 = 901;
+pub const CUDA_ERROR_STREAM_CAPTURE_MERGE: i32 = 902;
+pub const CUDA_ERROR_STREAM_CAPTURE_UNJOINED: i32 = 904;
+pub const CUDA_ERROR_STREAM_CAPTURE_ISOLATION: i32 = 905;
+pub const CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: i32 = 906;
+pub const CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: i32 = 908;
+/// CUstreamCaptureMode.
+pub const CAPTURE_MODE_GLOBAL: i32 = 0;
+pub const CAPTURE_MODE_THREAD_LOCAL: i32 = 1;
+pub const CAPTURE_MODE_RELAXED: i32 = 2;
+pub const CAPTURE_MODES: [i32; 3] = [CAPTURE_MODE_GLOBAL, CAPTURE_MODE_THREAD_LOCAL, CAPTURE_MODE_RELAXED];
+/// CUstreamCaptureStatus.
+pub const CAPTURE_STATUS_NONE: i32 = 0;
+pub const CAPTURE_STATUS_ACTIVE: i32 = 1;
+pub const CAPTURE_STATUS_INVALIDATED: i32 = 2;
 pub const MEMORY_HOST: u32 = 1;
 pub const MEMORY_DEVICE: u32 = 2;
 pub const MEMORY_UNIFIED: u32 = 4;
@@ -150,6 +166,60 @@ impl Fake {
     pub fn proc_address_lookups(&self) -> i32 {
         let f: extern "C" fn() -> i32 = self.symbol("fake_cuda_proc_address_lookups");
         f()
+    }
+
+    /// cuStreamBeginCapture_v2(stream, mode).
+    pub fn begin_capture(&self, stream: u64, mode: i32) -> i32 {
+        let f: extern "C" fn(u64, i32) -> i32 = self.symbol("cuStreamBeginCapture_v2");
+        f(stream, mode)
+    }
+
+    /// cuStreamEndCapture(stream, &graph): its result, and whether a graph came back.
+    pub fn end_capture(&self, stream: u64) -> (i32, bool) {
+        let f: extern "C" fn(u64, *mut *mut c_void) -> i32 = self.symbol("cuStreamEndCapture");
+        let mut graph = std::ptr::null_mut();
+        let result = f(stream, &mut graph);
+        (result, !graph.is_null())
+    }
+
+    /// cuStreamIsCapturing(stream, &status): its result and the status (-1 where it failed).
+    pub fn is_capturing(&self, stream: u64) -> (i32, i32) {
+        let f: extern "C" fn(u64, *mut i32) -> i32 = self.symbol("cuStreamIsCapturing");
+        let mut status = -1;
+        let result = f(stream, &mut status);
+        (result, if result == 0 { status } else { -1 })
+    }
+
+    /// The number of streams in the capture `stream` is in, its origin included (0: none).
+    pub fn capture_streams(&self, stream: u64) -> i32 {
+        let f: extern "C" fn(u64) -> i32 = self.symbol("fake_cuda_capture_streams");
+        f(stream)
+    }
+
+    /// cuEventCreate on this thread's current context (flags 2, DISABLE_TIMING).
+    pub fn event(&self) -> u64 {
+        let f: extern "C" fn(*mut u64, u32) -> i32 = self.symbol("cuEventCreate");
+        let mut event = 0;
+        assert_eq!(f(&mut event, 2), 0, "cuEventCreate");
+        event
+    }
+
+    /// cuEventRecord(event, stream).
+    pub fn record(&self, event: u64, stream: u64) -> i32 {
+        let f: extern "C" fn(u64, u64) -> i32 = self.symbol("cuEventRecord");
+        f(event, stream)
+    }
+
+    /// cuStreamWaitEvent(stream, event, flags).
+    pub fn wait(&self, stream: u64, event: u64, flags: u32) -> i32 {
+        let f: extern "C" fn(u64, u64, u32) -> i32 = self.symbol("cuStreamWaitEvent");
+        f(stream, event, flags)
+    }
+
+    /// cuStreamSynchronize(stream).
+    pub fn synchronize(&self, stream: u64) -> i32 {
+        let f: extern "C" fn(u64) -> i32 = self.symbol("cuStreamSynchronize");
+        f(stream)
     }
 
     /// The name of a fake stream handle in the log ("S3").

@@ -22,7 +22,27 @@
  *
  * Every entry point libcai resolves can be made to fail (fake_cuda_fail). A context can be
  * destroyed and re-created at the same address (fake_cuda_recreate_context): it then has a
- * new id, and the events of the old one are invalid, as on a real driver. */
+ * new id, and the events of the old one are invalid, as on a real driver.
+ *
+ * CUDA graph capture follows NVIDIA's rules (CUDA Programming Guide, "Prohibited and Unhandled
+ * Operations" and "Invalidation"; the driver API's stream capture functions), with the real
+ * error codes. cuStreamBeginCapture_v2 starts a capture on a stream the fake made (the default
+ * streams are not captured here); work enqueued on a stream in a capture is captured, not run.
+ * An event recorded on a capturing stream becomes a captured event; a stream not in a capture
+ * that waits on it joins that capture, and cuStreamEndCapture fails with
+ * CUDA_ERROR_STREAM_CAPTURE_UNJOINED unless the origin stream has waited on every joined
+ * stream's captured work since it joined (vector clocks of captured work, as for real work).
+ * What the driver refuses during a capture returns its error and invalidates the capture (the
+ * end then fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED): cuStreamSynchronize of a
+ * capturing stream (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); a capturing stream's wait on an
+ * event recorded outside capture without CU_EVENT_WAIT_EXTERNAL (..._ISOLATION); a wait joining
+ * two captures (..._MERGE); and any use of the legacy stream (NULL or CU_STREAM_LEGACY) while a
+ * stream of the same context is capturing, whatever the capture's mode, all fake streams being
+ * blocking streams (..._IMPLICIT; cuStreamIsCapturing and cuStreamGetCaptureInfo of the legacy
+ * stream then return that code and leave the capture as it is). A capture not begun in
+ * CU_STREAM_CAPTURE_MODE_RELAXED ends only on the thread that began it (..._WRONG_THREAD). The
+ * modes' bar on "potentially unsafe" calls (cuMemAlloc and the like) is not modelled: libcai
+ * makes none. fake_cuda_capture_streams counts the streams in a stream's capture. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdarg.h>
@@ -40,10 +60,24 @@ enum {
   CUDA_ERROR_INVALID_VALUE = 1,
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_ILLEGAL_STATE = 401,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_LAUNCH_FAILED = 719,
+  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+  CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+  CUDA_ERROR_STREAM_CAPTURE_MERGE = 902,
+  CUDA_ERROR_STREAM_CAPTURE_UNMATCHED = 903,
+  CUDA_ERROR_STREAM_CAPTURE_UNJOINED = 904,
+  CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905,
+  CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+  CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
 };
+
+/* CUstreamCaptureStatus, CUstreamCaptureMode, CUevent_wait_flags */
+enum { CAPTURE_STATUS_NONE = 0, CAPTURE_STATUS_ACTIVE = 1, CAPTURE_STATUS_INVALIDATED = 2 };
+enum { CAPTURE_MODE_GLOBAL = 0, CAPTURE_MODE_THREAD_LOCAL = 1, CAPTURE_MODE_RELAXED = 2 };
+enum { EVENT_WAIT_EXTERNAL = 1 };
 
 #define DEVICES 2
 #define MAX_STREAMS 1024
@@ -52,14 +86,29 @@ enum {
 #define STACK_DEPTH 16
 #define LOG_CAPACITY 65536
 #define MAX_FAILURES 16
+#define MAX_CAPTURES 256
 
 /* `generation` counts re-creations at this address; events remember the one they were made in. */
 typedef struct Context { int device; unsigned long long id; unsigned generation; } Context;
 #define CLOCKS (MAX_STREAMS + 1) /* one per stream, and the last for the default stream */
 #define MAX_WRITES 64
 typedef uint32_t Clock[CLOCKS];
-typedef struct Stream { int id; Context *context; Clock clock; } Stream;
-typedef struct Event { int id; Context *context; unsigned generation; int live; uint32_t *clock; } Event; /* clock: CLOCKS */
+/* A capture sequence: live from its begin to its end; `thread` is the beginning thread's tag. */
+typedef struct Capture {
+  unsigned long long id;
+  int live, invalidated, mode;
+  struct Stream *origin;
+  Context *context;
+  const void *thread;
+} Capture;
+/* `captured`: the clock of captured work, while the stream is in `capture`. */
+typedef struct Stream { int id; Context *context; Clock clock; Capture *capture; Clock captured; } Stream;
+/* `capture`: the capture the event was last recorded in (NULL: recorded outside any), and
+   `captured` the captured work it then covered (CLOCKS). */
+typedef struct Event {
+  int id; Context *context; unsigned generation; int live; uint32_t *clock;
+  Capture *capture; uint32_t *captured;
+} Event; /* clock: CLOCKS */
 /* A kernel's write, waiting for something to be ordered after it. */
 typedef struct Write { int stream; uint32_t tick; uint32_t *out; uint32_t n, value; } Write;
 typedef struct Allocation {
@@ -77,6 +126,10 @@ static int stream_count, event_count, allocation_count, live_events;
 static Clock host_clock, default_clock;
 static Write writes[MAX_WRITES];
 static int write_count;
+static Capture captures[MAX_CAPTURES];
+static int capture_count;
+static unsigned long long next_capture_id = 1;
+static const int graph_tag;
 static int sync_delay_ms;                   /* cuStreamSynchronize's wait, as a busy GPU's */
 static double sync_window[2];               /* when the last delayed one began and ended */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -89,6 +142,8 @@ static _Thread_local struct { char name[48]; CUresult result; int skip; } failur
 /* Set on this thread: cuPointerGetAttributes refuses the range attributes (11, 12) with
    CUDA_ERROR_INVALID_VALUE, as a driver from before them would. */
 static _Thread_local int range_attributes_refused;
+/* Its address tells threads apart (the thread a capture began on). */
+static _Thread_local char thread_tag;
 
 static void log_call(const char *format, ...) {
   va_list args;
@@ -214,6 +269,56 @@ static Allocation *find_allocation(uint64_t pointer) {
   return NULL;
 }
 
+/* ---- capture (callers hold `lock`) ---- */
+
+/* The live capture a stream handle is in; NULL for none and for the default streams. */
+static Capture *capture_of(uintptr_t handle) {
+  Stream *s = handle > 2 ? find_stream(handle) : NULL;
+  return s && s->capture && s->capture->live ? s->capture : NULL;
+}
+
+/* A live capture of a stream of `context`: the legacy stream of that context cannot be used
+   while there is one (every fake stream is a blocking stream). */
+static Capture *capture_in_context(Context *context) {
+  for (int i = 0; i < capture_count; i++)
+    if (captures[i].live && captures[i].context == context) return &captures[i];
+  return NULL;
+}
+
+static int is_legacy(uintptr_t handle) { return handle == 0 || handle == 1; }
+
+/* Use of the legacy stream of the current context while one of its streams is capturing: the
+   driver's CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, which invalidates every such capture. */
+static CUresult legacy_use_refused(uintptr_t handle) {
+  if (!is_legacy(handle) || !current()) return CUDA_SUCCESS;
+  CUresult result = CUDA_SUCCESS;
+  for (int i = 0; i < capture_count; i++) {
+    if (captures[i].live && captures[i].context == current()) {
+      captures[i].invalidated = 1;
+      result = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+  }
+  return result;
+}
+
+/* The capture status of a stream handle as cuStreamIsCapturing gives it, or the error. */
+static CUresult capture_status(uintptr_t handle, int *status, Capture **capture) {
+  *capture = NULL;
+  *status = CAPTURE_STATUS_NONE;
+  if (is_legacy(handle)) {
+    /* Asked of the legacy stream during a capture in its context: the error, the capture
+       left as it is. */
+    return current() && capture_in_context(current()) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
+  }
+  if (handle > 2 && !find_stream(handle)) return CUDA_ERROR_INVALID_HANDLE;
+  Capture *c = capture_of(handle);
+  if (c) {
+    *capture = c;
+    *status = c->invalidated ? CAPTURE_STATUS_INVALIDATED : CAPTURE_STATUS_ACTIVE;
+  }
+  return CUDA_SUCCESS;
+}
+
 /* ---- driver entry points ---- */
 
 static int init_calls; /* cuInit calls begun, for a test that forks while one is under way */
@@ -243,6 +348,15 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
     case CUDA_ERROR_INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; return CUDA_SUCCESS;
     case CUDA_ERROR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return CUDA_SUCCESS;
     case CUDA_ERROR_LAUNCH_FAILED: *name = "CUDA_ERROR_LAUNCH_FAILED"; return CUDA_SUCCESS;
+    case CUDA_ERROR_ILLEGAL_STATE: *name = "CUDA_ERROR_ILLEGAL_STATE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *name = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; return CUDA_SUCCESS;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: *name = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"; return CUDA_SUCCESS;
+    case CUDA_ERROR_STREAM_CAPTURE_MERGE: *name = "CUDA_ERROR_STREAM_CAPTURE_MERGE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED: *name = "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED"; return CUDA_SUCCESS;
+    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED: *name = "CUDA_ERROR_STREAM_CAPTURE_UNJOINED"; return CUDA_SUCCESS;
+    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION: *name = "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"; return CUDA_SUCCESS;
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: *name = "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"; return CUDA_SUCCESS;
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: *name = "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD"; return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
@@ -299,6 +413,17 @@ CUresult cuStreamSynchronize(void *stream) {
   int known;
   Context *c = stream_context((uintptr_t)stream, &known);
   if (!known) return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&lock);
+  CUresult refused = legacy_use_refused((uintptr_t)stream);
+  Capture *capture = capture_of((uintptr_t)stream);
+  /* A capturing stream's work is not scheduled: waiting for it is refused, and ends the
+     capture's use (invalidated). */
+  if (capture) {
+    capture->invalidated = 1;
+    refused = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  pthread_mutex_unlock(&lock);
+  if (refused != CUDA_SUCCESS) return refused;
   if (c) {
     pthread_mutex_lock(&lock);
     merge(host_clock, *clock_of((uintptr_t)stream));
@@ -332,6 +457,8 @@ CUresult cuEventCreate(void **event, unsigned flags) {
   e->generation = c->generation;
   e->live = 1;
   e->clock = calloc(CLOCKS, sizeof(uint32_t));
+  e->captured = calloc(CLOCKS, sizeof(uint32_t));
+  e->capture = NULL;
   live_events++;
   pthread_mutex_unlock(&lock);
   *event = e;
@@ -346,7 +473,9 @@ CUresult cuEventDestroy_v2(void *event) {
   pthread_mutex_lock(&lock);
   e->live = 0;
   free(e->clock);
+  free(e->captured);
   e->clock = NULL;
+  e->captured = NULL;
   live_events--;
   pthread_mutex_unlock(&lock);
   log_call("cuEventDestroy E%d", e->id);
@@ -364,9 +493,23 @@ CUresult cuEventRecord(void *event, void *stream) {
   /* As the real driver: an event records only on a stream of its own context. */
   if (c != e->context) return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&lock);
-  memcpy(e->clock, *clock_of((uintptr_t)stream), sizeof(Clock));
+  CUresult refused = legacy_use_refused((uintptr_t)stream);
+  Capture *capture = capture_of((uintptr_t)stream);
+  if (refused == CUDA_SUCCESS && capture && capture->invalidated) refused = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (refused == CUDA_SUCCESS && capture) {
+    /* Recorded into the capture: the event now stands for captured work, not for real work. */
+    e->capture = capture;
+    memcpy(e->captured, find_stream((uintptr_t)stream)->captured, sizeof(Clock));
+  } else if (refused == CUDA_SUCCESS) {
+    e->capture = NULL;
+    memcpy(e->clock, *clock_of((uintptr_t)stream), sizeof(Clock));
+  }
   pthread_mutex_unlock(&lock);
-  log_call("cuEventRecord E%d %s", e->id, name);
+  if (refused != CUDA_SUCCESS) {
+    log_call("cuEventRecord E%d %s -> %d", e->id, name, refused);
+    return refused;
+  }
+  log_call(capture ? "cuEventRecord E%d %s captured" : "cuEventRecord E%d %s", e->id, name);
   return CUDA_SUCCESS;
 }
 
@@ -379,11 +522,141 @@ CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
   Context *c = stream_context((uintptr_t)stream, &known);
   if (!e || !known) return CUDA_ERROR_INVALID_HANDLE;
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  if (flags & ~(unsigned)EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
-  merge(*clock_of((uintptr_t)stream), e->clock);
+  CUresult result = legacy_use_refused((uintptr_t)stream);
+  Capture *waiter = capture_of((uintptr_t)stream);
+  Capture *recorded = e->capture && e->capture->live ? e->capture : NULL;
+  Stream *s = (uintptr_t)stream > 2 ? find_stream((uintptr_t)stream) : NULL;
+  const char *what = "";
+  if (result != CUDA_SUCCESS) {
+  } else if ((flags & EVENT_WAIT_EXTERNAL) && !waiter) {
+    result = CUDA_ERROR_INVALID_VALUE; /* the flag is for waits during capture only */
+  } else if (waiter && waiter->invalidated) {
+    result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  } else if (recorded && recorded->invalidated) {
+    result = CUDA_ERROR_INVALID_VALUE;
+  } else if (recorded && waiter == recorded) {
+    merge(s->captured, e->captured); /* a fork or a join inside one capture */
+  } else if (recorded && waiter) {
+    waiter->invalidated = recorded->invalidated = 1; /* two captures cannot merge */
+    result = CUDA_ERROR_STREAM_CAPTURE_MERGE;
+  } else if (recorded) {
+    if (!s) {
+      result = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* a default stream is not captured here */
+    } else {
+      /* The waiting stream joins the capture: its work from now on is captured, and the
+         capture ends only once its origin has waited on it. */
+      s->capture = recorded;
+      memset(s->captured, 0, sizeof(Clock));
+      merge(s->captured, e->captured);
+      s->captured[s->id]++;
+      what = " joined the capture";
+    }
+  } else if (waiter && !(flags & EVENT_WAIT_EXTERNAL)) {
+    /* A captured wait on work outside the capture, without the flag that makes it an
+       external event node: refused, and the capture invalidated. */
+    waiter->invalidated = 1;
+    result = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+  } else if (waiter) {
+    what = " external node";
+  } else {
+    merge(*clock_of((uintptr_t)stream), e->clock);
+  }
   pthread_mutex_unlock(&lock);
-  log_call("cuStreamWaitEvent %s E%d flags=%u", name, e->id, flags);
+  if (result != CUDA_SUCCESS) {
+    log_call("cuStreamWaitEvent %s E%d flags=%u -> %d", name, e->id, flags, result);
+    return result;
+  }
+  log_call("cuStreamWaitEvent %s E%d flags=%u%s", name, e->id, flags, what);
   return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCapture_v2(void *stream, int mode) {
+  char name[32];
+  stream_name((uintptr_t)stream, name, sizeof name);
+  log_call("cuStreamBeginCapture %s mode=%d", name, mode);
+  FAIL_IF_INJECTED("cuStreamBeginCapture");
+  if (mode < CAPTURE_MODE_GLOBAL || mode > CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
+  if ((uintptr_t)stream <= 2) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  pthread_mutex_lock(&lock);
+  Stream *s = find_stream((uintptr_t)stream);
+  CUresult result = !s ? CUDA_ERROR_INVALID_HANDLE
+                       : capture_of((uintptr_t)stream) ? CUDA_ERROR_ILLEGAL_STATE
+                       : capture_count == MAX_CAPTURES ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  if (result == CUDA_SUCCESS) {
+    Capture *c = &captures[capture_count++];
+    *c = (Capture){.id = next_capture_id++, .live = 1, .mode = mode, .origin = s, .context = s->context,
+                   .thread = &thread_tag};
+    s->capture = c;
+    memset(s->captured, 0, sizeof(Clock));
+  }
+  pthread_mutex_unlock(&lock);
+  return result;
+}
+
+CUresult cuStreamEndCapture(void *stream, void **graph) {
+  char name[32];
+  stream_name((uintptr_t)stream, name, sizeof name);
+  FAIL_IF_INJECTED("cuStreamEndCapture");
+  if (!graph) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  Capture *c = capture_of((uintptr_t)stream);
+  CUresult result = CUDA_SUCCESS;
+  if (!c) {
+    result = (uintptr_t)stream > 2 && !find_stream((uintptr_t)stream) ? CUDA_ERROR_INVALID_HANDLE
+                                                                      : CUDA_ERROR_ILLEGAL_STATE;
+  } else if (c->origin != find_stream((uintptr_t)stream)) {
+    result = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  } else if (c->mode != CAPTURE_MODE_RELAXED && c->thread != &thread_tag) {
+    result = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  } else {
+    if (c->invalidated) result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    for (int i = 0; i < stream_count; i++) {
+      Stream *m = &streams[i];
+      if (m->capture != c) continue;
+      if (m != c->origin && c->origin->captured[m->id] < m->captured[m->id] && result == CUDA_SUCCESS)
+        result = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+      m->capture = NULL; /* every stream of the capture leaves it, whatever the result */
+    }
+    c->live = 0;
+  }
+  pthread_mutex_unlock(&lock);
+  *graph = result == CUDA_SUCCESS ? (void *)&graph_tag : NULL;
+  log_call("cuStreamEndCapture %s -> %d", name, result);
+  return result;
+}
+
+CUresult cuStreamIsCapturing(void *stream, int *status) {
+  FAIL_IF_INJECTED("cuStreamIsCapturing");
+  Capture *c;
+  pthread_mutex_lock(&lock);
+  CUresult result = capture_status((uintptr_t)stream, status, &c);
+  pthread_mutex_unlock(&lock);
+  return result;
+}
+
+/* The CUDA 11.3 form (cuda.h's cuStreamGetCaptureInfo_v2); the graph's dependencies are not
+   modelled: none. */
+CUresult cuStreamGetCaptureInfo_v2(void *stream, int *status, unsigned long long *id, void **graph,
+                                   const void ***dependencies, size_t *dependency_count) {
+  char name[32];
+  stream_name((uintptr_t)stream, name, sizeof name);
+  FAIL_IF_INJECTED("cuStreamGetCaptureInfo");
+  if (!status) return CUDA_ERROR_INVALID_VALUE;
+  Capture *c;
+  pthread_mutex_lock(&lock);
+  CUresult result = capture_status((uintptr_t)stream, status, &c);
+  unsigned long long capture_id = c ? c->id : 0;
+  pthread_mutex_unlock(&lock);
+  if (result == CUDA_SUCCESS && c && *status == CAPTURE_STATUS_ACTIVE) {
+    if (id) *id = capture_id;
+    if (graph) *graph = (void *)&graph_tag;
+    if (dependencies) *dependencies = NULL;
+    if (dependency_count) *dependency_count = 0;
+  }
+  log_call("cuStreamGetCaptureInfo %s -> %d status=%d", name, result, result == CUDA_SUCCESS ? *status : -1);
+  return result;
 }
 
 CUresult cuPointerGetAttributes(unsigned count, unsigned *attributes, void **data, CUdeviceptr pointer) {
@@ -543,9 +816,19 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
              .value = *(uint32_t *)params[2],
              .stream = clock_index((uintptr_t)stream)};
   pthread_mutex_lock(&lock);
-  if (write_count == MAX_WRITES) {
+  CUresult refused = legacy_use_refused((uintptr_t)stream);
+  Capture *capture = capture_of((uintptr_t)stream);
+  if (refused == CUDA_SUCCESS && capture) {
+    /* Captured: a node of the graph, not run now. */
+    if (capture->invalidated) refused = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    else find_stream((uintptr_t)stream)->captured[w.stream]++;
     pthread_mutex_unlock(&lock);
-    return CUDA_ERROR_LAUNCH_FAILED;
+    if (refused == CUDA_SUCCESS) log_call("cuLaunchKernel spin_then_fill value=%u captured", w.value);
+    return refused;
+  }
+  if (refused != CUDA_SUCCESS || write_count == MAX_WRITES) {
+    pthread_mutex_unlock(&lock);
+    return refused != CUDA_SUCCESS ? refused : CUDA_ERROR_LAUNCH_FAILED;
   }
   uint32_t *clock = *enqueue_on((uintptr_t)stream);
   w.tick = ++clock[w.stream];
@@ -692,6 +975,16 @@ void fake_cuda_last_sync_window(double *begin, double *end) {
   *begin = sync_window[0];
   *end = sync_window[1];
   pthread_mutex_unlock(&lock);
+}
+
+/* The number of streams in the capture `stream` is in (its origin included); 0 when none. */
+int fake_cuda_capture_streams(uint64_t stream) {
+  pthread_mutex_lock(&lock);
+  Capture *c = capture_of((uintptr_t)stream);
+  int n = 0;
+  for (int i = 0; c && i < stream_count; i++) n += streams[i].capture == c;
+  pthread_mutex_unlock(&lock);
+  return n;
 }
 
 int fake_cuda_proc_address_lookups(void) { return __atomic_load_n(&proc_address_lookups, __ATOMIC_SEQ_CST); }
