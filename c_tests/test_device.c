@@ -1,5 +1,5 @@
 /* The device half from C against the fake CUDA driver (tests/fake_cuda, a test double):
- * pointer checks, stream-ordered and blocking sync, export joins. Run with CAI_CUDA_DRIVER
+ * pointer checks, stream-ordered and blocking sync, export joins, sync during graph capture. Run with CAI_CUDA_DRIVER
  * set to the fake; scripts/gpu-check.sh runs c_tests/gpu/test_gpu.c on a real driver. */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -14,6 +14,8 @@ static void (*log_clear)(void);
 static const char *(*call_log)(void);
 static uint64_t (*fake_alloc)(uint64_t, unsigned, int, unsigned);
 static uint64_t (*stream_create)(int);
+static int (*begin_capture)(uint64_t, int);
+static int (*end_capture)(uint64_t, void **);
 
 static int load_fake_controls(void) {
   const char *path = getenv("CAI_CUDA_DRIVER");
@@ -24,7 +26,9 @@ static int load_fake_controls(void) {
   *(void **)&call_log = dlsym(fake, "fake_cuda_log");
   *(void **)&fake_alloc = dlsym(fake, "fake_cuda_alloc");
   *(void **)&stream_create = dlsym(fake, "fake_cuda_stream_create");
-  return set_device && log_clear && call_log && fake_alloc && stream_create;
+  *(void **)&begin_capture = dlsym(fake, "cuStreamBeginCapture_v2");
+  *(void **)&end_capture = dlsym(fake, "cuStreamEndCapture");
+  return set_device && log_clear && call_log && fake_alloc && stream_create && begin_capture && end_capture;
 }
 
 static CaiArray device_array(int64_t n) {
@@ -108,6 +112,30 @@ int main(void) {
   CHECK_STATUS(cai_export(&a, &export_options, &e), CAI_OK);
   CHECK(a.stream == producer);
   CHECK(count(call_log(), "cuEventRecord") == 2 && count(call_log(), "cuStreamWaitEvent") == 2);
+
+  /* rows 91-92: a producer stream capturing a CUDA graph (global mode): the sync is refused
+     before anything is enqueued, and the capture ends with a graph; the same stream as the
+     consumer's needs nothing. */
+  uint64_t capturing = stream_create(0);
+  CHECK(begin_capture(capturing, 0) == 0);
+  a = device_array(4);
+  a.stream = capturing;
+  memset(&options, 0, sizeof options);
+  options.consumer_stream = consumer;
+  log_clear();
+  CHECK_STATUS(cai_import(&a, &options, NULL, &e), CAI_ERROR_STREAM_CAPTURING);
+  CHECK(strstr(e.message, "capturing a CUDA graph") != NULL && strstr(e.message, "CAI_SYNC_NONE") != NULL);
+  CHECK(count(call_log(), "cuEventRecord") == 0 && count(call_log(), "cuStreamWaitEvent") == 0);
+  CHECK_STATUS(cai_import(&a, NULL, NULL, &e), CAI_ERROR_STREAM_CAPTURING); /* a host wait */
+  CHECK(count(call_log(), "cuStreamSynchronize") == 0);
+  a.stream = CAI_STREAM_LEGACY; /* the legacy stream while a stream of its context captures */
+  CHECK_STATUS(cai_import(&a, NULL, NULL, &e), CAI_ERROR_STREAM_CAPTURING);
+  CHECK(strcmp(cai_status_string(CAI_ERROR_STREAM_CAPTURING), "CAI_ERROR_STREAM_CAPTURING") == 0);
+  a.stream = capturing;
+  options.consumer_stream = capturing;
+  CHECK_STATUS(cai_import(&a, &options, NULL, &e), CAI_OK);
+  void *graph = NULL;
+  CHECK(end_capture(capturing, &graph) == 0 && graph != NULL);
 
   return check_summary("c_tests/test_device (fake driver)");
 }

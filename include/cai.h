@@ -103,17 +103,29 @@
 #define CAI_EXPORT_OPTIONS_RESERVED_WORDS 5
 
 // Stream-ordered when the consumer names a stream, else blocking; off when
-// CAI_ARRAY_INTERFACE_SYNC=0.
+// CAI_ARRAY_INTERFACE_SYNC=0. During CUDA graph capture, as those modes are.
+//
+// Capture: a sync that is planned (never one that is not) first asks the driver whether its
+// streams are capturing (cuStreamGetCaptureInfo). A sync the driver would refuse, or that
+// would change the user's capture, is refused with CAI_ERROR_STREAM_CAPTURING before anything
+// is enqueued, and the capture stays valid. The legacy stream (1), as either stream, while a
+// stream of its context is capturing, is refused so wherever a sync would use it.
 #define CAI_SYNC_DEFAULT 0
 
 // The consumer's stream waits on an event recorded on the producer's stream; the host does
-// not block. Without a consumer stream, blocking.
+// not block. Without a consumer stream, blocking. Nothing when the streams are the same (the
+// capturing stream passed as the consumer's, during capture). During capture: both streams
+// in one capture are ordered inside it (an edge of the graph); one capturing and the other
+// not, or two captures, is refused (CAI_ERROR_STREAM_CAPTURING).
 #define CAI_SYNC_STREAM_ORDERED 1
 
-// The host waits for the producer's stream (cuStreamSynchronize).
+// The host waits for the producer's stream (cuStreamSynchronize). During capture: refused
+// (CAI_ERROR_STREAM_CAPTURING) where the producer's stream is capturing; a producer stream
+// outside capture is waited for as always.
 #define CAI_SYNC_BLOCKING 2
 
-// No synchronization: the caller takes responsibility (spec: "User ... override").
+// No synchronization: the caller takes responsibility (spec: "User ... override"). No driver
+// call, during capture too.
 #define CAI_SYNC_NONE 3
 
 // DLPack major version libcai reads and writes.
@@ -285,6 +297,13 @@
 // A producer's C-level CAI table cannot describe this object that way (a `view` of an
 // instance that has no storage for its description): try `acquire`, or another protocol.
 #define CAI_ERROR_NOT_SUPPORTED 22
+
+// A sync was refused because a stream it involves is capturing a CUDA graph (or is the legacy
+// stream while a stream of its context is): the driver would refuse it and invalidate the
+// capture, or it would pull another stream into the capture. Refused before anything was
+// enqueued, so the capture is still valid; the message names the stream and what to pass
+// instead (the capturing stream as the consumer stream, or CAI_SYNC_NONE).
+#define CAI_ERROR_STREAM_CAPTURING 23
 
 // What every status-returning function returns: CAI_OK or one CAI_ERROR_* code.
 typedef int32_t CaiStatus;

@@ -163,6 +163,8 @@
 
 #define CAI_ERROR_NOT_SUPPORTED 22
 
+#define CAI_ERROR_STREAM_CAPTURING 23
+
 typedef int32_t CaiStatus;
 
 typedef struct CaiField {

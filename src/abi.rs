@@ -524,14 +524,26 @@ impl Default for CaiExportOptions {
 }
 
 /// Stream-ordered when the consumer names a stream, else blocking; off when
-/// CAI_ARRAY_INTERFACE_SYNC=0.
+/// CAI_ARRAY_INTERFACE_SYNC=0. During CUDA graph capture, as those modes are.
+///
+/// Capture: a sync that is planned (never one that is not) first asks the driver whether its
+/// streams are capturing (cuStreamGetCaptureInfo). A sync the driver would refuse, or that
+/// would change the user's capture, is refused with CAI_ERROR_STREAM_CAPTURING before anything
+/// is enqueued, and the capture stays valid. The legacy stream (1), as either stream, while a
+/// stream of its context is capturing, is refused so wherever a sync would use it.
 pub const CAI_SYNC_DEFAULT: i32 = 0;
 /// The consumer's stream waits on an event recorded on the producer's stream; the host does
-/// not block. Without a consumer stream, blocking.
+/// not block. Without a consumer stream, blocking. Nothing when the streams are the same (the
+/// capturing stream passed as the consumer's, during capture). During capture: both streams
+/// in one capture are ordered inside it (an edge of the graph); one capturing and the other
+/// not, or two captures, is refused (CAI_ERROR_STREAM_CAPTURING).
 pub const CAI_SYNC_STREAM_ORDERED: i32 = 1;
-/// The host waits for the producer's stream (cuStreamSynchronize).
+/// The host waits for the producer's stream (cuStreamSynchronize). During capture: refused
+/// (CAI_ERROR_STREAM_CAPTURING) where the producer's stream is capturing; a producer stream
+/// outside capture is waited for as always.
 pub const CAI_SYNC_BLOCKING: i32 = 2;
-/// No synchronization: the caller takes responsibility (spec: "User ... override").
+/// No synchronization: the caller takes responsibility (spec: "User ... override"). No driver
+/// call, during capture too.
 pub const CAI_SYNC_NONE: i32 = 3;
 
 /// DLPack major version libcai reads and writes.

@@ -69,6 +69,12 @@ pub const CAI_ERROR_WRONG_CONTEXT: i32 = 21;
 /// A producer's C-level CAI table cannot describe this object that way (a `view` of an
 /// instance that has no storage for its description): try `acquire`, or another protocol.
 pub const CAI_ERROR_NOT_SUPPORTED: i32 = 22;
+/// A sync was refused because a stream it involves is capturing a CUDA graph (or is the legacy
+/// stream while a stream of its context is): the driver would refuse it and invalidate the
+/// capture, or it would pull another stream into the capture. Refused before anything was
+/// enqueued, so the capture is still valid; the message names the stream and what to pass
+/// instead (the capturing stream as the consumer stream, or CAI_SYNC_NONE).
+pub const CAI_ERROR_STREAM_CAPTURING: i32 = 23;
 
 /// Kinds of failure, one per `CAI_ERROR_*` code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -126,11 +132,14 @@ pub enum Status {
     /// A producer's C-level CAI table cannot describe the object that way (a `view` it has no
     /// storage for): try `acquire`, or another protocol the object offers.
     NotSupported = CAI_ERROR_NOT_SUPPORTED,
+    /// A sync was refused because a stream it involves is capturing a CUDA graph (or is the
+    /// legacy stream while a stream of its context is); the capture is still valid.
+    StreamCapturing = CAI_ERROR_STREAM_CAPTURING,
 }
 
 impl Status {
     /// Every status, in code order.
-    pub const ALL: [Status; 22] = [
+    pub const ALL: [Status; 23] = [
         Status::NullArgument,
         Status::InvalidArgument,
         Status::InvalidVersion,
@@ -153,6 +162,7 @@ impl Status {
         Status::HostMemory,
         Status::WrongContext,
         Status::NotSupported,
+        Status::StreamCapturing,
     ];
 
     /// The `CAI_ERROR_*` code.
@@ -185,6 +195,7 @@ impl Status {
             Status::HostMemory => "CAI_ERROR_HOST_MEMORY\0",
             Status::WrongContext => "CAI_ERROR_WRONG_CONTEXT\0",
             Status::NotSupported => "CAI_ERROR_NOT_SUPPORTED\0",
+            Status::StreamCapturing => "CAI_ERROR_STREAM_CAPTURING\0",
         }
     }
 

@@ -54,11 +54,12 @@ fn every_entry_point_failing_is_cai_error_driver_naming_it_fake_driver() {
     assert_eq!(import_across_devices(f, CAI_SYNC_DEFAULT).0, CAI_OK, "the scenario works unhurt");
 
     // The entry point whose failure is checked, the sync mode, and what to make fail.
-    let walk: [(&str, i32, Injected); 12] = [
+    let walk: [(&str, i32, Injected); 13] = [
         ("cuPointerGetAttributes", CAI_SYNC_DEFAULT, &[("cuPointerGetAttributes", 0)]),
         // Asked where the range attributes give none, as for the scenario's allocation.
         ("cuMemGetAddressRange", CAI_SYNC_DEFAULT, &[("cuMemGetAddressRange", 0)]),
         ("cuStreamGetCtx", CAI_SYNC_DEFAULT, &[("cuStreamGetCtx", 0)]),
+        ("cuStreamGetCaptureInfo", CAI_SYNC_DEFAULT, &[("cuStreamGetCaptureInfo", 0)]),
         ("cuCtxGetCurrent", CAI_SYNC_DEFAULT, &[("cuCtxGetCurrent", 0)]),
         ("cuCtxPushCurrent", CAI_SYNC_DEFAULT, &[("cuCtxPushCurrent", 0)]),
         ("cuEventCreate", CAI_SYNC_DEFAULT, &[("cuEventCreate", 0)]),

@@ -68,7 +68,8 @@ fn signature(rust: &str) -> (Vec<String>, String) {
     let rust = rust.split_whitespace().collect::<Vec<_>>().join(" ");
     let arguments = between(&rust, "fn(", ")");
     let result = rust.rsplit_once("-> ").expect("a result type").1.trim().to_string();
-    (arguments.split(", ").filter(|a| !a.is_empty()).map(str::to_string).collect(), result)
+    // One argument a line too, where rustfmt breaks a long signature (a trailing comma).
+    (arguments.split(',').map(str::trim).filter(|a| !a.is_empty()).map(str::to_string).collect(), result)
 }
 
 fn api_table() -> Vec<EntryPoint> {

@@ -73,6 +73,7 @@ cdef extern from "cai_python.h":
         CAI_ERROR_HOST_MEMORY
         CAI_ERROR_WRONG_CONTEXT
         CAI_ERROR_NOT_SUPPORTED
+        CAI_ERROR_STREAM_CAPTURING
         CAI_PYTHON_API_MAJOR
         CAI_PYTHON_API_MINOR
         CAI_DL_CPU

@@ -6,6 +6,13 @@
 //! is never handed out again. Events of a context that is gone stay idle until the process
 //! ends (at most EVENT_POOL_CAPACITY of them, all told). A driver without cuCtxGetId (before
 //! CUDA 12.0) gives no such id: its events are created for one sync and destroyed after it.
+//!
+//! An event recorded inside a CUDA graph capture never comes back here: `sync` hands it to
+//! `retire`, not `put`, once its wait is enqueued. Recorded in a capture, it stands for
+//! captured work (graph nodes) until that capture ends, which libcai does not see; taken from
+//! the pool in that time, a wait on it by a stream outside the capture would pull that stream
+//! into the capture. Destroyed at once, it can never be handed out again; the wait already
+//! took its nodes into the waiting stream's dependencies, so the graph keeps no reference to it.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -47,6 +54,12 @@ pub(crate) fn take(driver: &Driver, context: CUcontext) -> Result<PooledEvent> {
         }
     }
     Ok(PooledEvent { handle: driver.event_create()?, context_id })
+}
+
+/// Destroys an event that must not be reused: one recorded in a capture (see the module's
+/// comment); a failed destroy is the caller's error to report.
+pub(crate) fn retire(driver: &Driver, event: PooledEvent) -> Result<()> {
+    driver.event_destroy(event.handle)
 }
 
 /// Returns an event for reuse, or destroys it when it cannot be pooled; a failed destroy is

@@ -3,6 +3,21 @@
 //!
 //! CAI stream values double as CUstream handles: 1 is CU_STREAM_LEGACY and 2 is
 //! CU_STREAM_PER_THREAD in the driver too, so only 0 ("None") needs a rule of its own.
+//!
+//! CUDA graph capture: a sync that is planned first asks the driver whether the streams it
+//! would touch are capturing (cuStreamGetCaptureInfo, one call a stream; never asked when
+//! nothing is synced). Outside capture the sync runs as always. Both streams in one capture:
+//! the event record and the wait are legal there and become an edge of the user's graph (the
+//! event, recorded in the capture, is then destroyed, never pooled: `events::retire`). Any
+//! other sync would be refused by the driver and invalidate the capture, or change it: a host
+//! wait on a capturing stream (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), a wait that pulls a
+//! stream outside the capture into it (the capture's end then fails as unjoined), a captured
+//! wait on an event recorded outside capture (CUDA_ERROR_STREAM_CAPTURE_ISOLATION; legal only
+//! as an external event node, whose event libcai would have to keep alive for every launch of
+//! the graph, which it cannot know), a wait joining two captures (..._MERGE), and any use of
+//! the legacy stream while a blocking stream of its context is capturing, whatever the capture's
+//! mode (..._IMPLICIT). Those are refused with CAI_ERROR_STREAM_CAPTURING before any call that
+//! enqueues anything, and the capture stays as it was.
 
 use crate::config::default_sync_disabled;
 
@@ -13,7 +28,7 @@ use crate::abi::{
     CAI_SYNC_NONE,
 };
 use crate::driver::cuda::CUcontext;
-use crate::driver::Driver;
+use crate::driver::{Capture, Driver};
 use crate::status::{Error, Result, Status};
 
 /// What a consumer sync does, as `planned_action` decides it before any driver call.
@@ -98,7 +113,7 @@ pub(crate) fn sync_if_needed(
 ) -> Result<()> {
     match planned_action(producer, consumer, mode) {
         SyncAction::Nothing => Ok(()),
-        action => perform(crate::driver::driver()?, action, producer, consumer, array_context),
+        action => perform(crate::driver::driver()?, action, producer, consumer, array_context, Roles::Import),
     }
 }
 
@@ -113,7 +128,8 @@ pub(crate) fn consumer_sync(
     mode: i32,
     array_context: CUcontext,
 ) -> Result<()> {
-    perform(driver, planned_action(producer, consumer, mode), producer, consumer, array_context)
+    let action = planned_action(producer, consumer, mode);
+    perform(driver, action, producer, consumer, array_context, Roles::Export)
 }
 
 fn perform(
@@ -122,15 +138,20 @@ fn perform(
     producer: u64,
     consumer: u64,
     array_context: CUcontext,
+    roles: Roles,
 ) -> Result<()> {
     match action {
         SyncAction::Nothing => Ok(()),
         SyncAction::Blocked => {
             let in_context = ContextGuard::enter(driver, stream_context(driver, producer, array_context)?)?;
-            driver.stream_synchronize(producer)?;
+            // In the stream's context, where the handles 1 and 2 are asked of.
+            match driver.stream_capture(producer)? {
+                Capture::None => driver.stream_synchronize(producer)?,
+                capture => return Err(host_wait_refused(capture, producer, roles)),
+            }
             in_context.leave()
         }
-        SyncAction::StreamOrdered => record_and_wait(driver, producer, consumer, array_context),
+        SyncAction::StreamOrdered => record_and_wait(driver, producer, consumer, array_context, roles),
     }
 }
 
@@ -144,7 +165,7 @@ pub(crate) fn join_streams(
     array_context: CUcontext,
 ) -> Result<()> {
     for &work in work_streams.iter().filter(|&&w| w != target) {
-        record_and_wait(driver, work, target, array_context)?;
+        record_and_wait(driver, work, target, array_context, Roles::Export)?;
     }
     Ok(())
 }
@@ -171,12 +192,22 @@ fn stream_context(driver: &Driver, stream: u64, array_context: CUcontext) -> Res
     }
 }
 
-/// Records a pooled event on `producer` (in its context) and makes `consumer` wait on it.
-/// The event goes back to the pool either way; a failure to return it after a wait that
-/// succeeded is reported (the wait itself is in place).
-fn record_and_wait(driver: &Driver, producer: u64, consumer: u64, array_context: CUcontext) -> Result<()> {
+/// Records a pooled event on `producer` (in its context) and makes `consumer` wait on it,
+/// once both streams are known to be outside capture or in one capture (else refused before
+/// anything is enqueued). The event goes back to the pool either way, but for one recorded
+/// in a capture, which is destroyed; a failure to return it after a wait that succeeded is
+/// reported (the wait itself is in place).
+fn record_and_wait(
+    driver: &Driver,
+    producer: u64,
+    consumer: u64,
+    array_context: CUcontext,
+    roles: Roles,
+) -> Result<()> {
     let producer_context = stream_context(driver, producer, array_context)?;
     let consumer_context = stream_context(driver, consumer, array_context)?;
+    let in_one_capture =
+        ordering_in_capture(driver, (producer, producer_context), (consumer, consumer_context), roles)?;
     let in_producer_context = ContextGuard::enter(driver, producer_context)?;
     // Entered, the producer's context is current; NULL left whatever was current in place.
     let current = if producer_context.is_null() { driver.current_context()? } else { producer_context };
@@ -188,9 +219,142 @@ fn record_and_wait(driver: &Driver, producer: u64, consumer: u64, array_context:
         in_consumer_context.leave()
     });
     // The wait captured the event's state when it was enqueued: the event can be re-recorded
-    // at once, so it goes back to the pool now.
-    let returned = events::put(driver, event);
+    // at once, so it goes back to the pool now; but one recorded in a capture stands for
+    // captured work until that capture ends, which libcai does not see: it is destroyed.
+    let returned = match in_one_capture {
+        None => events::put(driver, event),
+        Some(_) => events::retire(driver, event),
+    };
     waited.and(returned)
+}
+
+/// The capture state of `stream`; the default handles 1 and 2 are asked in `context` (the
+/// array's), whose legacy and per-thread streams they mean.
+fn capture_of(driver: &Driver, stream: u64, context: CUcontext) -> Result<Capture> {
+    if stream != CAI_STREAM_LEGACY && stream != CAI_STREAM_PER_THREAD {
+        return driver.stream_capture(stream);
+    }
+    let in_context = ContextGuard::enter(driver, context)?;
+    let capture = driver.stream_capture(stream)?;
+    in_context.leave()?;
+    Ok(capture)
+}
+
+/// Whether `producer`'s work may be ordered before `consumer`'s with an event: Ok(None) when
+/// neither stream is capturing, Ok(Some(id)) when both are in capture `id` (the record and the
+/// wait then become an edge of that graph), else the refusal.
+fn ordering_in_capture(
+    driver: &Driver,
+    (producer, producer_context): (u64, CUcontext),
+    (consumer, consumer_context): (u64, CUcontext),
+    roles: Roles,
+) -> Result<Option<u64>> {
+    let from = capture_of(driver, producer, producer_context)?;
+    let to = capture_of(driver, consumer, consumer_context)?;
+    match (from, to) {
+        (Capture::None, Capture::None) => Ok(None),
+        (Capture::Active(a), Capture::Active(b)) if a == b => Ok(Some(a)),
+        _ => Err(ordering_refused(from, to, producer, consumer, roles)),
+    }
+}
+
+/// Which sync a refusal is about, for its message: a consumer's import (producer and consumer
+/// streams) or a producer's export (work streams joined into the exported one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Roles {
+    Import,
+    Export,
+}
+
+impl Roles {
+    /// The names of the stream waited for and the stream (or host) that waits.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Roles::Import => ("the producer's stream", "the consumer's stream"),
+            Roles::Export => ("the work stream", "the exported stream"),
+        }
+    }
+
+    /// What to do instead where the stream waited for is capturing and the waiter is not.
+    fn instead_of_waiting_on_a_capture(self, capturing: u64) -> String {
+        match self {
+            Roles::Import => format!(
+                "pass the capturing stream as the consumer stream (consumer_stream={capturing:#x}: no sync is then needed) or sync=False (C: CAI_SYNC_NONE)"
+            ),
+            Roles::Export => format!(
+                "export on the capturing stream {capturing:#x}, or join the work before the capture begins"
+            ),
+        }
+    }
+
+    /// What to do instead where the waiter is capturing and the stream waited for is not, or
+    /// where the legacy stream cannot be used.
+    fn instead_of_waiting_outside(self) -> &'static str {
+        match self {
+            Roles::Import => "let the producer's work finish before the capture begins and pass sync=False (C: CAI_SYNC_NONE)",
+            Roles::Export => "let the work finish before the capture begins and export without work streams",
+        }
+    }
+}
+
+const END_IT: &str = "end that capture (cuStreamEndCapture) first, or pass sync=False (C: CAI_SYNC_NONE)";
+const CAPTURE_KEPT: &str = "nothing was enqueued, the capture is left as it was";
+
+/// The refusal of a host wait on `stream`, which is capturing (or the legacy stream during a
+/// capture in its context).
+#[cold]
+#[inline(never)]
+fn host_wait_refused(capture: Capture, stream: u64, roles: Roles) -> Error {
+    let who = roles.names().0;
+    let why = match capture {
+        Capture::Active(id) => format!(
+            "{who} {stream:#x} is capturing a CUDA graph (capture {id}): the driver refuses a host wait on it (cuStreamSynchronize) and invalidates the capture"
+        ),
+        Capture::LegacyBlocked => legacy_stream_blocked(who),
+        Capture::Invalidated | Capture::None => invalidated_capture(who, stream),
+    };
+    let instead = match capture {
+        Capture::Active(_) => roles.instead_of_waiting_on_a_capture(stream),
+        Capture::LegacyBlocked => roles.instead_of_waiting_outside().to_string(),
+        Capture::Invalidated | Capture::None => END_IT.to_string(),
+    };
+    Error::new(Status::StreamCapturing, format!("{why}: {instead}; {CAPTURE_KEPT}"))
+}
+
+/// The refusal of a stream-ordered sync between streams that are not both outside capture or
+/// both in one capture.
+#[cold]
+#[inline(never)]
+fn ordering_refused(from: Capture, to: Capture, producer: u64, consumer: u64, roles: Roles) -> Error {
+    let (waited_for, waiter) = roles.names();
+    let (why, instead) = match (from, to) {
+        (Capture::LegacyBlocked, _) => (legacy_stream_blocked(waited_for), roles.instead_of_waiting_outside().to_string()),
+        (_, Capture::LegacyBlocked) => (legacy_stream_blocked(waiter), roles.instead_of_waiting_outside().to_string()),
+        (Capture::Invalidated, _) => (invalidated_capture(waited_for, producer), END_IT.to_string()),
+        (_, Capture::Invalidated) => (invalidated_capture(waiter, consumer), END_IT.to_string()),
+        (Capture::Active(a), Capture::Active(b)) => (
+            format!("{waited_for} {producer:#x} and {waiter} {consumer:#x} are capturing two CUDA graphs (captures {a} and {b}): the driver refuses a wait merging them and invalidates both (CUDA_ERROR_STREAM_CAPTURE_MERGE)"),
+            "pass sync=False (C: CAI_SYNC_NONE) and order the graphs' launches".to_string(),
+        ),
+        (Capture::Active(a), _) => (
+            format!("{waited_for} {producer:#x} is capturing a CUDA graph (capture {a}) and {waiter} {consumer:#x} is not: a wait would pull it into the capture, whose end then fails (CUDA_ERROR_STREAM_CAPTURE_UNJOINED)"),
+            roles.instead_of_waiting_on_a_capture(producer),
+        ),
+        (_, Capture::Active(b)) => (
+            format!("{waiter} {consumer:#x} is capturing a CUDA graph (capture {b}) and {waited_for} {producer:#x} is not: the driver refuses a captured wait on work outside the capture and invalidates it (CUDA_ERROR_STREAM_CAPTURE_ISOLATION)"),
+            roles.instead_of_waiting_outside().to_string(),
+        ),
+        (Capture::None, Capture::None) => ("neither stream is capturing".to_string(), String::new()),
+    };
+    Error::new(Status::StreamCapturing, format!("{why}: {instead}; {CAPTURE_KEPT}"))
+}
+
+fn legacy_stream_blocked(who: &str) -> String {
+    format!("{who} is the legacy default stream (1) and a stream of its context is capturing a CUDA graph: the driver refuses any use of it then and invalidates the capture (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)")
+}
+
+fn invalidated_capture(who: &str, stream: u64) -> String {
+    format!("{who} {stream:#x} is capturing a CUDA graph whose capture an earlier call invalidated")
 }
 
 #[cfg(test)]

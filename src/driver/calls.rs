@@ -8,10 +8,12 @@ use std::ffi::c_void;
 use std::os::raw::c_uint;
 
 use super::cuda::{
-    CUcontext, CUdeviceptr, CUevent, CUpointer_attribute, CUstream, CUDA_ERROR_INVALID_VALUE,
-    CU_EVENT_DISABLE_TIMING, CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-    CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-    CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+    CUcontext, CUdeviceptr, CUevent, CUpointer_attribute, CUstream, CUstreamCaptureStatus,
+    CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
+    CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+    CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_STREAM_CAPTURE_STATUS_ACTIVE,
+    CU_STREAM_CAPTURE_STATUS_INVALIDATED, CU_STREAM_CAPTURE_STATUS_NONE,
 };
 use super::Driver;
 use crate::status::Result;
@@ -26,6 +28,20 @@ pub(crate) struct PointerAttributes {
     /// Base and size of the allocation holding the pointer, where the driver answered the
     /// range attributes with a non-empty range.
     pub range: Option<(u64, u64)>,
+}
+
+/// Whether a stream is capturing a CUDA graph, as cuStreamGetCaptureInfo says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Capture {
+    /// Not capturing: work on it runs.
+    None,
+    /// In the capture sequence of this id (unique in the process for its lifetime).
+    Active(u64),
+    /// In a capture that an illegal call already invalidated; it fails at its end.
+    Invalidated,
+    /// The legacy default stream while a stream of its context (a blocking one) is capturing:
+    /// any use of it would fail and invalidate that capture (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
+    LegacyBlocked,
 }
 
 fn stream_handle(stream: u64) -> CUstream {
@@ -73,6 +89,37 @@ impl Driver {
         let status = unsafe { (self.api.cuStreamGetCtx)(stream_handle(stream), &mut context) };
         self.check(status, || format!("cuStreamGetCtx(stream {stream:#x})"))?;
         Ok(context)
+    }
+
+    /// Whether `stream` is capturing, and in which capture; asked in the context whose legacy
+    /// and per-thread streams 1 and 2 mean. The query itself changes no capture, of the legacy
+    /// stream included (the driver answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and leaves the
+    /// capture valid).
+    pub(crate) fn stream_capture(&self, stream: u64) -> Result<Capture> {
+        let mut status: CUstreamCaptureStatus = 0;
+        let mut id = 0u64;
+        let (graph, dependencies, count) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: writes a status and an id; the graph and dependency outputs are optional
+        // (NULL: not asked for).
+        let result = unsafe {
+            (self.api.cuStreamGetCaptureInfo)(
+                stream_handle(stream),
+                &mut status,
+                &mut id,
+                graph,
+                dependencies,
+                count,
+            )
+        };
+        match (result, status) {
+            (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, _) => Ok(Capture::LegacyBlocked),
+            (CUDA_SUCCESS, CU_STREAM_CAPTURE_STATUS_ACTIVE) => Ok(Capture::Active(id)),
+            (CUDA_SUCCESS, CU_STREAM_CAPTURE_STATUS_NONE) => Ok(Capture::None),
+            (CUDA_SUCCESS, CU_STREAM_CAPTURE_STATUS_INVALIDATED) => Ok(Capture::Invalidated),
+            // A status newer than this libcai: a capture not to touch either way.
+            (CUDA_SUCCESS, _) => Ok(Capture::Invalidated),
+            (failed, _) => Err(self.error(failed, &format!("cuStreamGetCaptureInfo(stream {stream:#x})"))),
+        }
     }
 
     pub(crate) fn stream_synchronize(&self, stream: u64) -> Result<()> {

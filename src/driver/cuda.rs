@@ -30,9 +30,19 @@ pub(crate) struct CUstream_st {
 pub(crate) struct CUevent_st {
     _opaque: [u8; 0],
 }
+#[repr(C)]
+pub(crate) struct CUgraph_st {
+    _opaque: [u8; 0],
+}
+#[repr(C)]
+pub(crate) struct CUgraphNode_st {
+    _opaque: [u8; 0],
+}
 pub(crate) type CUcontext = *mut CUctx_st;
 pub(crate) type CUstream = *mut CUstream_st;
 pub(crate) type CUevent = *mut CUevent_st;
+pub(crate) type CUgraph = *mut CUgraph_st;
+pub(crate) type CUgraphNode = *mut CUgraphNode_st;
 
 /// CUpointer_attribute: an enum in C, passed as an array of them; read as the unsigned int
 /// that a C compiler gives an enum of non-negative values.
@@ -43,6 +53,16 @@ pub(crate) const CUDA_SUCCESS: CUresult = 0;
 pub(crate) const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
 /// cuInit's answer where the driver loads but no GPU is there.
 pub(crate) const CUDA_ERROR_NO_DEVICE: CUresult = 100;
+/// cuStreamGetCaptureInfo's answer for the legacy stream while a blocking stream of its
+/// context is capturing (the capture is left as it is); any other use of the legacy stream
+/// then fails with it too, and invalidates that capture.
+pub(crate) const CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: CUresult = 906;
+
+/// CUstreamCaptureStatus: an enum in C, read as the unsigned int a C compiler gives it.
+pub(crate) type CUstreamCaptureStatus = c_uint;
+pub(crate) const CU_STREAM_CAPTURE_STATUS_NONE: CUstreamCaptureStatus = 0;
+pub(crate) const CU_STREAM_CAPTURE_STATUS_ACTIVE: CUstreamCaptureStatus = 1;
+pub(crate) const CU_STREAM_CAPTURE_STATUS_INVALIDATED: CUstreamCaptureStatus = 2;
 
 pub(crate) const CU_POINTER_ATTRIBUTE_CONTEXT: CUpointer_attribute = 1;
 pub(crate) const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: CUpointer_attribute = 2;

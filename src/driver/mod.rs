@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use crate::status::{Error, Result, Status};
 
 mod calls;
+pub(crate) use calls::Capture;
 pub(crate) mod cuda;
 mod fork;
 mod library;
@@ -19,8 +20,8 @@ pub(crate) mod opencl;
 
 use crate::config::DRIVER_PATH_ENV;
 use cuda::{
-    cuuint64_t, CUcontext, CUdeviceptr, CUevent, CUpointer_attribute, CUresult, CUstream,
-    CUDA_ERROR_NO_DEVICE, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+    cuuint64_t, CUcontext, CUdeviceptr, CUevent, CUgraph, CUgraphNode, CUpointer_attribute, CUresult,
+    CUstream, CUstreamCaptureStatus, CUDA_ERROR_NO_DEVICE, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
 };
 use library::{path_from, Library};
 
@@ -52,6 +53,16 @@ pub(crate) struct Api {
     pub cuEventCreate: unsafe extern "C" fn(*mut CUevent, c_uint) -> CUresult,
     pub cuEventRecord: unsafe extern "C" fn(CUevent, CUstream) -> CUresult,
     pub cuEventDestroy: unsafe extern "C" fn(CUevent) -> CUresult,
+    /// CUDA 11.3's form (cuda.h's cuStreamGetCaptureInfo_v2), which every driver libcai loads
+    /// has: the CUDA 12.3 form (_v3, with edge data) is missing from drivers before 545.
+    pub cuStreamGetCaptureInfo: unsafe extern "C" fn(
+        CUstream,
+        *mut CUstreamCaptureStatus,
+        *mut cuuint64_t,
+        *mut CUgraph,
+        *mut *const CUgraphNode,
+        *mut usize,
+    ) -> CUresult,
     /// CUDA 12.0+; None on older drivers (events are then not pooled, see device/events.rs).
     pub cuCtxGetId: Option<unsafe extern "C" fn(CUcontext, *mut u64) -> CUresult>,
 }
@@ -201,6 +212,7 @@ fn resolve_all(library: &Library) -> std::result::Result<Api, String> {
         cuEventCreate: entry!("cuEventCreate", "cuEventCreate"),
         cuEventRecord: entry!("cuEventRecord", "cuEventRecord"),
         cuEventDestroy: entry!("cuEventDestroy", "cuEventDestroy_v2"),
+        cuStreamGetCaptureInfo: entry!("cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2"),
         cuCtxGetId: optional_entry_point(get_proc_address, library, "cuCtxGetId", CONTEXT_ID_CUDA_VERSION),
     })
 }

@@ -855,6 +855,7 @@ static const struct { const char *name; void *pointer; } entry_points[] = {
     ENTRY("cuEventCreate", cuEventCreate),
     ENTRY("cuEventRecord", cuEventRecord),
     ENTRY("cuEventDestroy", cuEventDestroy_v2),
+    ENTRY("cuStreamGetCaptureInfo", cuStreamGetCaptureInfo_v2),
 };
 
 static int proc_address_lookups;
