@@ -64,7 +64,10 @@ python3 -m pip install --quiet --no-index --no-deps --target "$site" "$lib"/whee
 export PYTHONPATH="$site"
 # The prebuilt PyO3 test extension (python/gpu_tests skips the test that needs it without it).
 export CAI_GPU_EXTENSIONS="$PWD/$lib/gpu-extensions"
-suite "Python interop tests" gpu-pytest.log python3 -m pytest -q -rs python/gpu_tests
+suite "Python interop tests" gpu-pytest.log python3 -m pytest -q -rs python/gpu_tests \
+  --ignore=python/gpu_tests/test_graph_capture.py
+# Imports of torch and CuPy arrays inside torch.cuda.graph capture, the graph replayed.
+suite "CUDA graph capture" gpu-capture.log python3 -m pytest -q -rs python/gpu_tests/test_graph_capture.py
 suite "Python example" gpu-demo.log python3 examples/python_demo.py
 suite "GPU benchmark" gpu-bench.log python3 benchmarks/gpu_bench.py
 compile gpu_driver_bench benchmarks/gpu_driver_bench.c -l:libcuda.so.1
