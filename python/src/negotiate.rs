@@ -37,7 +37,7 @@ use crate::pool::Pooled;
 use crate::read_array::read_array;
 use crate::read_c_api::{call_c_api, interface_defined_nearer, lookup_c_api, request_of, CApi, Called};
 use crate::read_dict::{interface_attribute, interface_read, read_dict, read_dict_pooled, read_interface};
-use crate::read_dlpack::{reported_device, take_from_producer, DlpackKeywords, KnownDevice};
+use crate::read_dlpack::{reported_device, take_from_producer, KnownDevice};
 use crate::read_exchange::{
     lookup_exchange_api, own_by_exchange, take_by_exchange, view_by_exchange, Exchange, ExchangeView,
 };
@@ -58,19 +58,16 @@ pub struct TypeFacts {
     /// whose classes are all immutable (numpy's ndarray), so that no AttributeError is built and
     /// discarded per call.
     pub may_have_interface: bool,
-    /// Learned: an instance on the host (kDLCPU) had no interface (its property raised
-    /// AttributeError, as a jax CPU array's does) and was taken by `__dlpack__`.
-    pub host_instances_lack_interface: bool,
-    /// Whether the type (not only some instances) has `__dlpack__`.
+    /// Whether the type had `__dlpack__` when its facts were found: a hint that spares a
+    /// `hasattr` per call, never an answer (a take from a class that lost it is refused as one
+    /// without it: `failure_unless_dlpack_gone`).
     pub type_has_dlpack: bool,
     /// Whether the type is numpy's ndarray, read by numpy's C ABI (read_numpy.rs).
     pub numpy_array: bool,
-    /// Learned: whether every tensor taken by `__dlpack__` from its instances was host memory
-    /// (None: none taken yet).
-    pub dlpack_host_only: Option<bool>,
-    /// Learned: the keywords its `__dlpack__` answered to last (all four until one refused
-    /// them).
-    pub dlpack_keywords: DlpackKeywords,
+    /// Whether the type is jax's array (`jax.Array` in its MRO, compared by identity): its
+    /// interface exists for device arrays only and raises for host ones, at a cost per call,
+    /// so an instance is asked its device first (`__dlpack_device__`, DLPack's question).
+    pub jax_array: bool,
 }
 
 impl TypeFacts {
@@ -80,11 +77,9 @@ impl TypeFacts {
         c_api: None,
         exchange: None,
         may_have_interface: false,
-        host_instances_lack_interface: false,
         type_has_dlpack: false,
         numpy_array: false,
-        dlpack_host_only: None,
-        dlpack_keywords: DlpackKeywords::All,
+        jax_array: false,
     };
 }
 
@@ -298,11 +293,9 @@ fn looked_up_facts(ty: &Bound<'_, PyType>) -> PyResult<TypeFacts> {
         c_api: lookup_c_api(ty)?,
         exchange: if exchange_hidden(ty)? { None } else { lookup_exchange_api(ty)? },
         may_have_interface: may_have_interface(ty)?,
-        host_instances_lack_interface: false,
         type_has_dlpack: ty.hasattr(intern!(py, "__dlpack__"))?,
         numpy_array: is_numpy_array_type(ty),
-        dlpack_host_only: None,
-        dlpack_keywords: DlpackKeywords::All,
+        jax_array: is_jax_array_type(ty),
     })
 }
 
@@ -322,14 +315,18 @@ fn lock_facts() -> MutexGuard<'static, Vec<(Py<PyType>, TypeFacts)>> {
     FACTS_BY_TYPE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Records what was learned of `obj`'s type (see TypeFacts).
-fn learn(obj: &Bound<'_, PyAny>, update: impl FnOnce(&mut TypeFacts)) {
-    let ty = obj.get_type();
-    let mut cache = lock_facts();
-    if let Some((_, facts)) = cache.iter_mut().find(|(seen, _)| seen.bind(obj.py()).is(&ty)) {
-        update(facts);
-        FACTS_GENERATION.fetch_add(1, Ordering::Release);
-    }
+/// Whether `ty` is jax's array type: `jax.Array` (looked up where jax is imported already; a
+/// jax array's type exists only then) is in its MRO, compared by identity, so that no
+/// `__subclasscheck__` runs. Found once per type, with the type's other facts.
+fn is_jax_array_type(ty: &Bound<'_, PyType>) -> bool {
+    let py = ty.py();
+    let jax_array = py
+        .import(intern!(py, "sys"))
+        .and_then(|sys| sys.getattr(intern!(py, "modules")))
+        .and_then(|modules| modules.get_item(intern!(py, "jax")))
+        .and_then(|jax| jax.getattr(intern!(py, "Array")));
+    let (Ok(jax_array), Ok(mro)) = (jax_array, classes::mro(ty)) else { return false };
+    mro.iter().any(|class| class.is(&jax_array))
 }
 
 /// Whether an instance of `ty` can have a `__cuda_array_interface__` attribute, now or later:
@@ -702,56 +699,31 @@ fn choose<'py>(
     let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
     let no_copy = holder == Holder::View;
     let take = |known| {
-        let mut keywords = facts.dlpack_keywords;
-        let taken =
-            take_from_producer(obj, options.consumer_stream, ordering, host, known, no_copy, &mut keywords);
-        if keywords != facts.dlpack_keywords {
-            learn(obj, |learned| learned.dlpack_keywords = keywords);
-        }
-        taken.map_err(|failure| failure_unless_dlpack_gone(obj, failure))
+        take_from_producer(obj, options.consumer_stream, ordering, host, known, no_copy)
+            .map_err(|failure| failure_unless_dlpack_gone(obj, failure))
     };
-    // A type whose host instances lack the interface (a property that raises for them, at a
-    // cost per call) is asked the instance's device first: a host instance is taken by DLPack
-    // without the raising call, and read by its interface after all if DLPack refuses it (an
-    // instance that differs); any other instance is read as every object is.
-    let mut known = match facts.dlpack_host_only {
-        Some(true) => KnownDevice::HostType,
-        _ => KnownDevice::Unknown,
-    };
-    // A type whose host instances lack the interface and whose tensors were all host memory,
-    // asked with a stream argument right for any device (no sync wanted, or no consumer stream:
-    // `take_from_producer` then passes None), is taken by DLPack without `__dlpack_device__`
-    // (a jax CPU array's costs about half its `__dlpack__`). A device tensor after all is let go
-    // of when the instance has the interface, read then as before (its mask kept); after any
-    // outcome but a host tensor (a device one, a refusal) the type is asked the device first.
-    let stream_fits_any_device =
-        matches!(ordering, ProducerOrdering::NotWanted) || options.consumer_stream == CAI_STREAM_NONE;
-    if facts.host_instances_lack_interface && facts.dlpack_host_only == Some(true) && stream_fits_any_device {
-        return match take(KnownDevice::HostType) {
-            Ok(tensor) if tensor.device.device_type == CAI_DL_CPU => {
+    // A jax array is read by DLPack where it is host memory, without the interface that
+    // raises for it at a cost per call, and by its interface where it is device memory (which
+    // says it is read-only, as jax's DLPack cannot). Which it is: where no sync is wanted, the
+    // tensor `__dlpack__` gives for None (host memory's stream argument; `__dlpack_device__`
+    // costs a jax array about half its `__dlpack__`), a device one let go of; else its device.
+    let mut known = KnownDevice::Unknown;
+    if facts.jax_array {
+        if matches!(ordering, ProducerOrdering::NotWanted) {
+            let tensor = take(KnownDevice::HostFirst)?;
+            if tensor.device.device_type == CAI_DL_CPU {
                 mark_clean(obj);
-                Ok(Chosen::Taken(tensor))
+                return Ok(Chosen::Taken(tensor));
             }
-            other => {
-                learn(obj, |learned| learned.dlpack_host_only = Some(false));
-                interface_or(obj, other.map(Chosen::Taken))
+            known = KnownDevice::Reported(tensor.device);
+        } else {
+            let device = reported_device(obj)?;
+            if device.device_type == CAI_DL_CPU {
+                let tensor = take(KnownDevice::Reported(device))?;
+                mark_clean(obj);
+                return Ok(Chosen::Taken(tensor));
             }
-        };
-    }
-    if facts.host_instances_lack_interface {
-        match reported_device(obj) {
-            Ok(device) if device.device_type == CAI_DL_CPU => {
-                return match take(KnownDevice::Reported(device)) {
-                    Ok(tensor) => {
-                        mark_clean(obj);
-                        Ok(Chosen::Taken(tensor))
-                    }
-                    Err(refused) => interface_or(obj, Err(refused)),
-                };
-            }
-            Ok(device) => known = KnownDevice::Reported(device),
-            // The ordinary way below asks again where it needs the device, and raises then.
-            Err(_) => {}
+            known = KnownDevice::Reported(device);
         }
     }
     if facts.may_have_interface {
@@ -764,17 +736,9 @@ fn choose<'py>(
         return Err(not_an_array(obj).into());
     }
     let tensor = take(known)?;
-    let host = tensor.device.device_type == CAI_DL_CPU;
-    let lacks_interface = facts.may_have_interface && host && !facts.host_instances_lack_interface;
-    let host_only = Some(facts.dlpack_host_only.unwrap_or(true) && host);
-    if lacks_interface || host_only != facts.dlpack_host_only {
-        learn(obj, |learned| {
-            learned.host_instances_lack_interface |= lacks_interface;
-            learned.dlpack_host_only = Some(learned.dlpack_host_only.unwrap_or(true) && host);
-        });
-    } else if facts.type_has_dlpack && !facts.host_instances_lack_interface {
-        // Audited once the type's facts are settled: the way here called no `hasattr` and
-        // dropped no error (`interface_attribute` and the take clear what they recover from).
+    if facts.type_has_dlpack {
+        // Audited: the way here called no `hasattr` and dropped no error (`interface_attribute`
+        // and the take clear what they recover from).
         mark_clean(obj);
     }
     Ok(Chosen::Taken(tensor))
@@ -782,24 +746,14 @@ fn choose<'py>(
 
 /// `failure`, a take's, unless `obj` has no `__dlpack__` now (its class lost it after its
 /// type's facts were found): then the refusal of an object no route takes, as for a type found
-/// without one, which the type's facts say from now on.
+/// without one.
 #[cold]
 #[inline(never)]
 fn failure_unless_dlpack_gone(obj: &Bound<'_, PyAny>, failure: Failure) -> Failure {
     if obj.hasattr(intern!(obj.py(), "__dlpack__")).unwrap_or(true) {
         return failure;
     }
-    learn(obj, |learned| learned.type_has_dlpack = false);
     not_an_array(obj).into()
-}
-
-/// `obj` read by its interface where it has one (an instance other than its type's facts
-/// foretold), else `otherwise` (a tensor taken already is let go of when the interface wins).
-fn interface_or<'py>(obj: &Bound<'py, PyAny>, otherwise: CaiResult<Chosen<'py>>) -> CaiResult<Chosen<'py>> {
-    match interface_attribute(obj)? {
-        Some(dict) => Ok(Chosen::Dict(dict)),
-        None => otherwise,
-    }
 }
 
 /// `obj` read by the protocol chosen for it, to be owned.

@@ -71,9 +71,7 @@ pub fn reported_device(obj: &Bound<'_, PyAny>) -> PyResult<CaiDLDevice> {
 /// owns it from then on. The array is on the stream the producer ordered, for the import to
 /// finish the sync (nothing more for a consumer on that stream, a host wait for one without).
 /// `known` is what the negotiation knows of the device already; `no_copy` asks the producer
-/// for its own memory, never a copy (`copy=False`), for a view that lets go of the tensor;
-/// `keywords` is the set the type's `__dlpack__` is asked with first, lowered to the one that
-/// answered (`call_dlpack`).
+/// for its own memory, never a copy (`copy=False`), for a view that lets go of the tensor.
 pub fn take_from_producer(
     obj: &Bound<'_, PyAny>,
     consumer: u64,
@@ -81,18 +79,15 @@ pub fn take_from_producer(
     host: AllowHost,
     known: KnownDevice,
     no_copy: bool,
-    keywords: &mut DlpackKeywords,
 ) -> CaiResult<TakenTensor> {
     let py = obj.py();
-    // A consumer without a stream asks for None whatever the device, and so does one that
-    // wants no sync of a type whose instances have all been host memory (None is what host
-    // memory takes; were this one device memory, None orders the legacy default stream, no
-    // host wait): then `__dlpack_device__` is not called, and the tensor's own device is
-    // checked once taken.
+    // A consumer without a stream asks for None whatever the device (None is what host memory
+    // takes, and DLPack's legacy default stream for device memory): then `__dlpack_device__` is
+    // not called, and the tensor's own device is checked once taken.
     let reported = match (known, ordering) {
         (KnownDevice::Reported(device), _) => Some(device),
         (_, ProducerOrdering::OnStream(_)) if consumer == CAI_STREAM_NONE => None,
-        (KnownDevice::HostType, ProducerOrdering::NotWanted) => None,
+        (KnownDevice::HostFirst, ProducerOrdering::NotWanted) => None,
         _ => Some(reported_device(obj)?),
     };
     let stream = match reported {
@@ -102,7 +97,7 @@ pub fn take_from_producer(
             .and_then(|()| Ok(stream_argument(py, device, consumer, ordering)?))?,
         None => py.None().into_bound(py),
     };
-    let capsule = call_dlpack(obj, &stream, no_copy, keywords)?;
+    let capsule = call_dlpack(obj, &stream, no_copy)?;
     let options = CaiDLPackOptions { allow_host: u32::from(host.allowed), ..Default::default() };
     let mut taken = Taken::new();
     let (versioned, validated) = take_capsule(&capsule, &options, host.how, taken.array())?;
@@ -125,8 +120,10 @@ pub enum KnownDevice {
     Unknown,
     /// What `__dlpack_device__` said.
     Reported(CaiDLDevice),
-    /// Every instance of its type taken so far was host memory (numpy's arrays).
-    HostType,
+    /// Not asked: where no sync is wanted the producer is asked with None, host memory's
+    /// stream argument (for device memory, DLPack's legacy default stream), and the tensor's
+    /// own device is what counts (a jax array's: see negotiate.rs's `choose`).
+    HostFirst,
 }
 
 extern "C" {
@@ -140,12 +137,11 @@ extern "C" {
     ) -> *mut ffi::PyObject;
 }
 
-/// The keywords a type's `__dlpack__` is called with, from the most to the fewest; learned per
-/// type (negotiate.rs's `TypeFacts`): the set that answered last, lowered when a call refused
-/// with a TypeError and the next set answered, so that a producer from before a keyword
-/// existed pays no refused call once its type is known.
+/// The keywords `__dlpack__` is called with, from the most to the fewest: each call starts from
+/// all four and takes the next set after a TypeError, so that a producer from before a keyword
+/// existed is read too (at the cost of a refused call per set it lacks).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum DlpackKeywords {
+enum DlpackKeywords {
     /// The array API standard's four: `stream`, `max_version`, and `dl_device=None` and
     /// `copy=None` (or `copy=False`), their defaults spelled out: a `__dlpack__` written in
     /// Python then fills no default from its keyword defaults (a dict lookup each).
@@ -195,15 +191,12 @@ impl DlpackArguments {
 }
 
 /// `obj.__dlpack__(stream=stream, max_version=(1, n), dl_device=None, copy=None)` (`copy=False`
-/// when `no_copy`), called without a keyword dict, with the keywords of `keywords` (its type's
-/// learned set); on a TypeError again with the fewer keywords of each older producer in turn
-/// (`DlpackKeywords`); a failure with a set fewer than all four is asked again from all four,
-/// once; `keywords` is set to the set that answered. A failure of every set is the last one's.
+/// when `no_copy`), called without a keyword dict; on a TypeError again with the fewer keywords
+/// of each older producer in turn (`DlpackKeywords`). A failure of every set is the last one's.
 fn call_dlpack<'py>(
     obj: &Bound<'py, PyAny>,
     stream: &Bound<'py, PyAny>,
     no_copy: bool,
-    keywords: &mut DlpackKeywords,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
     let arguments = DlpackArguments::get(py)?;
@@ -227,31 +220,17 @@ fn call_dlpack<'py>(
         // or NULL with an exception set comes back.
         unsafe { PyObject_VectorcallMethod(name.as_ptr(), args.as_ptr(), 1, kwnames.as_ptr()) }
     };
-    let learned = *keywords;
-    let mut asked = learned;
-    // A first read's set, All, has nothing to retry from.
-    let mut retried = learned == DlpackKeywords::All;
+    let mut asked = DlpackKeywords::All;
     loop {
         let result = call(asked);
         if !result.is_null() {
-            *keywords = asked;
             // SAFETY: a new reference.
             return Ok(unsafe { Bound::from_owned_ptr(py, result) });
         }
         // SAFETY: attached; the exception queried is the one the call just raised.
-        let raised = |kind| unsafe { ffi::PyErr_ExceptionMatches(kind) } == 1;
-        // SAFETY: the exception types, which live as long as the interpreter.
-        let (type_error, exception) = unsafe { (ffi::PyExc_TypeError, ffi::PyExc_Exception) };
+        let refused_keywords = unsafe { ffi::PyErr_ExceptionMatches(ffi::PyExc_TypeError) } == 1;
         asked = match asked.fewer() {
-            Some(fewer) if raised(type_error) => fewer,
-            // Failed with the set its type learned (any Exception; KeyboardInterrupt and
-            // SystemExit are not retried): this instance may differ from the ones it was
-            // learned on (a wrapper of another producer), so it is asked again as on a first
-            // read, once.
-            _ if !retried && raised(exception) => {
-                retried = true;
-                DlpackKeywords::All
-            }
+            Some(fewer) if refused_keywords => fewer,
             _ => return Err(PyErr::fetch(py)),
         };
         // The exception cleared where it is raised, not taken into a `PyErr`: this path makes

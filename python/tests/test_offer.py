@@ -570,7 +570,7 @@ def test_a_c_view_of_an_instance_its_types_mark_did_not_foresee_lets_go_of_what_
     refusing `max_version` drop its TypeErrors: every error, and what they hold, are let go of
     before the view returns (the entry attaches once after an unaudited path)."""
     Producer, held, watches = diverging_producer(fake.alloc(16))
-    for _ in range(2):  # the type learned, then read by its dict (marked)
+    for _ in range(2):  # the type's facts found, then read by its dict (marked)
         assert ext.view(Producer(True))["shape"] == (4,)
     assert ext.view(Producer(False), allow_host=True)["shape"] == (4,)
     assert not held, "the property was asked once, __dlpack__ once with each newer keyword set"

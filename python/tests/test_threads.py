@@ -80,11 +80,10 @@ def test_sixteen_threads_import_while_another_rewrites_the_dicts_fake_driver():
     assert len(counts) == 16 and sum(ok for ok, _ in counts) > 0
 
 
-def test_sixteen_threads_learn_a_types_dlpack_keywords_at_once_real_numpy():
-    """Sixteen threads read new DLPack producer types at once, one per keyword set (all four;
-    `stream` and `max_version`; `stream` alone): every read sees the data, each thread is
-    refused at most once per newer set (threads that raced the learning each find the set),
-    and afterwards the type is asked with the set that answered alone."""
+def test_sixteen_threads_read_producers_of_each_dlpack_keyword_set_at_once_real_numpy():
+    """Sixteen threads read DLPack producer types at once, one per keyword set (all four;
+    `stream` and `max_version`; `stream` alone): every read sees the data, and each read asks
+    the sets in turn down to the one that answers, whatever the other threads' reads did."""
     values = numpy.arange(6, dtype=numpy.float32)
     for newer_sets, takes in enumerate(KEYWORD_SETS):
         Producer = keyword_producer(values, takes)
@@ -105,11 +104,8 @@ def test_sixteen_threads_learn_a_types_dlpack_keywords_at_once_real_numpy():
             thread.join()
         assert not problems, problems[:5]
         refused = [asked for asked in Producer.asked if set(asked) - set(takes)]
-        assert len(refused) <= 16 * newer_sets, (takes, len(refused))
+        assert len(refused) == 16 * 200 * newer_sets, (takes, len(refused))
         assert len(Producer.asked) - len(refused) == 16 * 200
-        Producer.asked.clear()
-        cai.from_object(Producer(), sync=False, allow_host=True)
-        assert [sorted(asked) for asked in Producer.asked] == [sorted(takes)]
 
 
 def test_a_blocking_import_releases_the_gil_fake_driver(fake):

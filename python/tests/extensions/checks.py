@@ -193,7 +193,7 @@ def check_dlpack():
         import torch  # through its type's exchange table, which the view borrows from
 
         host += [torch.arange(12.0).reshape(3, 4), torch.arange(12, dtype=torch.int16)[::2]]
-        import jax.numpy  # by `__dlpack__` (copy=False for the view), its raising interface learned
+        import jax.numpy  # by `__dlpack__` (copy=False for the view), its device asked first
 
         host += [jax.numpy.arange(12.0).reshape(3, 4), jax.numpy.arange(6, dtype=jax.numpy.int16)]
         import ml_dtypes  # a numpy array of its type, read by numpy's fields
