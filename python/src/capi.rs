@@ -297,7 +297,7 @@ unsafe fn object_entry(
     }
     let run = |py: Python<'_>| read_entry(py, name, obj, options, out, body);
     // The caller is attached (the function's contract). An object read by an audited path
-    // (negotiate.rs's `read_cleanly`, whose success drops nothing PyO3 would defer) runs on
+    // (negotiate/type_facts.rs's `read_cleanly`, whose success drops nothing PyO3 would defer) runs on
     // that word alone; any other runs inside `Python::attach`, which only counts the thread,
     // so that what is dropped is let go of at once. A failure is reported counted either way
     // (attaching also lets go of whatever the failed run deferred).

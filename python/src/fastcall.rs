@@ -414,7 +414,7 @@ fn attachment() -> Attachment {
 
 /// Lets go of what PyO3 deferred on this thread: attaching a thread PyO3 did not count empties
 /// its pool. For an entry that ran uncounted on a path that may have dropped a `PyErr` or a
-/// `Py<T>` (see negotiate.rs's `settle_uncounted_run`); where PyO3 refuses to attach (the
+/// `Py<T>` (see negotiate/type_facts.rs's `settle_uncounted_run`); where PyO3 refuses to attach (the
 /// interpreter finalizing) the pool waits, harmless at exit.
 pub fn let_go_of_deferred() {
     if !in_a_subinterpreter() {

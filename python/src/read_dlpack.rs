@@ -122,7 +122,7 @@ pub enum KnownDevice {
     Reported(CaiDLDevice),
     /// Not asked: where no sync is wanted the producer is asked with None, host memory's
     /// stream argument (for device memory, DLPack's legacy default stream), and the tensor's
-    /// own device is what counts (a jax array's: see negotiate.rs's `choose`).
+    /// own device is what counts (a jax array's: see negotiate/choose.rs's `choose`).
     HostFirst,
 }
 
@@ -234,7 +234,7 @@ fn call_dlpack<'py>(
             _ => return Err(PyErr::fetch(py)),
         };
         // The exception cleared where it is raised, not taken into a `PyErr`: this path makes
-        // no value whose drop PyO3 may defer (negotiate.rs's `read_cleanly`).
+        // no value whose drop PyO3 may defer (negotiate/type_facts.rs's `read_cleanly`).
         // SAFETY: attached; clears the exception just matched.
         unsafe { ffi::PyErr_Clear() };
     }

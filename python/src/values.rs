@@ -2,7 +2,7 @@
 //! from bools, `__index__` honoured, strs borrowed as UTF-8, anything else shown by its type's
 //! name. Every reader of Python objects uses it. An error it recovers from is cleared by the
 //! interpreter (`PyErr_Clear`), never taken into a `PyErr`: a reading that succeeds drops
-//! nothing PyO3 would defer (negotiate.rs's `read_cleanly`).
+//! nothing PyO3 would defer (negotiate/type_facts.rs's `read_cleanly`).
 
 use std::fmt;
 

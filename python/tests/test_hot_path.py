@@ -100,7 +100,7 @@ def test_every_way_of_calling_gives_the_oracles_array_for_every_producer_fake_dr
 @pytest.mark.parametrize("producer", list(producers()))
 def test_reads_in_a_row_and_between_other_types_give_the_first_reads_array_fake_driver(producer):
     """A thread remembers the type it last read by an audited path and, for a type read by its
-    exchange table, that choice (negotiate.rs's `remembered_exchange`), made again without
+    exchange table, that choice (negotiate/type_facts.rs's `remembered_choice`), made again without
     asking for the next object of that type. Reads of one type in a row (the remembered
     choice), and reads alternating with a numpy array's and a dict's (the choice made anew each
     time), give the array its first read gave; so do the other types' reads."""

@@ -283,7 +283,7 @@ def test_a_subclass_hiding_the_c_level_table_is_still_served_by_the_inherited_ex
 
 
 def test_offered_types_read_in_a_row_and_alternating_give_the_first_reads_array(ext):
-    """A thread remembers that an offered type's choice is its C-level table (negotiate.rs's
+    """A thread remembers that an offered type's choice is its C-level table (negotiate/type_facts.rs's
     `remembered_choice`) and makes it again for the next object of that type without asking.
     Reads of the two offered types and of three subclasses (one inheriting the table, one whose
     dict is nearer, one hiding the table and read by the inherited exchange table), from Python

@@ -1,0 +1,175 @@
+//! The import for an Array to own (`cai.from_object`): what the chosen protocol reads, kept
+//! alive by the Read.
+
+use cai::binding::dlpack::{device_is_cuda_or_allowed_host, AllowHost};
+use cai::binding::import::{producer_ordering, Imported};
+use cai::CaiImportOptions;
+use pyo3::prelude::*;
+
+use super::choose::{choose, Chosen, Holder, Start};
+use super::type_facts::{mark_clean, remembered_choice, Remembered};
+use super::{import_read, Caller};
+use crate::described::Read;
+use crate::dlpack::TakenTensor;
+use crate::errors::CaiResult;
+use crate::offered::Offered;
+use crate::pool::Pooled;
+use crate::read_array::read_array;
+use crate::read_c_api::{call_c_api, request_of, CApi, Called};
+use crate::read_dict::read_interface;
+use crate::read_exchange::{take_by_exchange, Exchange};
+use crate::read_numpy::take_numpy_array;
+
+/// `cai.from_object`'s negotiation and import: what the reader read, and what its import
+/// established.
+#[inline(always)]
+pub fn import_object(
+    obj: &Bound<'_, PyAny>,
+    options: &CaiImportOptions,
+    caller: Caller,
+) -> CaiResult<(Read, Imported)> {
+    let read = read_object(obj, options, caller.host(options))?;
+    let imported = import_read(obj.py(), &read, options)?;
+    Ok((read, imported))
+}
+
+/// `obj` read by the protocol chosen for it, to be owned.
+fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions, host: AllowHost) -> CaiResult<Read> {
+    // The negotiation's first step (`choose`'s), asked here: a loop over one type read by its
+    // exchange table makes that choice again with no `Chosen` made and moved.
+    let chosen = match remembered_choice(obj) {
+        Some(Remembered::Exchange(exchange)) => return read_by_exchange(obj, exchange, options, host),
+        Some(Remembered::OfferedCApi(api)) => return read_by_c_api_or_next(obj, api, options, host),
+        None => choose(obj, options, Holder::Import, host, Start::PastRemembered)?,
+    };
+    read_chosen(obj, chosen, options, host)
+}
+
+/// `obj` read by its type's exchange table, to be owned.
+#[inline(always)]
+fn read_by_exchange(
+    obj: &Bound<'_, PyAny>,
+    exchange: Exchange,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Read> {
+    let ordering = producer_ordering(options.consumer_stream, options.sync_mode);
+    Ok(taken_from(obj, take_by_exchange(obj, exchange, ordering, host)?))
+}
+
+/// `obj` read by the protocol chosen, to be owned: by the next one when its C-level table
+/// refuses with CAI_ERROR_NOT_SUPPORTED, or a numpy array's fields decline it (`read_next`).
+/// Inlined into its callers, the import's: out of line, the `Read` it returned was copied
+/// into the caller's frame, and the `Chosen` given it before, each copy's wide loads stalled
+/// on the narrower stores that had just written it.
+#[inline(always)]
+pub(super) fn read_chosen(
+    obj: &Bound<'_, PyAny>,
+    chosen: Chosen<'_>,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Read> {
+    match chosen {
+        Chosen::CApi(api) => read_by_c_api_or_next(obj, api, options, host),
+        Chosen::Dict(dict) => Ok(read_interface(obj, &dict)?),
+        Chosen::Array(array) => {
+            let read = read_array(&array)?;
+            if let Some(device) = read.device {
+                device_is_cuda_or_allowed_host(device, host)?;
+            }
+            Ok(read)
+        }
+        Chosen::Exchange(exchange) => read_by_exchange(obj, exchange, options, host),
+        Chosen::Taken(tensor) => Ok(taken_from(obj, tensor)),
+        Chosen::NumpyFields => match numpy_fields_or_next(obj, options, host)? {
+            Ok(tensor) => Ok(taken_from(obj, tensor)),
+            Err(next) => read_next(obj, next, options, host),
+        },
+    }
+}
+
+/// `read_chosen` of a protocol chosen past a refusal: out of line, which ends the recursion
+/// of the inlined reader.
+#[inline(never)]
+fn read_next(
+    obj: &Bound<'_, PyAny>,
+    chosen: Chosen<'_>,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Read> {
+    read_chosen(obj, chosen, options, host)
+}
+
+/// A numpy array (`Chosen::NumpyFields`) taken by its fields, its type marked as read by an
+/// audited path; or, where the fields decline it, the protocol chosen past them. (The view's
+/// twin, in `view_chosen`, reads into its caller's struct: written through one generic reader,
+/// the import's larger result cost about 60 instructions a call in moves.)
+// Inlined into both its callers, as `take_numpy_array` is into it (one call less each).
+#[inline(always)]
+fn numpy_fields_or_next<'py>(
+    obj: &Bound<'py, PyAny>,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Result<TakenTensor, Chosen<'py>>> {
+    // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
+    Ok(match unsafe { take_numpy_array(obj, host) }? {
+        Some(tensor) => {
+            mark_clean(obj);
+            Ok(tensor)
+        }
+        None => Err(choose(obj, options, Holder::Import, host, Start::PastNumpyFields)?),
+    })
+}
+
+/// `obj` read by its type's C-level table, to be owned, or by the protocol after it where the
+/// table refuses with CAI_ERROR_NOT_SUPPORTED. Inlined with `read_by_c_api` into both callers:
+/// the read goes to its use without an `Option<Read>` and a `Chosen` copied in turn (each copy's
+/// wide loads stalled on the narrower stores that had just written it).
+#[inline(always)]
+fn read_by_c_api_or_next(
+    obj: &Bound<'_, PyAny>,
+    api: CApi,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Read> {
+    match read_by_c_api(obj, api, options, host)? {
+        Some(read) => Ok(read),
+        None => read_next(obj, choose(obj, options, Holder::Import, host, Start::PastCApi)?, options, host),
+    }
+}
+
+/// `obj` read by its type's C-level table, to be owned (None: the table refused it with
+/// CAI_ERROR_NOT_SUPPORTED). A type libcai's glue offered is described by its fill directly,
+/// with the device the fill said and its validation; any other table is asked to `acquire`.
+#[inline(always)]
+fn read_by_c_api(
+    obj: &Bound<'_, PyAny>,
+    api: CApi,
+    options: &CaiImportOptions,
+    host: AllowHost,
+) -> CaiResult<Option<Read>> {
+    let mut array = Pooled::cleared();
+    let keep = Some(obj.clone().unbind());
+    if let Some(offered) = Offered::of(api.table()) {
+        let described = offered.describe_object(obj, host, &mut array)?;
+        return Ok(Some(Read::borrowing_validated(
+            array,
+            described.known_device(),
+            keep,
+            described.validated,
+        )));
+    }
+    Ok(match call_c_api(api, true, obj, &request_of(options), &mut array)? {
+        // The struct's release (the producer's) runs with the Read or the Array made of it;
+        // `obj` is kept too, for a table whose acquire forgot to.
+        Called::Described(validated) => Some(Read::borrowing_validated(array, None, keep, validated)),
+        Called::NotSupported => None,
+    })
+}
+
+/// A description of the tensor taken from `obj`, keeping `obj` alive, with what the core
+/// validated of it.
+fn taken_from(obj: &Bound<'_, PyAny>, tensor: TakenTensor) -> Read {
+    let TakenTensor { taken, device, validated } = tensor;
+    Read::borrowing_validated(taken.into_inner(), Some(device), Some(obj.clone().unbind()), validated)
+}
