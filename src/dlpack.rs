@@ -885,20 +885,12 @@ fn export_as<T: Managed>(
     Ok(place.cast())
 }
 
-/// Moves `array` into a new versioned DLPack tensor on `device` (None: asked of the driver).
-/// On success `array` no longer owns anything (its release is cleared) and the tensor's
-/// deleter runs the array's release once; on failure `array` is unchanged.
-pub fn to_dlpack(
-    array: &mut CaiArray,
-    device: Option<CaiDLDevice>,
-) -> Result<*mut CaiDLManagedTensorVersioned> {
-    to_dlpack_validated(array, None, device, Keeper::Array)
-}
-
-/// `to_dlpack`, with `validate(array)`'s answer when the caller has it (not validated again),
+/// Moves `array` into a new versioned DLPack tensor on `device` (None: asked of the driver),
 /// keeping alive what `keeper` names (a `Keeper::Object` export of an array that owns something
-/// is refused).
-pub fn to_dlpack_validated(
+/// is refused); `validated` is what validating `array` found, where the caller has it (else it
+/// is validated here). On success `array` no longer owns anything (its release is cleared) and
+/// the tensor's deleter runs the array's release once; on failure `array` is unchanged.
+pub fn to_dlpack(
     array: &mut CaiArray,
     validated: Option<&Validated>,
     device: Option<CaiDLDevice>,
@@ -917,15 +909,6 @@ pub fn to_dlpack_validated(
 /// As `to_dlpack`, for consumers of the legacy (unversioned) struct, which has no read-only
 /// flag: a read-only array is refused.
 pub fn to_dlpack_legacy(
-    array: &mut CaiArray,
-    device: Option<CaiDLDevice>,
-) -> Result<*mut CaiDLManagedTensor> {
-    to_dlpack_legacy_validated(array, None, device, Keeper::Array)
-}
-
-/// `to_dlpack_legacy`, with `validate(array)`'s answer when the caller has it, keeping alive
-/// what `keeper` names.
-pub fn to_dlpack_legacy_validated(
     array: &mut CaiArray,
     validated: Option<&Validated>,
     device: Option<CaiDLDevice>,
@@ -1386,7 +1369,7 @@ mod tests {
             array.owner = 0x55 as *mut c_void;
             array.release = Some(record);
             let given = array;
-            let tensor = to_dlpack(&mut array, Some(host)).unwrap();
+            let tensor = to_dlpack(&mut array, None, Some(host), Keeper::Array).unwrap();
             assert!(array.release.is_none(), "the tensor owns the array now");
             // SAFETY: the tensor just made; its shape and strides hold ndim entries each.
             unsafe {
@@ -1425,7 +1408,7 @@ mod tests {
             let mut array = f4_array_of_rank(ndim, 1);
             let object = 0x77 + ndim;
             let keeper = Keeper::Object(KeptObject { object: object as *mut c_void, let_go });
-            let tensor = to_dlpack_validated(&mut array, None, Some(host), keeper).unwrap();
+            let tensor = to_dlpack(&mut array, None, Some(host), keeper).unwrap();
             // SAFETY: the tensor just made; its shape and strides hold ndim entries each.
             unsafe {
                 let dl = &(*tensor).dl_tensor;
@@ -1443,7 +1426,7 @@ mod tests {
         owning.set_typestr("<f4");
         owning.release = Some(never);
         let keeper = Keeper::Object(KeptObject { object: 0x99 as *mut c_void, let_go });
-        let refused = to_dlpack_legacy_validated(&mut owning, None, Some(host), keeper).unwrap_err();
+        let refused = to_dlpack_legacy(&mut owning, None, Some(host), keeper).unwrap_err();
         assert_eq!(refused.status, Status::InvalidArgument);
         assert!(refused.message.contains("owns nothing"), "{}", refused.message);
         assert!(owning.release.is_some(), "the refused array still owns what it owned");

@@ -31,7 +31,7 @@ pub fn export(array: &mut CaiArray, options: &CaiExportOptions) -> Result<CaiPoi
         work_streams(options)?.iter().map(|&raw| exported_stream_value(raw, per_thread)).collect();
 
     let mut exported = *array;
-    let validated = normalize_for_export(&mut exported, version)?;
+    let validated = normalize_for_export(&mut exported, version, None)?;
     let kind = kind_of(&exported);
     let info =
         kind.check(&exported, validated.touched(), CAI_STREAM_NONE, check_pointer, HostMemory::Refused)?;

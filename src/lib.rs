@@ -108,8 +108,8 @@ pub mod binding {
     pub mod rules {
         pub use crate::layout::c_strides;
         pub use crate::validate::{
-            in_mask, layout_of, layout_of_validated, mask_depth_is_within_limit, stream_for_version,
-            typestr_is_a_device_type, validate, Validated,
+            in_mask, layout_of, mask_depth_is_within_limit, stream_for_version, typestr_is_a_device_type,
+            validate, Validated,
         };
     }
 
@@ -129,7 +129,7 @@ pub mod binding {
 
     /// The producer's side: the export form of a struct.
     pub mod export {
-        pub use crate::normalize::{export_version, normalize_for_export, normalize_validated_for_export};
+        pub use crate::normalize::{export_version, normalize_for_export};
     }
 
     /// DLPack tensors to and from structs.
@@ -137,8 +137,8 @@ pub mod binding {
         pub use crate::dlpack::{
             check_dltensor, check_versioned, device_is_cuda_or_allowed_host, device_of, discard,
             dl_tensor_of, from_dlpack, from_dlpack_legacy, read_dltensor, to_dlpack, to_dlpack_legacy,
-            to_dlpack_legacy_validated, to_dlpack_validated, write_dltensor, write_versioned, AllowHost,
-            CheckedDlTensor, HostWords, Keeper, KeptObject, RELEASE_VERSIONED,
+            write_dltensor, write_versioned, AllowHost, CheckedDlTensor, HostWords, Keeper, KeptObject,
+            RELEASE_VERSIONED,
         };
         pub use crate::element_type::SubByte;
     }

@@ -21,22 +21,20 @@ pub fn export_version(requested: i32) -> Result<i32> {
     }
 }
 
-/// Validates `array`, then rewrites it in export form for `version` (2 or 3): typestr spelled
-/// as numpy's `dtype.str`, strides dropped when C-contiguous, data 0 when zero-size, unused
-/// shape/stride slots zeroed, and no stream in version 2. On error `array` is unchanged.
-pub fn normalize_for_export(array: &mut CaiArray, version: i32) -> Result<Validated> {
-    let validated = validate(array)?;
-    normalize_validated_for_export(array, version, &validated)?;
-    Ok(validated)
-}
-
-/// `normalize_for_export` for an array validated already (`validated` is what validation
-/// found), with no second validation.
-pub fn normalize_validated_for_export(
+/// Rewrites `array` in export form for `version` (2 or 3): typestr spelled as numpy's
+/// `dtype.str`, strides dropped when C-contiguous, data 0 when zero-size, unused shape/stride
+/// slots zeroed, and no stream in version 2. `validated` is what validating `array` found, where
+/// the caller has it (else it is validated here); the answer is returned. On error `array` is
+/// unchanged.
+pub fn normalize_for_export(
     array: &mut CaiArray,
     version: i32,
-    validated: &Validated,
-) -> Result<()> {
+    validated: Option<&Validated>,
+) -> Result<Validated> {
+    let validated = &match validated {
+        Some(validated) => *validated,
+        None => validate(array)?,
+    };
     debug_assert!(version == 2 || version == 3);
     let canonical = canonical_typestr(typestr_in_buffer(&array.typestr, "typestr")?)?;
     // A carried DLPack type exports the typestr it travels with ("<V2" for bfloat16, as torch
@@ -67,5 +65,5 @@ pub fn normalize_validated_for_export(
     if version < 3 {
         array.stream = CAI_STREAM_NONE;
     }
-    Ok(())
+    Ok(*validated)
 }

@@ -125,13 +125,13 @@ pub(crate) fn validate_extents_of_cuda_memory(
     layout_reaches(shape, strides, data, dtype, |extent| extent_stays_in_address_space(data, extent))
 }
 
-/// Validates `array` and computes every layout fact `cai_layout` reports.
-pub fn layout_of(array: &CaiArray) -> Result<CaiLayout> {
-    layout_of_validated(array, &validate(array)?)
-}
-
-/// `layout_of` for an array validated already (`validated` is what validation found).
-pub fn layout_of_validated(array: &CaiArray, validated: &Validated) -> Result<CaiLayout> {
+/// Every layout fact `cai_layout` reports of `array`; `validated` is what validating it found,
+/// where the caller has it (else it is validated here).
+pub fn layout_of(array: &CaiArray, validated: Option<&Validated>) -> Result<CaiLayout> {
+    let validated = &match validated {
+        Some(validated) => *validated,
+        None => validate(array)?,
+    };
     let ndim = array.ndim as usize;
     let shape = &array.shape[..ndim];
     let itemsize = validated.dtype.itemsize;

@@ -10,7 +10,7 @@ use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use cai::binding::import::Imported;
-use cai::binding::rules::{layout_of, layout_of_validated, typestr_is_a_device_type, Validated};
+use cai::binding::rules::{layout_of, typestr_is_a_device_type, Validated};
 use cai::binding::Description;
 use cai::{CaiArray, CaiDLDevice, CaiField, CaiLayout, CAI_MAX_NDIM};
 use pyo3::ffi;
@@ -300,8 +300,8 @@ impl Array {
     /// not imported (a mask view, a C producer's) is validated for it.
     pub(crate) fn layout(&self) -> CaiResult<CaiLayout> {
         Ok(match &self.described.imported {
-            Some(imported) => layout_of_validated(self.array(), &imported.validated)?,
-            None => layout_of(self.array())?,
+            Some(imported) => layout_of(self.array(), Some(&imported.validated))?,
+            None => layout_of(self.array(), None)?,
         })
     }
 

@@ -6,7 +6,7 @@
 use std::ffi::CStr;
 
 use cai::binding::dict::Repr;
-use cai::binding::export::{export_version, normalize_for_export, normalize_validated_for_export};
+use cai::binding::export::{export_version, normalize_for_export};
 use cai::binding::rules::{c_strides, stream_for_version, typestr_is_a_device_type, validate};
 use cai::{CaiArray, Error, Status, CAI_DL_CPU, CAI_MAX_NDIM, CAI_MEMORY_CUDA};
 use pyo3::exceptions::PyAttributeError;
@@ -229,7 +229,7 @@ fn take_over_c_array<'py>(pointer: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
     // SAFETY: as above; ownership moves here, so the source can no longer release.
     unsafe { (*source).release = None };
     // Owned from here on: if validation fails, dropping it releases it.
-    let taken = Array::new(Read::borrowing(array, None, None), None);
+    let taken = Array::new(Read::borrowing(array, None, None, None), None);
     validate(taken.array()).map_err(Failure::Cai)?;
     Ok(ArrayObject::new(py, taken)?.into_any())
 }
@@ -447,8 +447,8 @@ fn cuda_array_interface(slf: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
     let version = export_version(0).map_err(Failure::Cai)?;
     // What the import validated holds for the copy: no second validation.
     match this.imported() {
-        Some(imported) => normalize_validated_for_export(&mut exported, version, &imported.validated),
-        None => normalize_for_export(&mut exported, version).map(drop),
+        Some(imported) => normalize_for_export(&mut exported, version, Some(&imported.validated)).map(drop),
+        None => normalize_for_export(&mut exported, version, None).map(drop),
     }
     .map_err(Failure::Cai)?;
     let ndim = exported.ndim as usize;

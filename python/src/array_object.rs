@@ -426,7 +426,8 @@ impl Array {
     pub(crate) fn adopt(py: Python<'_>, source: &mut CaiArray) -> CaiResult<Py<PyAny>> {
         validate(source)?;
         let adopted =
-            ArrayObject::of_read(py, Read::borrowing(Pooled::copy_of(source), None, None), None)?.unbind();
+            ArrayObject::of_read(py, Read::borrowing(Pooled::copy_of(source), None, None, None), None)?
+                .unbind();
         source.release = None;
         Ok(adopted)
     }
@@ -476,7 +477,7 @@ impl Array {
             Some(mask_owner) => mask_owner.bind(py).unbind(),
             None => slf.as_any().clone().unbind(),
         };
-        let mut array = Array::new(Read::borrowing(view, None, Some(owner)), None);
+        let mut array = Array::new(Read::borrowing(view, None, Some(owner), None), None);
         array.keep = Some(Kept::new(slf.as_any().clone().unbind()));
         Ok(Some(ArrayObject::new(py, array)?.unbind()))
     }

@@ -140,7 +140,7 @@ fn convert_buffer_interface<'py>(obj: &Bound<'py, PyAny>) -> CaiResult<(Pooled, 
 pub fn read_buffer_interface(obj: &Bound<'_, PyAny>) -> CaiResult<Read> {
     let (array, buffer) = convert_buffer_interface(obj)?;
     let opencl = array.memory == CAI_MEMORY_OPENCL;
-    let mut read = Read::borrowing(array, None, Some(obj.clone().unbind()));
+    let mut read = Read::borrowing(array, None, Some(obj.clone().unbind()), None);
     read.buffer = opencl.then(|| buffer.unbind());
     Ok(read)
 }

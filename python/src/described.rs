@@ -37,28 +37,22 @@ pub struct Read {
 
 impl Read {
     /// A struct whose pointers, if any, point into memory someone else keeps valid (a taken
-    /// tensor's, a C producer's), kept alive by `owner` or by the struct's own release.
-    pub fn borrowing(array: Pooled, device: Option<CaiDLDevice>, owner: Option<Py<PyAny>>) -> Read {
+    /// tensor's, a C producer's), kept alive by `owner` or by the struct's own release, with
+    /// what validating it found, if it was validated (for the import to reuse).
+    pub fn borrowing(
+        array: Pooled,
+        device: Option<CaiDLDevice>,
+        owner: Option<Py<PyAny>>,
+        validated: Option<Validated>,
+    ) -> Read {
         Read {
             description: Description::borrowing(array),
             device,
             owner,
             mask_owners: Vec::new(),
             buffer: None,
-            validated: None,
+            validated,
         }
-    }
-
-    /// `borrowing`, with what validating the struct found (for the import to reuse).
-    pub fn borrowing_validated(
-        array: Pooled,
-        device: Option<CaiDLDevice>,
-        owner: Option<Py<PyAny>>,
-        validated: Validated,
-    ) -> Read {
-        let mut read = Read::borrowing(array, device, owner);
-        read.validated = Some(validated);
-        read
     }
 }
 

@@ -7,8 +7,7 @@
 use std::ffi::{c_void, CStr};
 
 use cai::binding::dlpack::{
-    device_of, discard, from_dlpack, from_dlpack_legacy, to_dlpack_legacy_validated, to_dlpack_validated,
-    HostWords, Keeper,
+    device_of, discard, from_dlpack, from_dlpack_legacy, to_dlpack, to_dlpack_legacy, HostWords, Keeper,
 };
 use cai::binding::release_array;
 use cai::binding::rules::Validated;
@@ -159,9 +158,9 @@ pub fn tensor_of(
     };
     let made = ordered.and_then(|()| {
         if versioned {
-            to_dlpack_validated(view, validated, Some(device), keeper).map(|t| t.cast::<c_void>())
+            to_dlpack(view, validated, Some(device), keeper).map(|t| t.cast::<c_void>())
         } else {
-            to_dlpack_legacy_validated(view, validated, Some(device), keeper).map(|t| t.cast::<c_void>())
+            to_dlpack_legacy(view, validated, Some(device), keeper).map(|t| t.cast::<c_void>())
         }
     });
     if made.is_err() {

@@ -137,7 +137,8 @@ unsafe extern "C" fn managed_tensor_to_py_object(
             .map_err(Failure::Cai)?;
         // SAFETY: taken as a versioned tensor.
         let device = unsafe { device_of_taken(taken.array(), true) };
-        let array = ArrayObject::of_read(py, Read::borrowing(taken.into_inner(), Some(device), None), None)?;
+        let array =
+            ArrayObject::of_read(py, Read::borrowing(taken.into_inner(), Some(device), None, None), None)?;
         // SAFETY: the consumer's out-pointer; the new reference is the consumer's.
         unsafe { *out_py_object = array.into_any().into_ptr().cast() };
         Ok(())

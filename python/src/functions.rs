@@ -226,7 +226,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
             let Some(api) = lookup_c_api(&obj.get_type())? else { return Ok(None) };
             let mut array = Pooled::cleared();
             match call_c_api(api, owning, obj, &request_of(&options), &mut array)? {
-                Called::Described(validated) => Read::borrowing_validated(array, None, keep, validated),
+                Called::Described(validated) => Read::borrowing(array, None, keep, Some(validated)),
                 Called::NotSupported => {
                     return Err(Failure::Cai(cai::Error::new(
                         cai::Status::NotSupported,
@@ -240,7 +240,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
             let Some(exchange) = lookup_exchange_api(&obj.get_type())? else { return Ok(None) };
             let TakenTensor { taken, device, validated } =
                 take_by_exchange(obj, exchange, ProducerOrdering::NotWanted, host)?;
-            Read::borrowing_validated(taken.into_inner(), Some(device), keep, validated)
+            Read::borrowing(taken.into_inner(), Some(device), keep, Some(validated))
         }
         Protocol::Exchange { owning: false } => {
             let Some(exchange) = lookup_exchange_api(&obj.get_type())? else { return Ok(None) };
@@ -248,7 +248,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
             let view = view_by_exchange(obj, exchange, dltensor, ProducerOrdering::NotWanted, host)?;
             let mut array = Pooled::cleared();
             view.write(&mut array);
-            Read::borrowing_validated(array, Some(view.device()), keep, view.validated())
+            Read::borrowing(array, Some(view.device()), keep, Some(view.validated()))
         }
         Protocol::Capsule => {
             let dl_options = CaiDLPackOptions { allow_host: 1, ..Default::default() };
@@ -257,7 +257,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
             // SAFETY: taken by the core just now, of the kind `versioned` says.
             let device = unsafe { device_of_taken(taken.array(), versioned) };
             // The tensor keeps its memory alive (its deleter lets go of it), not the capsule.
-            Read::borrowing_validated(taken.into_inner(), Some(device), None, validated)
+            Read::borrowing(taken.into_inner(), Some(device), None, Some(validated))
         }
         Protocol::BufferInterface => read_buffer_interface(obj)?,
     };

@@ -303,11 +303,11 @@ impl Offered {
         let mut array = Pooled::cleared();
         let host = AllowHost::ALLOWED;
         let described = self.describe_object(obj, host, &mut array)?;
-        let read = Read::borrowing_validated(
+        let read = Read::borrowing(
             array,
             described.known_device(),
             Some(obj.clone().unbind()),
-            described.validated,
+            Some(described.validated),
         );
         Ok(ArrayObject::of_read(obj.py(), read, None)?)
     }

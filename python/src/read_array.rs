@@ -15,7 +15,7 @@ pub fn read_array(source: &ArrayObject<'_>) -> PyResult<Read> {
     let mut view = Pooled::cleared();
     Array::export_into(source, &mut view)?;
     let owner = Some(source.as_any().clone().unbind());
-    let mut read = Read::borrowing(view, source.get().dlpack_device(), owner);
+    let mut read = Read::borrowing(view, source.get().dlpack_device(), owner, None);
     read.validated = source.get().imported().map(|imported| imported.validated);
     Ok(read)
 }

@@ -35,7 +35,7 @@ pub unsafe extern "C" fn cai_layout(
     error: *mut CaiError,
 ) -> CaiStatus {
     guard(error, || {
-        let computed = crate::validate::layout_of(required(array, "array")?)?;
+        let computed = crate::validate::layout_of(required(array, "array")?, None)?;
         *required_mut(layout, "layout")? = computed;
         Ok(())
     })

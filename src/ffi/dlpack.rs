@@ -4,6 +4,7 @@ use super::{guard, optional, required_mut};
 use crate::abi::{
     CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiError,
 };
+use crate::dlpack::Keeper;
 use crate::status::{CaiStatus, Error, Status};
 use crate::validate::Validated;
 
@@ -125,16 +126,20 @@ pub unsafe extern "C" fn cai_to_dlpack_legacy(
     guard(error, || export(array, device, out, crate::dlpack::to_dlpack_legacy))
 }
 
+/// One of the core's two exports (`to_dlpack`, `to_dlpack_legacy`).
+type Export<T> =
+    fn(&mut CaiArray, Option<&Validated>, Option<CaiDLDevice>, Keeper) -> crate::status::Result<*mut T>;
+
 /// The arguments of both `cai_to_dlpack`s: `array` and `out` required, `device` optional;
 /// `*out` written only on success.
 fn export<T>(
     array: *mut CaiArray,
     device: *const CaiDLDevice,
     out: *mut *mut T,
-    to: fn(&mut CaiArray, Option<CaiDLDevice>) -> crate::status::Result<*mut T>,
+    to: Export<T>,
 ) -> crate::status::Result<()> {
     let array = required_mut(array, "array")?;
     let out = required_mut(out, "out")?;
-    *out = to(array, optional(device).copied())?;
+    *out = to(array, None, optional(device).copied(), Keeper::Array)?;
     Ok(())
 }

@@ -61,7 +61,7 @@ impl ArrayRef {
 
     /// Validates the array and reports its layout.
     pub fn layout(&self) -> Result<Layout> {
-        crate::validate::layout_of(&self.raw).map(Layout::from)
+        crate::validate::layout_of(&self.raw, None).map(Layout::from)
     }
 
     /// Validates the array and reports its element type.

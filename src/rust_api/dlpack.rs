@@ -4,7 +4,9 @@
 use std::ptr::NonNull;
 
 use crate::abi::{CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions};
+use crate::dlpack::Keeper;
 use crate::status::{Error, Result};
+use crate::validate::Validated;
 
 use super::Array;
 
@@ -296,9 +298,9 @@ impl Array {
     fn export<T>(
         mut self,
         device: Option<CaiDLDevice>,
-        to_tensor: fn(&mut CaiArray, Option<CaiDLDevice>) -> Result<*mut T>,
+        to_tensor: fn(&mut CaiArray, Option<&Validated>, Option<CaiDLDevice>, Keeper) -> Result<*mut T>,
     ) -> std::result::Result<NonNull<T>, IntoDlpackError> {
-        match to_tensor(self.raw_mut(), device) {
+        match to_tensor(self.raw_mut(), None, device, Keeper::Array) {
             // `self` owns nothing now (its release was cleared): dropping it releases nothing.
             Ok(raw) => Ok(NonNull::new(raw).expect("the core's export returned a NULL tensor on success")),
             Err(error) => Err(IntoDlpackError { error, array: self }),

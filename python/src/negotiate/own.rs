@@ -152,17 +152,12 @@ fn read_by_c_api(
     let keep = Some(obj.clone().unbind());
     if let Some(offered) = Offered::of(api.table()) {
         let described = offered.describe_object(obj, host, &mut array)?;
-        return Ok(Some(Read::borrowing_validated(
-            array,
-            described.known_device(),
-            keep,
-            described.validated,
-        )));
+        return Ok(Some(Read::borrowing(array, described.known_device(), keep, Some(described.validated))));
     }
     Ok(match call_c_api(api, true, obj, &request_of(options), &mut array)? {
         // The struct's release (the producer's) runs with the Read or the Array made of it;
         // `obj` is kept too, for a table whose acquire forgot to.
-        Called::Described(validated) => Some(Read::borrowing_validated(array, None, keep, validated)),
+        Called::Described(validated) => Some(Read::borrowing(array, None, keep, Some(validated))),
         Called::NotSupported => None,
     })
 }
@@ -171,5 +166,5 @@ fn read_by_c_api(
 /// validated of it.
 fn taken_from(obj: &Bound<'_, PyAny>, tensor: TakenTensor) -> Read {
     let TakenTensor { taken, device, validated } = tensor;
-    Read::borrowing_validated(taken.into_inner(), Some(device), Some(obj.clone().unbind()), validated)
+    Read::borrowing(taken.into_inner(), Some(device), Some(obj.clone().unbind()), Some(validated))
 }
