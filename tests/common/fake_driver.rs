@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 pub const CUDA_ERROR_INVALID_VALUE: i32 = 1;
 pub const CUDA_ERROR_NOT_FOUND: i32 = 500;
+pub const CUDA_ERROR_NOT_READY: i32 = 600;
 pub const CUDA_ERROR_LAUNCH_FAILED: i32 = 719;
 pub const CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: i32 = 900;
 pub const CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: i32 = 901;
@@ -220,6 +221,43 @@ impl Fake {
     pub fn synchronize(&self, stream: u64) -> i32 {
         let f: extern "C" fn(u64) -> i32 = self.symbol("cuStreamSynchronize");
         f(stream)
+    }
+
+    /// fake_cuda_launch_slow: a kernel on `stream` that runs `ms` milliseconds once the work it
+    /// is ordered after has finished (ms < 0: until `finish_slow`); its id.
+    pub fn launch_slow(&self, stream: u64, ms: i32) -> i32 {
+        let f: extern "C" fn(u64, i32) -> i32 = self.symbol("fake_cuda_launch_slow");
+        f(stream, ms)
+    }
+
+    /// Lets the held slow kernel `id` finish.
+    pub fn finish_slow(&self, id: i32) {
+        let f: extern "C" fn(i32) = self.symbol("fake_cuda_finish_slow");
+        f(id)
+    }
+
+    /// When slow kernel `id` finished on the fake's clock (`now`), or 0 while it runs.
+    pub fn slow_finished_at(&self, id: i32) -> f64 {
+        let f: extern "C" fn(i32) -> f64 = self.symbol("fake_cuda_slow_finished_at");
+        f(id)
+    }
+
+    /// The fake's clock, in seconds.
+    pub fn now(&self) -> f64 {
+        let f: extern "C" fn() -> f64 = self.symbol("fake_cuda_now");
+        f()
+    }
+
+    /// cuEventQuery(event).
+    pub fn query(&self, event: u64) -> i32 {
+        let f: extern "C" fn(u64) -> i32 = self.symbol("cuEventQuery");
+        f(event)
+    }
+
+    /// cuEventSynchronize(event).
+    pub fn event_synchronize(&self, event: u64) -> i32 {
+        let f: extern "C" fn(u64) -> i32 = self.symbol("cuEventSynchronize");
+        f(event)
     }
 
     /// The name of a fake stream handle in the log ("S3").

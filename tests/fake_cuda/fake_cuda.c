@@ -13,6 +13,13 @@
  * made on stream s once t's clock covers it; the host sees it once it synchronized with s.
  * c_tests/gpu/test_gpu.c, the GPU suite's C part, runs on this model in CI.
  *
+ * Work also takes time, as on a GPU: fake_cuda_launch_slow(stream, ms) enqueues a kernel that
+ * starts once the work it is ordered after has finished and then runs `ms` milliseconds (ms < 0:
+ * until fake_cuda_finish_slow releases it). An event is complete once every slow kernel its
+ * recorded clock covers has finished: cuEventQuery returns CUDA_ERROR_NOT_READY until then,
+ * cuEventSynchronize and cuStreamSynchronize wait for it. fake_cuda_slow_finished_at says when
+ * a kernel finished, on the clock fake_cuda_now reads (CLOCK_MONOTONIC seconds).
+ *
  * Loaded by libcai through CAI_CUDA_DRIVER=/path/to/this.so. Test-only functions start with
  * fake_cuda_. Environment: FAKE_CUDA_INIT_RESULT=N makes cuInit return N;
  * FAKE_CUDA_NO_PROC_ADDRESS=1 makes cuGetProcAddress find nothing (libcai then uses dlsym);
@@ -45,6 +52,7 @@
  * makes none. fake_cuda_capture_streams counts the streams in a stream's capture. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -133,6 +141,23 @@ static const int graph_tag;
 static int sync_delay_ms;                   /* cuStreamSynchronize's wait, as a busy GPU's */
 static double sync_window[2];               /* when the last delayed one began and ended */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A slow kernel (fake_cuda_launch_slow): tick `tick` of stream clock `stream`, begun once the
+   work `after` covers (the stream's clock when it was enqueued) has finished. */
+#define MAX_SLOW 1024
+typedef struct Slow {
+  int stream;
+  uint32_t tick;
+  uint32_t *after; /* CLOCKS */
+  double enqueued_at, seconds;
+  int held;           /* runs until fake_cuda_finish_slow */
+  double released_at; /* when fake_cuda_finish_slow let a held one go; 0 before */
+} Slow;
+static Slow slow[MAX_SLOW];
+static int slow_count;
+/* Broadcast when a held kernel is let go, for the host waits of cuEventSynchronize and
+   cuStreamSynchronize. */
+static pthread_cond_t slow_released = PTHREAD_COND_INITIALIZER;
 
 static _Thread_local Context *stack[STACK_DEPTH];
 static _Thread_local int depth;
@@ -256,6 +281,53 @@ static Clock *enqueue_on(uintptr_t stream) {
   return clock;
 }
 
+/* The latest of `finish` (each slow kernel's finish) among the first `count` slow kernels
+   that `clock` covers; 0 when none. */
+static double covered_finish(const uint32_t *clock, const double *finish, int count) {
+  double latest = 0;
+  for (int i = 0; i < count; i++)
+    if (clock[slow[i].stream] >= slow[i].tick && finish[i] > latest) latest = finish[i];
+  return latest;
+}
+
+/* When each slow kernel finishes (INFINITY while a held one is not let go): once what it was
+   ordered after has finished, then after its own run. Kernels depend on earlier ones only, so
+   one pass in launch order computes them all. Callers hold `lock`. */
+static void slow_finishes(double *finish) {
+  for (int i = 0; i < slow_count; i++) {
+    Slow *w = &slow[i];
+    double start = covered_finish(w->after, finish, i);
+    if (start < w->enqueued_at) start = w->enqueued_at;
+    if (!w->held) finish[i] = start + w->seconds;
+    else finish[i] = w->released_at > 0 ? (w->released_at > start ? w->released_at : start) : INFINITY;
+  }
+}
+
+static double finish_of_work_before(const uint32_t *clock) {
+  static double finish[MAX_SLOW];
+  slow_finishes(finish);
+  return covered_finish(clock, finish, slow_count);
+}
+
+/* Waits, `lock` held, until every slow kernel `clock` covers has finished: on the host, as
+   cuEventSynchronize and cuStreamSynchronize do. */
+static void wait_for_work_before(const uint32_t *clock) {
+  for (;;) {
+    double finish = finish_of_work_before(clock), now = monotonic_seconds();
+    if (finish <= now) return;
+    if (isinf(finish)) {
+      pthread_cond_wait(&slow_released, &lock);
+      continue;
+    }
+    /* The condition variable times out on CLOCK_REALTIME. */
+    struct timespec real;
+    clock_gettime(CLOCK_REALTIME, &real);
+    double wake = (double)real.tv_sec + (double)real.tv_nsec / 1e9 + (finish - now) + 1e-4;
+    struct timespec until = {(time_t)wake, (long)((wake - (double)(time_t)wake) * 1e9)};
+    pthread_cond_timedwait(&slow_released, &lock, &until);
+  }
+}
+
 static Event *find_event(uintptr_t handle) {
   if (handle < (uintptr_t)&events[0] || handle >= (uintptr_t)&events[MAX_EVENTS]) return NULL;
   Event *e = (Event *)handle;
@@ -347,6 +419,7 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
     case CUDA_ERROR_INVALID_CONTEXT: *name = "CUDA_ERROR_INVALID_CONTEXT"; return CUDA_SUCCESS;
     case CUDA_ERROR_INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; return CUDA_SUCCESS;
     case CUDA_ERROR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_READY: *name = "CUDA_ERROR_NOT_READY"; return CUDA_SUCCESS;
     case CUDA_ERROR_LAUNCH_FAILED: *name = "CUDA_ERROR_LAUNCH_FAILED"; return CUDA_SUCCESS;
     case CUDA_ERROR_ILLEGAL_STATE: *name = "CUDA_ERROR_ILLEGAL_STATE"; return CUDA_SUCCESS;
     case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *name = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; return CUDA_SUCCESS;
@@ -426,6 +499,7 @@ CUresult cuStreamSynchronize(void *stream) {
   if (refused != CUDA_SUCCESS) return refused;
   if (c) {
     pthread_mutex_lock(&lock);
+    wait_for_work_before(*clock_of((uintptr_t)stream));
     merge(host_clock, *clock_of((uintptr_t)stream));
     apply_writes_seen_by(host_clock);
     pthread_mutex_unlock(&lock);
@@ -511,6 +585,50 @@ CUresult cuEventRecord(void *event, void *stream) {
   }
   log_call(capture ? "cuEventRecord E%d %s captured" : "cuEventRecord E%d %s", e->id, name);
   return CUDA_SUCCESS;
+}
+
+/* An event recorded in a capture stands for graph nodes, not scheduled work: querying or
+   waiting for it on the host is refused, and invalidates the capture (CUDA Programming Guide,
+   "Prohibited and Unhandled Operations"). Callers hold `lock`. */
+static CUresult host_wait_on_captured(Event *e) {
+  if (!e->capture || !e->capture->live) return CUDA_SUCCESS;
+  e->capture->invalidated = 1;
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+/* Complete once the slow kernels the event's recorded clock covers have finished (an event
+   never recorded is complete); the host has then seen that work, as after a synchronize. */
+CUresult cuEventQuery(void *event) {
+  FAIL_IF_INJECTED("cuEventQuery");
+  Event *e = find_event((uintptr_t)event);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&lock);
+  CUresult result = host_wait_on_captured(e);
+  if (result == CUDA_SUCCESS && finish_of_work_before(e->clock) > monotonic_seconds()) result = CUDA_ERROR_NOT_READY;
+  if (result == CUDA_SUCCESS) {
+    merge(host_clock, e->clock);
+    apply_writes_seen_by(host_clock);
+  }
+  pthread_mutex_unlock(&lock);
+  log_call("cuEventQuery E%d -> %d", e->id, result);
+  return result;
+}
+
+/* Waits on the host until the event is complete (cuEventQuery's rule). */
+CUresult cuEventSynchronize(void *event) {
+  FAIL_IF_INJECTED("cuEventSynchronize");
+  Event *e = find_event((uintptr_t)event);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&lock);
+  CUresult result = host_wait_on_captured(e);
+  if (result == CUDA_SUCCESS) {
+    wait_for_work_before(e->clock);
+    merge(host_clock, e->clock);
+    apply_writes_seen_by(host_clock);
+  }
+  pthread_mutex_unlock(&lock);
+  log_call("cuEventSynchronize E%d -> %d", e->id, result);
+  return result;
 }
 
 CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
@@ -855,6 +973,8 @@ static const struct { const char *name; void *pointer; } entry_points[] = {
     ENTRY("cuEventCreate", cuEventCreate),
     ENTRY("cuEventRecord", cuEventRecord),
     ENTRY("cuEventDestroy", cuEventDestroy_v2),
+    ENTRY("cuEventQuery", cuEventQuery),
+    ENTRY("cuEventSynchronize", cuEventSynchronize),
     ENTRY("cuStreamGetCaptureInfo", cuStreamGetCaptureInfo_v2),
 };
 
@@ -990,3 +1110,69 @@ int fake_cuda_capture_streams(uint64_t stream) {
 
 int fake_cuda_proc_address_lookups(void) { return __atomic_load_n(&proc_address_lookups, __ATOMIC_SEQ_CST); }
 int fake_cuda_init_calls(void) { return __atomic_load_n(&init_calls, __ATOMIC_SEQ_CST); }
+
+/* Enqueues a slow kernel on `stream`: it starts once the work the stream is ordered after has
+ * finished, then runs `ms` milliseconds; ms < 0: until fake_cuda_finish_slow(id). Returns its
+ * id, or -1 for a stream the fake did not make (or a default stream of no current context); on
+ * a capturing stream it is captured (a graph node, never run) and the id is -2. */
+int fake_cuda_launch_slow(uint64_t stream, int ms) {
+  char name[32];
+  stream_name((uintptr_t)stream, name, sizeof name);
+  int known;
+  Context *c = stream_context((uintptr_t)stream, &known);
+  if (!known || !c) return -1;
+  pthread_mutex_lock(&lock);
+  if (legacy_use_refused((uintptr_t)stream) != CUDA_SUCCESS) {
+    pthread_mutex_unlock(&lock);
+    return -1;
+  }
+  Capture *capture = capture_of((uintptr_t)stream);
+  if (capture) {
+    find_stream((uintptr_t)stream)->captured[clock_index((uintptr_t)stream)]++;
+    pthread_mutex_unlock(&lock);
+    log_call("fake_cuda_launch_slow %s captured", name);
+    return -2;
+  }
+  if (slow_count == MAX_SLOW) {
+    fprintf(stderr, "fake_cuda: more than %d slow kernels; raise MAX_SLOW\n", MAX_SLOW);
+    abort();
+  }
+  int index = clock_index((uintptr_t)stream), id = slow_count++;
+  uint32_t *clock = *enqueue_on((uintptr_t)stream);
+  Slow *w = &slow[id];
+  w->after = calloc(CLOCKS, sizeof(uint32_t));
+  memcpy(w->after, clock, sizeof(Clock));
+  w->stream = index;
+  w->tick = ++clock[index];
+  w->enqueued_at = monotonic_seconds();
+  w->seconds = ms < 0 ? 0 : ms / 1000.0;
+  w->held = ms < 0;
+  w->released_at = 0;
+  pthread_mutex_unlock(&lock);
+  log_call("fake_cuda_launch_slow %s K%d ms=%d", name, id, ms);
+  return id;
+}
+
+/* Lets the held slow kernel `id` finish now (once what it was ordered after has). */
+void fake_cuda_finish_slow(int id) {
+  pthread_mutex_lock(&lock);
+  if (id >= 0 && id < slow_count && slow[id].held && slow[id].released_at == 0) slow[id].released_at = monotonic_seconds();
+  pthread_cond_broadcast(&slow_released);
+  pthread_mutex_unlock(&lock);
+}
+
+/* When slow kernel `id` finished (fake_cuda_now's clock), or 0 while it has not. */
+double fake_cuda_slow_finished_at(int id) {
+  pthread_mutex_lock(&lock);
+  double finished = 0;
+  if (id >= 0 && id < slow_count) {
+    static double finish[MAX_SLOW];
+    slow_finishes(finish);
+    if (finish[id] <= monotonic_seconds()) finished = finish[id];
+  }
+  pthread_mutex_unlock(&lock);
+  return finished;
+}
+
+/* The fake's clock: CLOCK_MONOTONIC seconds (Python's time.monotonic on Linux). */
+double fake_cuda_now(void) { return monotonic_seconds(); }
