@@ -128,6 +128,13 @@
 // call, during capture too.
 #define CAI_SYNC_NONE 3
 
+// `cai_release_pending`: runs the deferred releases whose work has completed, never waits.
+#define CAI_PENDING_POLL 0
+
+// `cai_release_pending`: waits on the host for each deferred release's work, runs them all,
+// and leaves none queued: for a program's exit or a library's unload.
+#define CAI_PENDING_WAIT 1
+
 // DLPack major version libcai reads and writes.
 #define CAI_DLPACK_MAJOR_VERSION 1
 
@@ -774,6 +781,56 @@ const char *cai_status_string(CaiStatus status);
 
 // libcai's version as "MAJOR.MINOR.PATCH". Static storage: never free it.
 const char *cai_library_version(void);
+
+// Consumer side: hands `array` back to its producer once the GPU has passed the work
+// enqueued on `stream` so far, never waiting on the host. An event is recorded on `stream`
+// (1: legacy default stream, 2: per-thread default stream, else a CUstream, in its context;
+// for 1 and 2 the current context, else the context of the array's memory) and the array
+// queued; its `release` runs later, once that event has completed, from a later
+// `cai_release_after` or `cai_release_pending` call in any thread (each runs the releases
+// that are due), never from a thread or callback of libcai's.
+//
+// Ownership: on CAI_OK the array has moved into libcai's queue (`array->release` cleared;
+// the struct's memory is the caller's again at once); on failure `*array` is untouched and
+// still the caller's to release (a failed query of an earlier release that this call meets
+// on its pass over the queue runs that release and does not fail this call, the array having
+// moved). A borrowed array (release NULL) owes nothing: CAI_OK, no
+// driver call. `stream` 0 (CAI_STREAM_NONE: no work to wait for) releases at once, as
+// `cai_release` does.
+//
+// Before the process exits or the library is unloaded, call
+// `cai_release_pending(CAI_PENDING_WAIT, ...)`: libcai never runs releases at exit by
+// itself (the CUDA driver and the producers may be torn down by then), and what is still
+// queued at exit is never released.
+//
+// During CUDA graph capture: a capturing `stream` (or the legacy stream while a stream of
+// its context is capturing) is refused with CAI_ERROR_STREAM_CAPTURING after the capture
+// query (cuStreamGetCaptureInfo) and before any other driver call; the capture stays valid.
+// Its work is only recorded into a graph, so no event on it marks when the memory is free:
+// release after a stream the graph is launched on, after the launch. OpenCL memory is refused
+// (CAI_ERROR_INVALID_ARGUMENT); a stream the driver does not know is CAI_ERROR_DRIVER.
+//
+// # Safety
+// `array` is NULL or points to a valid `CaiArray` that nothing else reads or writes during
+// the call; its `release`, when set, may be called later on any thread, with the struct at
+// another address (so its `mask` and `descr`, when set, stay valid until then); `stream` is
+// a live stream handle. `error` is NULL or points to a writable `CaiError`.
+CaiStatus cai_release_after(struct CaiArray *array, uint64_t stream, struct CaiError *error);
+
+// Runs the releases `cai_release_after` queued whose work has completed (`mode`
+// CAI_PENDING_POLL: asks each event, never waits), or all of them (CAI_PENDING_WAIT: waits
+// on the host for each, then runs it), in the calling thread, in the order they were queued.
+// `*left` (may be NULL) is set to how many are still queued (0 after CAI_PENDING_WAIT, but
+// for those queued by other threads meanwhile). With nothing queued no driver is loaded.
+//
+// A query the driver fails (a destroyed context, a sticky device error) still runs that
+// release, no work of it being left to run, and the first such failure is returned after
+// every due release has run.
+//
+// # Safety
+// `left` is NULL or points to a writable `uint64_t`; `error` is NULL or points to a writable
+// `CaiError`.
+CaiStatus cai_release_pending(int32_t mode, uint64_t *left, struct CaiError *error);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -61,6 +61,10 @@
 
 #define CAI_SYNC_NONE 3
 
+#define CAI_PENDING_POLL 0
+
+#define CAI_PENDING_WAIT 1
+
 #define CAI_DLPACK_MAJOR_VERSION 1
 
 #define CAI_DLPACK_MINOR_VERSION 1
@@ -356,3 +360,7 @@ CaiStatus cai_typestr_parse(const char *typestr, struct CaiDtype *dtype, struct 
 const char *cai_status_string(CaiStatus status);
 
 const char *cai_library_version(void);
+
+CaiStatus cai_release_after(struct CaiArray *array, uint64_t stream, struct CaiError *error);
+
+CaiStatus cai_release_pending(int32_t mode, uint64_t *left, struct CaiError *error);

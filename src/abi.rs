@@ -546,6 +546,12 @@ pub const CAI_SYNC_BLOCKING: i32 = 2;
 /// call, during capture too.
 pub const CAI_SYNC_NONE: i32 = 3;
 
+/// `cai_release_pending`: runs the deferred releases whose work has completed, never waits.
+pub const CAI_PENDING_POLL: i32 = 0;
+/// `cai_release_pending`: waits on the host for each deferred release's work, runs them all,
+/// and leaves none queued: for a program's exit or a library's unload.
+pub const CAI_PENDING_WAIT: i32 = 1;
+
 /// DLPack major version libcai reads and writes.
 pub const CAI_DLPACK_MAJOR_VERSION: u32 = 1;
 /// DLPack minor version libcai writes (the struct is the same across 1.x).

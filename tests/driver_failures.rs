@@ -13,10 +13,12 @@ use common::*;
 
 /// Entry points whose failure is tested elsewhere: they are called while the driver loads or
 /// only where the driver has context ids, and a process loads its driver once.
-const TESTED_ELSEWHERE: [(&str, &str); 3] = [
+const TESTED_ELSEWHERE: [(&str, &str); 5] = [
     ("cuInit", include_str!("driver_init_failure.rs")),
     ("cuDriverGetVersion", include_str!("driver_version_failure.rs")),
     ("cuCtxGetId", include_str!("driver_context_recreated.rs")),
+    ("cuEventQuery", include_str!("driver_fake_release_after.rs")),
+    ("cuEventSynchronize", include_str!("driver_fake_release_after.rs")),
 ];
 
 fn setup() -> &'static Fake {

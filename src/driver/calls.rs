@@ -9,10 +9,10 @@ use std::os::raw::c_uint;
 
 use super::cuda::{
     CUcontext, CUdeviceptr, CUevent, CUpointer_attribute, CUstream, CUstreamCaptureStatus,
-    CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
-    CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
-    CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_STREAM_CAPTURE_STATUS_ACTIVE,
+    CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_READY, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, CUDA_SUCCESS,
+    CU_EVENT_DISABLE_TIMING, CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_STREAM_CAPTURE_STATUS_ACTIVE,
     CU_STREAM_CAPTURE_STATUS_INVALIDATED, CU_STREAM_CAPTURE_STATUS_NONE,
 };
 use super::Driver;
@@ -147,6 +147,24 @@ impl Driver {
         // SAFETY: an event of the stream's context (the caller made it current for both).
         let status = unsafe { (self.api.cuEventRecord)(event, stream_handle(stream)) };
         self.check(status, || format!("cuEventRecord(stream {stream:#x})"))
+    }
+
+    /// Whether the work an event was recorded after has completed (cuEventQuery): false while
+    /// the driver answers CUDA_ERROR_NOT_READY; never waits.
+    pub(crate) fn event_completed(&self, event: CUevent) -> Result<bool> {
+        // SAFETY: an event libcai created and recorded; a query from any context is allowed.
+        match unsafe { (self.api.cuEventQuery)(event) } {
+            CUDA_SUCCESS => Ok(true),
+            CUDA_ERROR_NOT_READY => Ok(false),
+            failed => Err(self.error(failed, &format!("cuEventQuery(event {event:p})"))),
+        }
+    }
+
+    /// Waits on the host until the work an event was recorded after has completed.
+    pub(crate) fn event_synchronize(&self, event: CUevent) -> Result<()> {
+        // SAFETY: an event libcai created and recorded; a wait from any context is allowed.
+        let status = unsafe { (self.api.cuEventSynchronize)(event) };
+        self.check(status, || format!("cuEventSynchronize(event {event:p})"))
     }
 
     pub(crate) fn event_destroy(&self, event: CUevent) -> Result<()> {

@@ -53,6 +53,8 @@ pub(crate) const CUDA_SUCCESS: CUresult = 0;
 pub(crate) const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
 /// cuInit's answer where the driver loads but no GPU is there.
 pub(crate) const CUDA_ERROR_NO_DEVICE: CUresult = 100;
+/// cuEventQuery's answer while the work before the event is still running.
+pub(crate) const CUDA_ERROR_NOT_READY: CUresult = 600;
 /// cuStreamGetCaptureInfo's answer for the legacy stream while a blocking stream of its
 /// context is capturing (the capture is left as it is); any other use of the legacy stream
 /// then fails with it too, and invalidates that capture.

@@ -53,6 +53,8 @@ pub(crate) struct Api {
     pub cuEventCreate: unsafe extern "C" fn(*mut CUevent, c_uint) -> CUresult,
     pub cuEventRecord: unsafe extern "C" fn(CUevent, CUstream) -> CUresult,
     pub cuEventDestroy: unsafe extern "C" fn(CUevent) -> CUresult,
+    pub cuEventQuery: unsafe extern "C" fn(CUevent) -> CUresult,
+    pub cuEventSynchronize: unsafe extern "C" fn(CUevent) -> CUresult,
     /// CUDA 11.3's form (cuda.h's cuStreamGetCaptureInfo_v2), which every driver libcai loads
     /// has: the CUDA 12.3 form (_v3, with edge data) is missing from drivers before 545.
     pub cuStreamGetCaptureInfo: unsafe extern "C" fn(
@@ -212,6 +214,8 @@ fn resolve_all(library: &Library) -> std::result::Result<Api, String> {
         cuEventCreate: entry!("cuEventCreate", "cuEventCreate"),
         cuEventRecord: entry!("cuEventRecord", "cuEventRecord"),
         cuEventDestroy: entry!("cuEventDestroy", "cuEventDestroy_v2"),
+        cuEventQuery: entry!("cuEventQuery", "cuEventQuery"),
+        cuEventSynchronize: entry!("cuEventSynchronize", "cuEventSynchronize"),
         cuStreamGetCaptureInfo: entry!("cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2"),
         cuCtxGetId: optional_entry_point(get_proc_address, library, "cuCtxGetId", CONTEXT_ID_CUDA_VERSION),
     })

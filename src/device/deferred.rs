@@ -1,0 +1,193 @@
+//! Releases deferred until a stream has passed a point (`cai_release_after`): a consumer that
+//! launched work reading an array hands the array back at once, and its producer's release
+//! runs only once the GPU has done that work, with no host wait in the caller.
+//!
+//! The array waits in one process-wide queue with an event recorded on the stream. No thread
+//! of libcai's and no host callback runs the releases: every `cai_release_after` and every
+//! `cai_release_pending` asks the queued events (cuEventQuery, which never waits) and runs the
+//! releases whose work is done, in the calling thread, outside the queue's lock (a release may
+//! queue another). `cai_release_pending` in its waiting form waits for each event
+//! (cuEventSynchronize) and leaves the queue empty: what a program calls before it exits or
+//! unloads the library. An event goes back to the pool only once it has completed, so no
+//! recorded event is ever re-recorded while the work it marks may still run.
+//!
+//! Inside a CUDA graph capture the stream's work is not scheduled, only recorded into a graph,
+//! so no event recorded there could say when the memory is free: a capturing stream is refused
+//! (CAI_ERROR_STREAM_CAPTURING) after the capture query and before any other driver call.
+
+use std::sync::{Mutex, MutexGuard};
+
+use super::context::ContextGuard;
+use super::events::{self, PooledEvent};
+use crate::abi::{CaiArray, CAI_MEMORY_OPENCL, CAI_STREAM_LEGACY, CAI_STREAM_NONE, CAI_STREAM_PER_THREAD};
+use crate::driver::cuda::CUcontext;
+use crate::driver::{Capture, Driver};
+use crate::status::{Error, Result, Status};
+
+/// An array whose release waits for `event`.
+struct Pending {
+    array: CaiArray,
+    event: PooledEvent,
+}
+
+// SAFETY: the array's release may be called on any thread (cai_release_after's contract, as
+// for cai_release), and event handles are tokens the driver accepts from any thread.
+unsafe impl Send for Pending {}
+
+static QUEUE: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
+
+fn queue() -> MutexGuard<'static, Vec<Pending>> {
+    QUEUE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Queues `array`'s release until the work enqueued on `stream` (a CAI stream value) so far
+/// has completed, then runs the releases that are due. On success the array is moved out of
+/// `*array` (its `release` cleared); on failure `*array` is untouched. A borrowed array
+/// (release NULL) owes nothing: Ok, no driver call. Stream 0 (no stream: nothing enqueued to
+/// wait for) releases at once.
+///
+/// # Safety
+/// `array` points to a valid CaiArray that nothing else reads or writes during the call; its
+/// release, when set, may be called later, on any thread, with the struct at another address.
+pub(crate) unsafe fn release_after(array: *mut CaiArray, stream: u64) -> Result<()> {
+    // SAFETY: the caller's valid array (above), not aliased during the call.
+    let owned = unsafe { &*array };
+    if owned.release.is_none() {
+        return Ok(());
+    }
+    if stream == CAI_STREAM_NONE {
+        // SAFETY: as above; the release runs once (taken by an atomic swap).
+        unsafe { crate::abi::release(array) };
+        return Ok(());
+    }
+    if owned.memory == CAI_MEMORY_OPENCL {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!("array.memory is CAI_MEMORY_OPENCL ({CAI_MEMORY_OPENCL}): a release after a stream is for CUDA memory, whose stream is a CUstream; release an OpenCL array once its queue has finished (clFinish), with cai_release"),
+        ));
+    }
+    let driver = crate::driver::driver().map_err(|mut failed| {
+        // The loader's message speaks of imports: first say what it means for this array.
+        failed.message = format!(
+            "cai_release_after queued nothing, the array is still yours (with no driver no GPU work reads it: \
+             release it now, with cai_release); {}",
+            failed.message
+        );
+        failed
+    })?;
+    let event = record_on(driver, stream, owned.data)?;
+    let moved = *owned;
+    // SAFETY: as above: the caller's array, which from here on owns nothing.
+    unsafe { (*array).release = None };
+    queue().push(Pending { array: moved, event });
+    // The array has moved: whatever the pass over the queue meets, this call succeeded, since a
+    // failure here would tell the caller the array is still theirs. A failed query of an
+    // earlier release still ran that release (run_completed); cai_release_pending reports its
+    // own passes' failures.
+    let _ = run_completed(driver, false);
+    Ok(())
+}
+
+/// Runs the queued releases whose work has completed, or with `wait` all of them once it has
+/// (waiting on the host); returns how many this call left queued. An empty queue loads no
+/// driver.
+pub(crate) fn release_pending(wait: bool) -> Result<u64> {
+    if queue().is_empty() {
+        return Ok(0);
+    }
+    run_completed(crate::driver::driver()?, wait)
+}
+
+/// An event recorded on `stream`, in the stream's context (for the default streams 1 and 2:
+/// the current context, else that of the array's memory at `data`), once the stream is known
+/// not to be capturing.
+fn record_on(driver: &Driver, stream: u64, data: u64) -> Result<PooledEvent> {
+    let context = context_of(driver, stream, data)?;
+    let in_context = ContextGuard::enter(driver, context)?;
+    match driver.stream_capture(stream)? {
+        Capture::None => {}
+        capture => return Err(capturing(stream, capture)),
+    }
+    let current = if context.is_null() { driver.current_context()? } else { context };
+    let event = events::take(driver, current)?;
+    if let Err(failed) = driver.event_record(event.handle, stream) {
+        // Never recorded: nothing it marks can still run, so the pool may have it back.
+        return Err(events::put(driver, event).err().unwrap_or(failed));
+    }
+    in_context.leave()?;
+    Ok(event)
+}
+
+fn context_of(driver: &Driver, stream: u64, data: u64) -> Result<CUcontext> {
+    if stream != CAI_STREAM_LEGACY && stream != CAI_STREAM_PER_THREAD {
+        return driver.stream_context(stream);
+    }
+    let current = driver.current_context()?;
+    if !current.is_null() || data == 0 {
+        return Ok(current);
+    }
+    Ok(driver.pointer_attributes(data)?.context)
+}
+
+#[cold]
+#[inline(never)]
+fn capturing(stream: u64, capture: Capture) -> Error {
+    let why = match capture {
+        Capture::Active(id) => format!("stream {stream:#x} is capturing a CUDA graph (capture {id})"),
+        Capture::LegacyBlocked => {
+            "stream 1 is the legacy default stream and a stream of its context is capturing a CUDA graph"
+                .to_string()
+        }
+        _ => format!("stream {stream:#x} is in a CUDA graph capture that an earlier call invalidated"),
+    };
+    Error::new(
+        Status::StreamCapturing,
+        format!("{why}: its work is recorded into the graph, not run, so no event on it can say when the memory is free; release after a stream outside capture (one the graph's launch runs on, once launched), or keep the array until the graph's last launch has completed; nothing was enqueued, the capture is left as it was and the array is still yours"),
+    )
+}
+
+/// One pass over the queue: the releases that are due run, outside the lock, in the order
+/// they were queued; the first failure of a query is returned after every due release ran.
+fn run_completed(driver: &Driver, wait: bool) -> Result<u64> {
+    let taken = std::mem::take(&mut *queue());
+    let mut kept = Vec::new();
+    let mut due = Vec::new();
+    let mut first_failure = None;
+    for pending in taken {
+        let completed = if wait {
+            driver.event_synchronize(pending.event.handle).map(|()| true)
+        } else {
+            driver.event_completed(pending.event.handle)
+        };
+        match completed {
+            Ok(false) => kept.push(pending),
+            Ok(true) => {
+                // Completed: the event marks nothing that may still run.
+                if let Err(failed) = events::put(driver, pending.event) {
+                    first_failure.get_or_insert(failed);
+                }
+                due.push(pending.array);
+            }
+            Err(failed) => {
+                // A query fails for a context that is gone or a sticky device error: no work of
+                // it runs any more, and the release is due. The event is never reused.
+                let _ = events::retire(driver, pending.event);
+                first_failure.get_or_insert(failed);
+                due.push(pending.array);
+            }
+        }
+    }
+    let left = {
+        let mut queue = queue();
+        queue.extend(kept);
+        queue.len() as u64
+    };
+    for mut array in due {
+        // SAFETY: a struct moved in by `release_after`, released once, here.
+        unsafe { crate::abi::release(&mut array) };
+    }
+    match first_failure {
+        Some(failed) => Err(failed),
+        None => Ok(left),
+    }
+}

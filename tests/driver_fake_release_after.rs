@@ -1,0 +1,279 @@
+//! Releases after a stream (`cai_release_after`, `cai_release_pending`), against the fake CUDA
+//! driver, whose slow kernels take time and whose events complete only once the work before
+//! them has: the producer's release runs after the kernel, never before, and never with a
+//! host wait in the caller (the fake's call log shows none). The queue is process-wide, so
+//! the tests here take turns.
+
+mod common;
+
+use std::ptr::null_mut;
+use std::sync::{Mutex, MutexGuard};
+
+use cai::*;
+
+use common::fake_driver::*;
+use common::*;
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// (owner tag, the fake's clock when the release ran) of every release run.
+static RELEASED: Mutex<Vec<(usize, f64)>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn note_release(array: *mut CaiArray) {
+    // SAFETY: the release's contract: called once with the array it was set on.
+    let tag = unsafe { (*array).owner } as usize;
+    RELEASED.lock().unwrap().push((tag, fake().now()));
+}
+
+/// When the array tagged `tag` was released, if it was.
+fn released_at(tag: usize) -> Option<f64> {
+    RELEASED.lock().unwrap().iter().find(|(t, _)| *t == tag).map(|(_, at)| *at)
+}
+
+fn owned_array(f: &Fake, tag: usize) -> CaiArray {
+    let mut a = array(&[4], "<f4");
+    a.data = f.alloc(4096, MEMORY_DEVICE, 0, 0);
+    a.owner = tag as *mut std::ffi::c_void;
+    a.release = Some(note_release);
+    a
+}
+
+fn release_after(a: &mut CaiArray, stream: u64) -> (i32, String) {
+    let mut e = blank_error();
+    // SAFETY: a live array and error.
+    let status = unsafe { cai_release_after(a, stream, &mut e) };
+    (status, if status == CAI_OK { String::new() } else { e.message_str() })
+}
+
+/// cai_release_pending's status and how many it left queued.
+fn pending(mode: i32) -> (i32, u64, String) {
+    let (mut left, mut e) = (u64::MAX, blank_error());
+    // SAFETY: a writable count and error.
+    let status = unsafe { cai_release_pending(mode, &mut left, &mut e) };
+    (status, left, if status == CAI_OK { String::new() } else { e.message_str() })
+}
+
+fn host_waits(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.starts_with("cuEventSynchronize") || l.starts_with("cuStreamSynchronize"))
+        .collect()
+}
+
+#[test]
+fn the_fake_driver_completes_an_event_only_once_the_slow_kernel_before_it_finished_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    f.begin(0);
+    let (s, t) = (f.stream(0), f.stream(0));
+    let held = f.launch_slow(s, -1);
+    let (on_s, on_t) = (f.event(), f.event());
+    assert_eq!(f.record(on_s, s), 0);
+    // Ordered after s's kernel through a wait, t's event waits for it too (vector clocks).
+    assert_eq!((f.wait(t, on_s, 0), f.record(on_t, t)), (0, 0));
+    assert_eq!(f.query(f.event()), 0, "an event never recorded is complete");
+    assert_eq!((f.query(on_s), f.query(on_t)), (CUDA_ERROR_NOT_READY, CUDA_ERROR_NOT_READY));
+    assert_eq!(f.slow_finished_at(held), 0.0);
+    f.finish_slow(held);
+    assert!(f.slow_finished_at(held) > 0.0);
+    assert_eq!((f.query(on_s), f.query(on_t)), (0, 0));
+
+    // A timed kernel: the host waits of cuEventSynchronize and cuStreamSynchronize last until
+    // it has finished, and a kernel after it on the stream starts only then.
+    let begun = f.now();
+    let first = f.launch_slow(s, 60);
+    let second = f.launch_slow(s, 60);
+    assert_eq!(f.record(on_s, s), 0);
+    assert_eq!(f.query(on_s), CUDA_ERROR_NOT_READY);
+    assert_eq!(f.event_synchronize(on_s), 0);
+    assert!(f.now() - begun >= 0.119, "both kernels ran, one after the other");
+    assert!(f.slow_finished_at(second) - f.slow_finished_at(first) >= 0.059);
+    let third = f.launch_slow(t, 50);
+    assert_eq!(f.synchronize(t), 0);
+    assert!(f.slow_finished_at(third) > 0.0, "cuStreamSynchronize waited for it");
+}
+
+#[test]
+fn a_release_after_a_stream_runs_once_the_kernel_before_it_finished_and_never_waits_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    f.begin(0);
+    let s = f.stream(0);
+    let kernel = f.launch_slow(s, -1);
+    let mut a = owned_array(f, 101);
+    assert_eq!(release_after(&mut a, s), (CAI_OK, String::new()));
+    assert!(a.release.is_none(), "moved out of the caller's struct");
+    assert_eq!(pending(CAI_PENDING_POLL).0, CAI_OK);
+    assert_eq!(released_at(101), None, "the kernel still reads the array");
+    let log = f.log();
+    assert!(log.contains("cuEventRecord") && log.contains("cuEventQuery"), "{log}");
+    assert!(host_waits(&log).is_empty(), "no host wait: {log}");
+
+    f.finish_slow(kernel);
+    let (status, left, message) = pending(CAI_PENDING_POLL);
+    assert_eq!((status, left), (CAI_OK, 0), "{message}");
+    let released = released_at(101).expect("released once the kernel finished");
+    assert!(released >= f.slow_finished_at(kernel), "released after the kernel, on the fake's clock");
+    assert!(host_waits(&f.log()).is_empty(), "{}", f.log());
+}
+
+#[test]
+fn a_later_release_after_runs_the_releases_that_are_due_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    f.begin(0);
+    let (s, t) = (f.stream(0), f.stream(0));
+    let kernel = f.launch_slow(s, -1);
+    let mut first = owned_array(f, 201);
+    assert_eq!(release_after(&mut first, s).0, CAI_OK);
+    f.finish_slow(kernel);
+    let busy = f.launch_slow(t, -1);
+    let mut second = owned_array(f, 202);
+    assert_eq!(release_after(&mut second, t).0, CAI_OK);
+    assert!(released_at(201).is_some(), "the second call ran the first release, which was due");
+    assert_eq!(released_at(202), None, "t's kernel still runs");
+    f.finish_slow(busy);
+    assert_eq!(pending(CAI_PENDING_POLL).1, 0);
+    assert!(released_at(202).is_some());
+}
+
+#[test]
+fn the_waiting_drain_waits_for_the_kernels_and_leaves_nothing_queued_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    f.begin(0);
+    let s = f.stream(0);
+    let kernel = f.launch_slow(s, 80);
+    let mut a = owned_array(f, 301);
+    assert_eq!(release_after(&mut a, CAI_STREAM_PER_THREAD).0, CAI_OK, "nothing before it on stream 2");
+    let mut b = owned_array(f, 302);
+    assert_eq!(release_after(&mut b, s).0, CAI_OK);
+    let (status, left, message) = pending(CAI_PENDING_WAIT);
+    assert_eq!((status, left), (CAI_OK, 0), "{message}");
+    assert!(released_at(302).expect("drained") >= f.slow_finished_at(kernel));
+    assert!(released_at(301).is_some());
+    assert!(f.log().contains("cuEventSynchronize"), "{}", f.log());
+}
+
+#[test]
+fn an_event_of_a_pending_release_is_not_reused_before_it_completed_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    f.begin(0);
+    let (s, consumer) = (f.stream(0), f.stream(0));
+    let kernel = f.launch_slow(s, -1);
+    let mut a = owned_array(f, 401);
+    assert_eq!(release_after(&mut a, s).0, CAI_OK);
+    let log = f.log();
+    let recorded = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.starts_with("cuEventRecord"))
+            .map(|l| l.split(' ').nth(1).unwrap().to_string())
+            .collect()
+    };
+    let pending_event = recorded(&log).pop().expect("an event was recorded");
+    // A stream-ordered import meanwhile takes another event from the pool.
+    f.begin(0);
+    let mut imported = array(&[4], "<f4");
+    imported.data = f.alloc(4096, MEMORY_DEVICE, 0, 0);
+    imported.stream = f.stream(0);
+    let options = CaiImportOptions { consumer_stream: consumer, ..Default::default() };
+    let mut e = blank_error();
+    // SAFETY: live values of the types the function takes.
+    assert_eq!(unsafe { cai_import(&imported, &options, null_mut(), &mut e) }, CAI_OK, "{}", e.message_str());
+    let used = recorded(&f.log());
+    assert!(!used.is_empty() && !used.contains(&pending_event), "{pending_event} reused: {}", f.log());
+    f.finish_slow(kernel);
+    assert_eq!(pending(CAI_PENDING_POLL).1, 0);
+}
+
+#[test]
+fn refusals_take_nothing_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    f.begin(0);
+    let mut e = blank_error();
+    // SAFETY: a NULL array is what is checked; the error is live.
+    assert_eq!(unsafe { cai_release_after(null_mut(), 1, &mut e) }, CAI_ERROR_NULL_ARGUMENT);
+    assert!(e.message_str().contains("array is NULL"), "{}", e.message_str());
+    assert_eq!(pending(7).0, CAI_ERROR_INVALID_ARGUMENT);
+    assert!(pending(7).2.contains("CAI_PENDING_POLL"));
+
+    // A stream the driver does not know: the driver's refusal, the array still the caller's.
+    let mut a = owned_array(f, 501);
+    let (status, message) = release_after(&mut a, 0xdead_0000);
+    assert_eq!(status, CAI_ERROR_DRIVER, "{message}");
+    assert!(message.contains("cuStreamGetCtx"), "{message}");
+    assert!(a.release.is_some() && released_at(501).is_none());
+
+    // A capturing stream: refused after the capture query, nothing enqueued, capture valid.
+    let origin = f.stream(0);
+    assert_eq!(f.begin_capture(origin, CAPTURE_MODE_GLOBAL), 0);
+    f.begin(0);
+    for stream in [origin, CAI_STREAM_LEGACY] {
+        let (status, message) = release_after(&mut a, stream);
+        assert_eq!(status, CAI_ERROR_STREAM_CAPTURING, "{message}");
+        assert!(message.contains("capturing a CUDA graph") && message.contains("still yours"), "{message}");
+        assert!(a.release.is_some(), "nothing taken");
+    }
+    let log = f.log();
+    assert!(log.contains("cuStreamGetCaptureInfo"), "{log}");
+    assert!(!log.contains("cuEventRecord") && !log.contains("cuEventCreate"), "{log}");
+    assert_eq!(f.is_capturing(origin), (0, CAPTURE_STATUS_ACTIVE));
+    assert_eq!(f.end_capture(origin), (0, true));
+
+    // Stream 0: released at once; a borrowed array: nothing to do, no driver call.
+    f.begin(0);
+    assert_eq!(release_after(&mut a, CAI_STREAM_NONE).0, CAI_OK);
+    assert!(released_at(501).is_some() && a.release.is_none());
+    let mut borrowed = array(&[4], "<f4");
+    assert_eq!(release_after(&mut borrowed, 0xdead_0000).0, CAI_OK);
+    assert_eq!(f.log(), "", "no driver call");
+}
+
+#[test]
+fn a_failing_event_query_still_runs_the_release_and_names_the_call_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    for (call, mode) in [("cuEventQuery", CAI_PENDING_POLL), ("cuEventSynchronize", CAI_PENDING_WAIT)] {
+        f.begin(0);
+        let s = f.stream(0);
+        let kernel = f.launch_slow(s, -1);
+        let tag = if mode == CAI_PENDING_POLL { 601 } else { 602 };
+        let mut a = owned_array(f, tag);
+        assert_eq!(release_after(&mut a, s).0, CAI_OK);
+        f.fail(call, CUDA_ERROR_LAUNCH_FAILED);
+        let (status, left, message) = pending(mode);
+        assert_eq!(status, CAI_ERROR_DRIVER, "{call}: {message}");
+        assert!(message.contains(call) && message.contains("CUDA_ERROR_LAUNCH_FAILED"), "{message}");
+        assert_eq!(left, u64::MAX, "not written on failure");
+        assert!(released_at(tag).is_some(), "{call}: no work of a failed context runs any more");
+        f.finish_slow(kernel);
+    }
+    assert_eq!(pending(CAI_PENDING_POLL).1, 0);
+}
+
+#[test]
+fn a_release_after_that_queued_its_array_succeeds_whatever_the_pass_over_the_queue_meets_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    f.begin(0);
+    let s = f.stream(0);
+    let kernel = f.launch_slow(s, -1);
+    let mut first = owned_array(f, 701);
+    assert_eq!(release_after(&mut first, s).0, CAI_OK);
+    // The earlier release's query fails during the next call's pass over the queue: that call
+    // has moved its own array into the queue all the same, so it must say CAI_OK, never a
+    // failure that would tell the caller the array (its release now cleared) is still theirs.
+    f.fail("cuEventQuery", CUDA_ERROR_LAUNCH_FAILED);
+    let mut second = owned_array(f, 702);
+    assert_eq!(release_after(&mut second, s), (CAI_OK, String::new()));
+    assert!(second.release.is_none(), "moved into the queue");
+    assert!(released_at(701).is_some(), "the failed query still ran the earlier release");
+    f.begin(0);
+    f.finish_slow(kernel);
+    assert_eq!(pending(CAI_PENDING_WAIT).1, 0);
+    assert!(released_at(702).is_some());
+}
