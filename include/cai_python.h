@@ -39,7 +39,7 @@
 // The table's version: a major changes its layout, a minor appends members. An extension
 // accepts a table of its own major and of its minor or later.
 #define CAI_PYTHON_API_MAJOR 1
-#define CAI_PYTHON_API_MINOR 3
+#define CAI_PYTHON_API_MINOR 4
 // The capsule holding the table (PyCapsule_Import's dotted form).
 #define CAI_PYTHON_CAPSULE_NAME "cai._native._C_API"
 
@@ -187,6 +187,9 @@ typedef struct CaiPythonApi {
   // borrows where it can, such as cai::ArrayView's.
   int32_t (*cai_python_view_or_own)(PyObject *obj, const CaiImportOptions *options, CaiArray *out,
                                     CaiError *error);
+  // Minor 4. cai.h's release after a stream, on the package's queue (see cai.h).
+  CaiStatus (*cai_release_after)(CaiArray *array, uint64_t stream, CaiError *error);
+  CaiStatus (*cai_release_pending)(int32_t mode, uint64_t *left, CaiError *error);
 } CaiPythonApi;
 
 #ifdef __cplusplus
@@ -332,6 +335,15 @@ static inline int32_t cai_python_unavailable_offer_to_(PyTypeObject *t, CaiPytho
   return -1;
 }
 
+static inline CaiStatus cai_python_unavailable_release_after_(CaiArray *a, uint64_t s, CaiError *e) {
+  (void)a, (void)s;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_release_pending_(int32_t m, uint64_t *l, CaiError *e) {
+  (void)m, (void)l;
+  return cai_python_unavailable_(e);
+}
+
 static const CaiPythonApi cai_python_unavailable_api_ = {
     CAI_PYTHON_API_MAJOR,
     CAI_PYTHON_API_MINOR,
@@ -358,6 +370,8 @@ static const CaiPythonApi cai_python_unavailable_api_ = {
     cai_python_unavailable_from_object_,
     cai_python_unavailable_offer_to_,
     cai_python_unavailable_from_object_,
+    cai_python_unavailable_release_after_,
+    cai_python_unavailable_release_pending_,
 };
 
 // The table every name below calls through: the one cai_python_import read, or, in a module
@@ -409,6 +423,8 @@ static inline const CaiPythonApi *cai_python_table(void) {
 #define cai_python_view (cai_python_table()->cai_python_view)
 #define cai_python_from_buffer_interface (cai_python_table()->cai_python_from_buffer_interface)
 #define cai_python_view_or_own (cai_python_table()->cai_python_view_or_own)
+#define cai_release_after (cai_python_table()->cai_release_after)
+#define cai_release_pending (cai_python_table()->cai_release_pending)
 
 // Gives `type` (after PyType_Ready) every producer protocol, each read through `fill`:
 // `__cuda_array_interface__` (v3, built when asked; host arrays lack it, as torch's do),

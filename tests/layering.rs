@@ -48,7 +48,7 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// The Python binding's layers (python/src), lowest first: the interpreter and class queries,
 /// the leaves, the cai.Array's state, its objects, the protocol readers, the one negotiation,
 /// the class as Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 29] = [
+const PYTHON_LAYERS: [(&str, u32); 30] = [
     ("interpreter", 0),
     ("classes", 0),
     ("c_api_rules", 1),
@@ -71,6 +71,7 @@ const PYTHON_LAYERS: [(&str, u32); 29] = [
     ("read_dlpack", 5),
     ("read_exchange", 5),
     ("read_numpy", 5),
+    ("release_after", 5),
     ("negotiate", 6),
     ("exchange_offered", 7),
     ("array_methods", 8),

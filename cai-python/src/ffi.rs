@@ -13,8 +13,9 @@ use pyo3::ffi::{PyObject, PyTypeObject};
 /// CAI_PYTHON_API_MAJOR: a table of another major is refused.
 pub const CAI_PYTHON_API_MAJOR: u32 = 1;
 /// CAI_PYTHON_API_MINOR: the members of [`CaiPythonApi`] (`cai_python_view` came with minor
-/// 1, `cai_python_offer_to` with minor 2, `cai_python_view_or_own` with minor 3).
-pub const CAI_PYTHON_API_MINOR: u32 = 3;
+/// 1, `cai_python_offer_to` with minor 2, `cai_python_view_or_own` with minor 3,
+/// `cai_release_after` and `cai_release_pending` with minor 4).
+pub const CAI_PYTHON_API_MINOR: u32 = 4;
 /// CAI_PYTHON_CAPSULE_NAME.
 pub const CAI_PYTHON_CAPSULE_NAME: &CStr = c"cai._native._C_API";
 
@@ -77,6 +78,8 @@ pub struct CaiPythonApi {
     pub cai_python_offer_to:
         unsafe extern "C" fn(*mut PyTypeObject, Option<CaiPythonFill>, *mut PyObject) -> i32,
     pub cai_python_view_or_own: FromObject,
+    pub cai_release_after: unsafe extern "C" fn(*mut CaiArray, u64, *mut CaiError) -> CaiStatus,
+    pub cai_release_pending: unsafe extern "C" fn(i32, *mut u64, *mut CaiError) -> CaiStatus,
 }
 
 /// cai_python.h's `CaiPythonFill`: describes `self` into `out` (constant fields and defaults

@@ -328,6 +328,8 @@ FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
                                        POINTER(CaiError)]),
     "cai_status_string": (c_char_p, [c_int32]),
     "cai_library_version": (c_char_p, []),
+    "cai_release_after": (c_int32, [POINTER(CaiArray), c_uint64, POINTER(CaiError)]),
+    "cai_release_pending": (c_int32, [c_int32, POINTER(c_uint64), POINTER(CaiError)]),
 }
 
 

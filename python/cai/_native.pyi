@@ -89,8 +89,9 @@ class Array:
     @property
     def offset(self) -> int:
         """The Buffer Interface's `offset` (always 0 for CUDA memory)."""
-    def release(self) -> None:
-        """Lets go of the memory now; the metadata stays readable."""
+    def release(self, *, stream: Any = None) -> None:
+        """Lets go of the memory now; the metadata stays readable. With `stream`, what keeps
+        the memory alive is let go of once the GPU has passed the work enqueued on it so far."""
     def __dlpack_device__(self) -> tuple[int, int]:
         """DLPack's `(device_type, device_id)` of the memory."""
     def __dlpack__(
@@ -121,6 +122,9 @@ def from_buffer_interface(
 ) -> Array:
     """Imports an object of the OpenCL/CUDA Buffer Interface (or a pyopencl.array.Array),
     checked by the same rules as a CAI array and ordered after its producer."""
+def release_pending(wait: bool = False) -> int:
+    """Runs the releases deferred by `Array.release(stream=...)` whose stream has passed the
+    point (with `wait=True` all of them, waiting); returns how many are still pending."""
 def validate(obj: Any) -> None:
     """Checks a CAI dict (or an object exposing one) by every rule of the spec; raises
     cai.CaiError naming the rule broken."""

@@ -184,7 +184,7 @@ impl Held {
 /// producer knows it by its `owner`): other threads may still read this Array's metadata, so
 /// the callback, which may write to what it is given, must not get the shared struct. A
 /// dropped Array, which nothing else reaches, gives its own (see Drop).
-fn run_release(release: Option<unsafe extern "C" fn(*mut CaiArray)>, array: &CaiArray) {
+pub(crate) fn run_release(release: Option<unsafe extern "C" fn(*mut CaiArray)>, array: &CaiArray) {
     if let Some(release) = release {
         let mut given = *array;
         given.release = Some(release);
@@ -320,19 +320,38 @@ impl Array {
 impl Array {
     /// `release()`: see array_methods.rs.
     pub(crate) fn release_now(&self, py: Python<'_>) -> PyResult<()> {
-        let (owner, release) = {
-            let mut held = self.held(py);
-            if held.exports > 0 {
-                return Err(pyo3::exceptions::PyBufferError::new_err(format!(
-                    "cai.Array.release(): {} DLPack export(s) of this array are alive and view its memory; let go of them first",
-                    held.exports
-                )));
-            }
-            held.take()
-        };
+        let (owner, release) = self.take_hold(py)?;
         run_release(release, self.array());
         drop(owner);
         Ok(())
+    }
+
+    /// What `release()` lets go of (the owner, the release callback), taken out and the Array
+    /// marked released; refused while a DLPack export views the memory. release_after.rs
+    /// defers letting go of it, and gives it back (`give_back_hold`) when that is refused.
+    pub(crate) fn take_hold(
+        &self,
+        py: Python<'_>,
+    ) -> PyResult<(Option<Kept>, Option<unsafe extern "C" fn(*mut CaiArray)>)> {
+        let mut held = self.held(py);
+        if held.exports > 0 {
+            return Err(pyo3::exceptions::PyBufferError::new_err(format!(
+                "cai.Array.release(): {} DLPack export(s) of this array are alive and view its memory; let go of them first",
+                held.exports
+            )));
+        }
+        Ok(held.take())
+    }
+
+    /// Undoes `take_hold`: the Array is live again and owns what it held.
+    pub(crate) fn give_back_hold(
+        &self,
+        py: Python<'_>,
+        owner: Option<Kept>,
+        release: Option<unsafe extern "C" fn(*mut CaiArray)>,
+    ) {
+        let mut held = self.held(py);
+        (held.owner, held.release, held.released) = (owner, release, false);
     }
 
     /// Visits what this Array keeps alive, for the collector: `visit`'s first nonzero answer,

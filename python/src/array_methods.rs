@@ -141,9 +141,9 @@ cleared, so the C side cannot release it twice. Anything else is a TypeError."
     }),
     Definition(ffi::PyMethodDef {
         ml_name: c"release".as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunction: release },
-        ml_flags: ffi::METH_NOARGS,
-        ml_doc: c"release($self, /)
+        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: crate::release_after::release },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: c"release($self, /, *, stream=None)
 --
 
 Lets go of the memory now: the producer object is no longer kept alive, and the release
@@ -151,7 +151,14 @@ callback of an array taken over from C or DLPack runs (once). Safe to call twice
 collection does the same. Afterwards what reaches the memory (`ptr`, `buffer`, the
 interfaces) raises ValueError; the metadata stays readable. While a DLPack tensor made
 from this array (`__dlpack__`, `numpy.from_dlpack(a)`, ...) is alive, BufferError: the
-consumer still views the memory."
+consumer still views the memory.
+
+With `stream` (1, 2, a CUstream int or a stream object), the Array is released at once but
+what it keeps alive is let go of only once the GPU has passed the work enqueued on `stream`
+so far (an event, never a host wait): a kernel launched there may still read the memory.
+That release runs from a later `release(stream=...)` or `cai.release_pending()`, and at
+interpreter exit (an atexit hook waits for it). A stream capturing a CUDA graph raises
+cai.CaiError (CAI_ERROR_STREAM_CAPTURING) and the Array stays as it was."
             .as_ptr(),
     }),
     Definition(ffi::PyMethodDef {
@@ -232,16 +239,6 @@ fn take_over_c_array<'py>(pointer: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
     let taken = Array::new(Read::borrowing(array, None, None, None), None);
     validate(taken.array()).map_err(Failure::Cai)?;
     Ok(ArrayObject::new(py, taken)?.into_any())
-}
-
-/// `a.release()`: see its docstring.
-unsafe extern "C" fn release(slf: *mut ffi::PyObject, _unused: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    run_attached(|py| {
-        // SAFETY: the method's `self`, checked by its descriptor.
-        let this = unsafe { ArrayObject::borrowed(py, slf) };
-        this.get().release_now(py)?;
-        Ok(py.None().into_ptr())
-    })
 }
 
 /// `a.__dlpack_device__()`, run without PyO3's count of the thread (`run_assumed`): its success

@@ -59,6 +59,8 @@ pub static PYTHON_API: PythonApi = PythonApi {
     cai_python_from_buffer_interface: python_from_buffer_interface,
     cai_python_offer_to: crate::offer::python_offer_to,
     cai_python_view_or_own: python_view_or_own,
+    cai_release_after: cai::cai_release_after,
+    cai_release_pending: cai::cai_release_pending,
 };
 
 /// The table as the module publishes it: `cai._native._C_API`.

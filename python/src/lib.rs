@@ -17,6 +17,7 @@ mod functions;
 
 mod array_methods;
 mod offer;
+mod release_after;
 
 mod exchange_offered;
 
@@ -65,6 +66,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     refuse_subinterpreters(py)?;
     array_methods::add_array_type(m)?;
     hot::add_from_object(m)?;
+    release_after::add_to_module(m)?;
     m.add_function(wrap_pyfunction!(functions::from_object, m)?)?;
     m.add_function(wrap_pyfunction!(functions::from_buffer_interface, m)?)?;
     m.add_function(wrap_pyfunction!(functions::validate_interface, m)?)?;

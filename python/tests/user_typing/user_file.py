@@ -58,6 +58,9 @@ def use(producer: object, host: object, buffer_producer: object) -> None:
     cai.from_object(producer, sync=cai.SYNC_DEFAULT)
     b: cai.Array = cai.from_buffer_interface(buffer_producer, queue=None, sync=True, writable=True)
     b.release()
+    a.release(stream=2)
+    still_pending: int = cai.release_pending(wait=True)
+    print(still_pending)
     try:
         cai.validate({"shape": (3,), "typestr": "<f4", "data": (0x1000, False), "version": 3, "stream": 0})
     except cai.CaiError as e:
