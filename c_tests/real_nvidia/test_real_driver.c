@@ -15,6 +15,12 @@ static int says_no_device(const CaiError *e) {
          strstr(e->message, "CAI_POINTER_CHECK_NEVER");
 }
 
+static int releases = 0;
+static void count_release(CaiArray *array) {
+  (void)array;
+  releases++;
+}
+
 static CaiArray array_on_stream(uint64_t stream) {
   CaiArray a;
   memset(&a, 0, sizeof a);
@@ -79,5 +85,25 @@ int main(void) {
   CHECK_STATUS(cai_from_dlpack(tensor, NULL, &back, &e), CAI_OK);
   CHECK(back.data == b.data && back.shape[1] == 3);
   CHECK_STATUS(cai_release(&back, &e), CAI_OK);
+
+  /* Releasing after a stream (row 97): with nothing queued the drain needs no driver; a release
+     after a CUstream needs the driver, fails with its answer and takes nothing; stream 0 and a
+     borrowed array need none. */
+  uint64_t left = 99;
+  CHECK_STATUS(cai_release_pending(CAI_PENDING_WAIT, &left, &e), CAI_OK);
+  CHECK(left == 0);
+  CaiArray owned = array_on_stream(0);
+  owned.release = count_release;
+  CHECK_STATUS(cai_release_after(&owned, 0x5000, &e), CAI_ERROR_NO_DRIVER);
+  CHECK(e.driver_result == 100 && strstr(e.message, "CUDA_ERROR_NO_DEVICE (100)") && strstr(e.message, "found no CUDA device") &&
+        strstr(e.message, "queued nothing, the array is still yours"));
+  printf("%s\n", e.message);
+  CHECK(owned.release == count_release && releases == 0);
+  CHECK_STATUS(cai_release_pending(CAI_PENDING_POLL, &left, &e), CAI_OK);
+  CHECK(left == 0);
+  CHECK_STATUS(cai_release_after(&owned, CAI_STREAM_NONE, &e), CAI_OK);
+  CHECK(releases == 1 && owned.release == NULL);
+  CaiArray borrowed = array_on_stream(0);
+  CHECK_STATUS(cai_release_after(&borrowed, 0x5000, &e), CAI_OK);
   return check_summary("C on the real NVIDIA driver, no GPU");
 }
