@@ -49,3 +49,6 @@ fi
 
 "$CXX" -std=c++17 -Wall -Wextra -Werror -pedantic -Iinclude c_tests/header_cpp.cpp -o "$out/header_cpp" "${link[@]}"
 "$out/header_cpp"
+"$CXX" -std=c++17 -Wall -Wextra -Werror -pedantic -Iinclude c_tests/release_after_cpp.cpp -o "$out/release_after_cpp" \
+  "${link[@]}" -ldl
+CAI_CUDA_DRIVER="$out/libfake_cuda.so" "$out/release_after_cpp"

@@ -95,6 +95,19 @@ class Array {
     detail::check(cai_export(&raw_, &options, &error), error);
   }
 
+  // Consumer side, when done enqueueing work that reads the array: hands it back to its producer
+  // once the GPU has passed the work enqueued on `stream` so far (see cai_release_after), never
+  // waiting on the host. On success the array has moved into libcai's queue: this Array owns
+  // nothing from then on (the descriptor stays readable) and the release runs later, from a
+  // later cai_release_after or release_pending call in any thread. Throws cai::Error on failure
+  // (CAI_ERROR_STREAM_CAPTURING for a capturing stream, CAI_ERROR_DRIVER for a stream the driver
+  // does not know), and this Array then still owns the array. Stream 0 releases at once; a
+  // borrowed array owes nothing. Call release_pending(CAI_PENDING_WAIT) before the program exits.
+  void release_after(uint64_t stream) {
+    CaiError error;
+    detail::check(cai_release_after(&raw_, stream, &error), error);
+  }
+
  private:
   CaiArray raw_;
 };
@@ -107,6 +120,18 @@ class HostOrDeviceArray : public Array {
   HostOrDeviceArray() noexcept = default;
   HostOrDeviceArray(Array&& array) noexcept : Array(std::move(array)) {}
 };
+
+// Runs the releases Array::release_after queued whose work has completed (CAI_PENDING_POLL:
+// never waits), or all of them, waiting on the host for each (CAI_PENDING_WAIT: before the
+// program exits or unloads libcai; libcai runs nothing at exit itself). Returns how many are
+// still queued. Throws cai::Error for another mode, or when the driver fails a query (that
+// release has run all the same; see cai_release_pending).
+inline uint64_t release_pending(int32_t mode = CAI_PENDING_POLL) {
+  uint64_t left = 0;
+  CaiError error;
+  detail::check(cai_release_pending(mode, &left, &error), error);
+  return left;
+}
 
 inline CaiDtype parse_typestr(const char* typestr) {
   CaiDtype dtype{};
