@@ -4,8 +4,8 @@
 //! A Python extension built on the `cai-python` crate links a copy of this crate of its own,
 //! next to the copy inside the `cai` package. Left to itself, that copy would load the driver a
 //! second time and keep a second event pool. `cai-python` routes it, once, to the package's C
-//! API table, so that `ArrayRef::import`, `ArrayRef::sync`, `pointer_info` and `driver_version`
-//! run on the package's driver state.
+//! API table, so that `ArrayRef::import`, `ArrayRef::sync`, `pointer_info`, `driver_version`,
+//! `Array::release_after` and `release_pending` run on the package's driver state and queue.
 
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use crate::abi::{CaiArray, CaiError, CaiImportOptions, CaiPointerInfo, CaiSyncOptions};
 use crate::status::{CaiStatus, Error, Result, Status, CAI_OK};
 
-/// The four C functions of cai.h that use a driver, as another copy of libcai in the process
+/// The six C functions of cai.h that use a driver, as another copy of libcai in the process
 /// exports them (for a Python extension: the `cai` package's C API table, `cai_python.h`).
 /// Each has the contract of the C function of the same name.
 #[derive(Clone, Copy, Debug)]
@@ -31,12 +31,17 @@ pub struct DeviceCalls {
     pub pointer_info: unsafe extern "C" fn(u64, *mut CaiPointerInfo, *mut CaiError) -> CaiStatus,
     /// `cai_driver_status`.
     pub driver_status: unsafe extern "C" fn(*mut i32, *mut CaiError) -> CaiStatus,
+    /// `cai_release_after`: the other copy's queue holds what `Array::release_after` hands
+    /// over, so that its drain (the `cai` package's, at interpreter exit) runs it.
+    pub release_after: unsafe extern "C" fn(*mut CaiArray, u64, *mut CaiError) -> CaiStatus,
+    /// `cai_release_pending`.
+    pub release_pending: unsafe extern "C" fn(i32, *mut u64, *mut CaiError) -> CaiStatus,
 }
 
 static ROUTED: OnceLock<&'static DeviceCalls> = OnceLock::new();
 
 /// Sends this copy's safe device calls (`ArrayRef::import`, `ArrayRef::sync`, `pointer_info`,
-/// `driver_version`) to `calls` from now on, for the process's lifetime, so that this copy never
+/// `driver_version`, `Array::release_after`, `release_pending`) to `calls` from now on, for the process's lifetime, so that this copy never
 /// loads a driver of its own. `cai-python` does this when it first reads the package's table; a
 /// Rust-only program has no reason to.
 ///
@@ -52,6 +57,8 @@ static ROUTED: OnceLock<&'static DeviceCalls> = OnceLock::new();
 ///     sync: cai::cai_sync,
 ///     pointer_info: cai::cai_pointer_info,
 ///     driver_status: cai::cai_driver_status,
+///     release_after: cai::cai_release_after,
+///     release_pending: cai::cai_release_pending,
 /// };
 /// // SAFETY: cai.h's own functions, with cai.h's contracts, alive for the process.
 /// unsafe { cai::route_device_calls(&OWN) }.unwrap();
@@ -149,4 +156,29 @@ pub(crate) fn driver_version() -> Result<i32> {
     // SAFETY: cai_driver_status's contract: a writable version and error.
     routed(|error| unsafe { (calls.driver_status)(&mut version, error) })?;
     Ok(version)
+}
+
+/// `cai_release_after` of this copy, or of the routed one: on success the array has moved into
+/// the queue (its `release` cleared); on failure `*array` is untouched.
+///
+/// # Safety
+/// `cai_release_after`'s: a valid array nothing else touches during the call, whose release may
+/// run later on any thread with the struct at another address; a live stream.
+pub(crate) unsafe fn release_after(array: &mut CaiArray, stream: u64) -> Result<()> {
+    match ROUTED.get() {
+        // SAFETY: cai_release_after's contract, which the caller keeps; a writable error.
+        Some(calls) => routed(|error| unsafe { (calls.release_after)(array, stream, error) }),
+        // SAFETY: as above.
+        None => unsafe { crate::device::deferred::release_after(array, stream) },
+    }
+}
+
+/// `cai_release_pending` of this copy, or of the routed one: how many are still queued.
+pub(crate) fn release_pending(wait: bool) -> Result<u64> {
+    let Some(calls) = ROUTED.get() else { return crate::device::deferred::release_pending(wait) };
+    let mode = if wait { crate::abi::CAI_PENDING_WAIT } else { crate::abi::CAI_PENDING_POLL };
+    let mut left = 0;
+    // SAFETY: cai_release_pending's contract: a known mode, a writable count and error.
+    routed(|error| unsafe { (calls.release_pending)(mode, &mut left, error) })?;
+    Ok(left)
 }

@@ -12,6 +12,8 @@ fn routing_after_this_copy_tried_its_own_driver_is_refused_no_driver() {
         sync: cai_sync,
         pointer_info: cai_pointer_info,
         driver_status: cai_driver_status,
+        release_after: cai_release_after,
+        release_pending: cai_release_pending,
     };
     // SAFETY: cai.h's own functions, for the whole process.
     let refused = unsafe { route_device_calls(&OWN) }.unwrap_err();

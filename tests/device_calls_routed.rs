@@ -69,8 +69,39 @@ unsafe extern "C" fn driver_status(version: *mut i32, _error: *mut CaiError) -> 
     CAI_OK
 }
 
-static OTHER_COPY: DeviceCalls = DeviceCalls { import, sync, pointer_info, driver_status };
-static ANOTHER: DeviceCalls = DeviceCalls { import, sync, pointer_info, driver_status };
+/// Takes the array into the other copy's queue (its release cleared) for stream 0x5000, and
+/// refuses stream 0x6000 as a capturing one, leaving the array as it was.
+unsafe extern "C" fn release_after(array: *mut CaiArray, stream: u64, error: *mut CaiError) -> CaiStatus {
+    REACHED.fetch_add(1, Ordering::SeqCst);
+    if stream == 0x6000 {
+        let text = b"CAI_ERROR_STREAM_CAPTURING: stream 0x6000 is capturing a CUDA graph (routed)\0";
+        // SAFETY: cai_release_after's contract: a writable error.
+        let error = unsafe { &mut *error };
+        error.code = CAI_ERROR_STREAM_CAPTURING;
+        for (slot, &byte) in error.message.iter_mut().zip(text) {
+            *slot = byte as c_char;
+        }
+        return CAI_ERROR_STREAM_CAPTURING;
+    }
+    assert_eq!(stream, 0x5000, "the stream reaches the other copy");
+    // SAFETY: cai_release_after's contract: a valid array, moved into the queue: here it is
+    // released at once, as if its event had completed.
+    unsafe { cai_release(array, std::ptr::null_mut()) };
+    CAI_OK
+}
+
+unsafe extern "C" fn release_pending(mode: i32, left: *mut u64, _error: *mut CaiError) -> CaiStatus {
+    REACHED.fetch_add(1, Ordering::SeqCst);
+    assert_eq!(mode, CAI_PENDING_WAIT, "the mode reaches the other copy");
+    // SAFETY: cai_release_pending's contract: a writable count.
+    unsafe { *left = 3 };
+    CAI_OK
+}
+
+static OTHER_COPY: DeviceCalls =
+    DeviceCalls { import, sync, pointer_info, driver_status, release_after, release_pending };
+static ANOTHER: DeviceCalls =
+    DeviceCalls { import, sync, pointer_info, driver_status, release_after, release_pending };
 
 #[test]
 fn routed_device_calls_reach_the_other_copy_and_this_copy_loads_no_driver_no_driver() {
@@ -96,6 +127,27 @@ fn routed_device_calls_reach_the_other_copy_and_this_copy_loads_no_driver_no_dri
     assert_eq!((info.allocation_base, info.allocation_size), (0x2000, 64));
     assert_eq!(cai::driver_version(), Ok(13010));
     assert_eq!(REACHED.load(Ordering::SeqCst), 4);
+
+    // Releases after a stream go to the other copy's queue too: taken there, or refused there
+    // and handed back whole.
+    let released = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&released);
+    let owned = Array::builder("<f4", &[4], 0x1000)
+        .on_release(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    // SAFETY: the other copy's stand-in never dereferences the stream.
+    let (owned, error) = unsafe { owned.release_after(0x6000) }.unwrap_err();
+    assert_eq!(error.status(), Status::StreamCapturing);
+    assert_eq!(error.message(), "stream 0x6000 is capturing a CUDA graph (routed)");
+    assert_eq!(released.load(Ordering::SeqCst), 0, "refused: still the caller's");
+    // SAFETY: as above.
+    unsafe { owned.release_after(0x5000) }.map_err(|(_, error)| error).unwrap();
+    assert_eq!(released.load(Ordering::SeqCst), 1, "released by the other copy's queue");
+    assert_eq!(cai::release_pending(PendingMode::Wait), Ok(3));
+    assert_eq!(REACHED.load(Ordering::SeqCst), 7);
     // This copy's own C function still uses this copy's driver, which would not load.
     let mut version = 0;
     // SAFETY: a writable version, a NULL error.

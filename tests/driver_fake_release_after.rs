@@ -277,3 +277,79 @@ fn a_release_after_that_queued_its_array_succeeds_whatever_the_pass_over_the_que
     assert_eq!(pending(CAI_PENDING_WAIT).1, 0);
     assert!(released_at(702).is_some());
 }
+
+/// A Rust API array of the fake's memory whose release notes `tag`, with a mask whose own
+/// release notes `tag + 1`.
+fn rust_array(f: &Fake, tag: usize, with_release: bool) -> Array {
+    let note = |tag: usize| move || RELEASED.lock().unwrap().push((tag, fake().now()));
+    let mask = Array::builder("|b1", &[4], f.alloc(64, MEMORY_DEVICE, 0, 0))
+        .on_release(note(tag + 1))
+        .build()
+        .unwrap();
+    let builder = Array::builder("<f4", &[4], f.alloc(4096, MEMORY_DEVICE, 0, 0)).mask(mask);
+    if with_release { builder.on_release(note(tag)) } else { builder }.build().unwrap()
+}
+
+#[test]
+fn a_rust_array_released_after_a_stream_is_dropped_once_the_kernel_finished_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    f.begin(0);
+    let s = f.stream(0);
+    let kernel = f.launch_slow(s, -1);
+    // SAFETY: a stream of the fake, live for the process.
+    unsafe { rust_array(f, 801, true).release_after(s) }.map_err(|(_, error)| error).unwrap();
+    assert_eq!(release_pending(PendingMode::Poll), Ok(1), "still queued while the kernel runs");
+    assert_eq!((released_at(801), released_at(802)), (None, None), "neither the array nor its mask");
+    f.finish_slow(kernel);
+    assert_eq!(release_pending(PendingMode::Poll), Ok(0));
+    let finished = f.slow_finished_at(kernel);
+    assert!(
+        released_at(801).expect("released") >= finished
+            && released_at(802).expect("mask released") >= finished
+    );
+    assert!(host_waits(&f.log()).is_empty(), "{}", f.log());
+
+    // Only the mask owns something: it is queued all the same, and the waiting drain runs it.
+    let kernel = f.launch_slow(s, 30);
+    // SAFETY: as above.
+    unsafe { rust_array(f, 811, false).release_after(s) }.map_err(|(_, error)| error).unwrap();
+    assert_eq!(released_at(812), None);
+    assert_eq!(release_pending(PendingMode::Wait), Ok(0));
+    assert!(released_at(812).expect("mask released") >= f.slow_finished_at(kernel));
+}
+
+#[test]
+fn a_refused_rust_release_after_hands_the_array_back_whole_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    f.begin(0);
+    let origin = f.stream(0);
+    assert_eq!(f.begin_capture(origin, CAPTURE_MODE_GLOBAL), 0);
+    let array = rust_array(f, 821, true);
+    let data = array.data();
+    // SAFETY: a stream of the fake.
+    let (array, error) = unsafe { array.release_after(origin) }.unwrap_err();
+    assert_eq!(error.status(), Status::StreamCapturing, "{error}");
+    assert!(error.message().contains("the array is still yours"), "{error}");
+    assert_eq!((array.data(), array.mask().map(|mask| mask.shape().to_vec())), (data, Some(vec![4])));
+    assert_eq!((released_at(821), released_at(822)), (None, None));
+    assert_eq!(f.end_capture(origin), (0, true), "the capture stayed valid");
+    // SAFETY: a handle the fake never made: the driver refuses it.
+    let (array, error) = unsafe { array.release_after(0xdead_0000) }.unwrap_err();
+    assert_eq!(error.status(), Status::Driver, "{error}");
+    drop(array);
+    assert!(released_at(821).is_some() && released_at(822).is_some(), "dropped: released once");
+    assert_eq!(RELEASED.lock().unwrap().iter().filter(|(tag, _)| *tag == 821).count(), 1);
+
+    // Stream 0 releases at once; an array with nothing to release makes no driver call.
+    f.begin(0);
+    // SAFETY: stream 0 names no stream.
+    unsafe { rust_array(f, 831, true).release_after(CAI_STREAM_NONE) }.map_err(|(_, error)| error).unwrap();
+    assert!(released_at(831).is_some() && released_at(832).is_some());
+    let nothing = Array::builder("<f4", &[4], 0x1000).build().unwrap();
+    f.begin(0);
+    // SAFETY: never handed to the driver.
+    unsafe { nothing.release_after(0xdead_0000) }.map_err(|(_, error)| error).unwrap();
+    assert_eq!(f.log(), "", "no driver call");
+}

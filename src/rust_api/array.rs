@@ -352,6 +352,56 @@ impl Array {
         ArrayView { raw: self }
     }
 
+    /// Consumer side, once the work that reads the array is enqueued: hands the array back to
+    /// its producer once the GPU has passed the work enqueued on `stream` so far, never
+    /// waiting on the host (`cai_release_after`). The whole `Array` (its release, descr
+    /// fields and mask) moves into libcai's queue and is dropped there once an event recorded
+    /// on `stream` has completed, from a later `release_after` or
+    /// [`release_pending`](super::release_pending) call in any thread. Call
+    /// `release_pending(PendingMode::Wait)` before the program exits: what is still queued then
+    /// is never released.
+    ///
+    /// Stream 0 drops the array at once; an array with nothing to release (no `release` and no
+    /// mask) is dropped with no driver call. On failure the array comes back with the error:
+    /// [`Status::StreamCapturing`] for a stream capturing a CUDA graph (its work is only
+    /// recorded, so no event on it says when the memory is free) or the legacy stream during a
+    /// capture, [`Status::Driver`] for a stream the driver does not know,
+    /// [`Status::NoDriver`] with no driver, [`Status::InvalidArgument`] for OpenCL memory.
+    ///
+    /// # Safety
+    /// A `stream` other than 0, 1 and 2 is a live `CUstream`.
+    ///
+    /// ```
+    /// let array = cai::Array::builder("<f4", &[4], 0x7f00_0000_1000).on_release(|| ()).build()?;
+    /// // SAFETY: stream 0 names no stream: nothing to wait for, released at once.
+    /// unsafe { array.release_after(cai::CAI_STREAM_NONE) }.map_err(|(_array, error)| error)?;
+    /// # Ok::<(), cai::Error>(())
+    /// ```
+    pub unsafe fn release_after(self, stream: u64) -> std::result::Result<(), (Array, Error)> {
+        if self.as_raw().release.is_none() && self._mask.is_none() {
+            return Ok(());
+        }
+        let mut raw = *self.as_raw();
+        raw.owner = Box::into_raw(Box::new(self)).cast();
+        raw.release = Some(release_boxed_array);
+        // SAFETY: a valid struct, ours alone; its pointers reach into the boxed Array, which
+        // lives until the release drops it, on any thread (Array is Send); `stream` is the
+        // caller's promise.
+        match unsafe { crate::device_calls::release_after(&mut raw, stream) } {
+            Ok(()) => Ok(()),
+            // A failure after the move (release cleared), which libcai's own cai_release_after
+            // never reports: the queue owns the Box now, so it is not taken back (that would
+            // free it twice).
+            Err(_) if raw.release.is_none() => Ok(()),
+            Err(error) => {
+                // SAFETY: refused, the struct untouched: `owner` is still the Box leaked above,
+                // and nothing else will release it.
+                let array = unsafe { Box::from_raw(raw.owner.cast::<Array>()) };
+                Err((*array, error))
+            }
+        }
+    }
+
     /// The struct, for the DLPack hand-over, which clears its `release` on success.
     pub(crate) fn raw_mut(&mut self) -> &mut CaiArray {
         self.description.array_mut()
@@ -452,6 +502,13 @@ unsafe extern "C" fn release_closure(array: *mut CaiArray) {
     // SAFETY: `owner` is the Box<ReleaseClosure> the builder leaked, and the release runs once.
     let closure = unsafe { Box::from_raw((*array).owner.cast::<ReleaseClosure>()) };
     closure();
+}
+
+/// The release of what [`Array::release_after`] queued: drops the boxed Array, running its own
+/// release once.
+unsafe extern "C" fn release_boxed_array(array: *mut CaiArray) {
+    // SAFETY: `owner` is the Box release_after leaked; the release runs once.
+    drop(unsafe { Box::from_raw((*array).owner.cast::<Array>()) });
 }
 
 /// Describes an [`Array`] field by field, for a Rust producer: see [`Array::builder`].

@@ -11,7 +11,7 @@ mod options;
 
 pub use array::{Array, ArrayBuilder, ArrayRef, ArrayView, Memory, OpenClStream};
 pub use dlpack::{DlpackTensor, IntoDlpackError, LegacyDlpackTensor};
-pub use options::{ImportOptions, PointerCheck, SyncMode};
+pub use options::{ImportOptions, PendingMode, PointerCheck, SyncMode};
 
 use std::ffi::c_void;
 
@@ -192,4 +192,20 @@ pub fn pointer_info(pointer: u64) -> Result<PointerInfo> {
 /// ```
 pub fn driver_version() -> Result<i32> {
     crate::device_calls::driver_version()
+}
+
+/// Runs the releases [`Array::release_after`] queued whose work has completed
+/// ([`PendingMode::Poll`], never waits), or all of them, waiting on the host for each
+/// ([`PendingMode::Wait`]: what a program calls before it exits, as libcai runs nothing at
+/// exit), in the calling thread (`cai_release_pending`). Returns how many are still queued.
+/// With nothing queued no driver is loaded. A query the driver fails still runs that release;
+/// the first such failure is returned once every due release has run.
+///
+/// ```
+/// // Nothing was queued: nothing to run, and no driver is asked.
+/// assert_eq!(cai::release_pending(cai::PendingMode::Wait)?, 0);
+/// # Ok::<(), cai::Error>(())
+/// ```
+pub fn release_pending(mode: PendingMode) -> Result<u64> {
+    crate::device_calls::release_pending(mode == PendingMode::Wait)
 }

@@ -164,3 +164,15 @@ impl ImportOptions {
         &self.raw
     }
 }
+
+/// How [`release_pending`](super::release_pending) runs the releases
+/// [`Array::release_after`](super::Array::release_after) queued (`CAI_PENDING_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PendingMode {
+    /// Runs those whose work has completed; never waits (`CAI_PENDING_POLL`).
+    #[default]
+    Poll,
+    /// Waits on the host for each one's work, runs them all and leaves none queued
+    /// (`CAI_PENDING_WAIT`): before the program exits.
+    Wait,
+}
