@@ -147,3 +147,19 @@ pub struct CaiCApi {
     pub current_stream:
         Option<unsafe extern "C" fn(*const CaiCApi, i32, *mut u64, *mut CaiError) -> CaiStatus>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::CaiPythonApi;
+
+    /// Each member is one pointer after the three header words; the two of minor 4 are the
+    /// last, in cai_python.h's order, so a table of minor 3 ends where they begin.
+    #[test]
+    fn the_release_after_members_come_last_in_the_table_as_cai_python_h_orders_them() {
+        let word = std::mem::size_of::<usize>();
+        let after = std::mem::offset_of!(CaiPythonApi, cai_release_after);
+        assert_eq!(after, std::mem::offset_of!(CaiPythonApi, cai_python_view_or_own) + word);
+        assert_eq!(std::mem::offset_of!(CaiPythonApi, cai_release_pending), after + word);
+        assert_eq!(std::mem::size_of::<CaiPythonApi>(), after + 2 * word);
+    }
+}

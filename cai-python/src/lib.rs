@@ -123,6 +123,8 @@ fn route_device_calls(api: &'static CaiPythonApi) -> PyResult<()> {
         sync: api.cai_sync,
         pointer_info: api.cai_pointer_info,
         driver_status: api.cai_driver_status,
+        release_after: api.cai_release_after,
+        release_pending: api.cai_release_pending,
     });
     // SAFETY: cai.h's functions as the package publishes them, with cai.h's contracts, in a
     // module never unloaded.
@@ -295,6 +297,50 @@ pub fn keep<T: Send + 'static>(value: T) -> impl FnOnce() + Send + 'static {
     }
 }
 
+/// [`cai::Array::release_after`] on the package's queue: hands `array` back to its producer
+/// once the GPU has passed the work enqueued on `stream` so far, never waiting on the host
+/// (`cai.Array.release(stream=...)` from Rust). The table is read first, so that the array
+/// goes to the queue the package drains (later libcai calls, `cai.release_pending`, and the
+/// package's exit hook, which runs what is still queued before the interpreter finalizes),
+/// never to a queue of the extension's own copy of libcai. On failure the array comes back
+/// with the `cai.CaiError` (`CAI_ERROR_STREAM_CAPTURING` for a capturing stream).
+///
+/// ```no_run
+/// use pyo3::prelude::*;
+///
+/// /// Takes `obj`, enqueues work on `stream` that reads it, and lets go of it without waiting.
+/// #[pyfunction]
+/// fn consume(obj: &Bound<'_, PyAny>, stream: u64) -> PyResult<()> {
+///     // SAFETY (both blocks): the caller's live CUstream.
+///     let options = unsafe { cai::ImportOptions::new().consumer_stream(stream) };
+///     let array = cai_python::from_object(obj, &options)?;
+///     // ... launch a kernel on `stream` that reads array.data() ...
+///     unsafe { cai_python::release_after(obj.py(), array, stream) }.map_err(|(_array, error)| error)
+/// }
+/// ```
+///
+/// # Safety
+/// A `stream` other than 0, 1 and 2 is a live `CUstream`.
+pub unsafe fn release_after(
+    py: Python<'_>,
+    array: cai::Array,
+    stream: u64,
+) -> Result<(), (cai::Array, PyErr)> {
+    if let Err(failed) = table(py) {
+        return Err((array, failed));
+    }
+    // SAFETY: the caller's promise; the call is routed to the package's cai_release_after.
+    unsafe { array.release_after(stream) }.map_err(|(array, error)| (array, raise(error)))
+}
+
+/// [`cai::release_pending`] on the package's queue (`cai.release_pending`): runs the releases
+/// that are due ([`cai::PendingMode::Poll`]) or all of them, waiting for each
+/// ([`cai::PendingMode::Wait`]); how many are still queued.
+pub fn release_pending(py: Python<'_>, mode: cai::PendingMode) -> PyResult<u64> {
+    table(py)?;
+    cai::release_pending(mode).map_err(raise)
+}
+
 /// `error` (a refusal of libcai's Rust API) as the `cai.CaiError` the package raises for it,
 /// with its status, message and driver result: for `.map_err(cai_python::raise)?`.
 pub fn raise(error: cai::Error) -> PyErr {
@@ -381,6 +427,17 @@ pub struct Array(pub cai::Array);
 impl From<cai::Array> for Array {
     fn from(array: cai::Array) -> Array {
         Array(array)
+    }
+}
+
+impl Array {
+    /// [`release_after`] for the newtype: on failure it comes back with the `cai.CaiError`.
+    ///
+    /// # Safety
+    /// As [`release_after`]'s.
+    pub unsafe fn release_after(self, py: Python<'_>, stream: u64) -> Result<(), (Array, PyErr)> {
+        // SAFETY: the caller's promise.
+        unsafe { release_after(py, self.0, stream) }.map_err(|(array, error)| (Array(array), error))
     }
 }
 
