@@ -48,6 +48,8 @@ cdef extern from "cai_python.h":
         CAI_SYNC_STREAM_ORDERED
         CAI_SYNC_BLOCKING
         CAI_SYNC_NONE
+        CAI_PENDING_POLL
+        CAI_PENDING_WAIT
         CAI_POINTER_CHECK_DEFAULT
         CAI_POINTER_CHECK_ALWAYS
         CAI_POINTER_CHECK_NEVER
@@ -240,5 +242,9 @@ cdef extern from "cai_python.h":
     CaiStatus cai_sync(const CaiArray *array, const CaiSyncOptions *options, CaiError *error) noexcept nogil
     CaiStatus cai_pointer_info(uint64_t pointer, CaiPointerInfo *info, CaiError *error) noexcept nogil
     CaiStatus cai_driver_status(int32_t *version, CaiError *error) noexcept nogil
+    # Releases `array` once the GPU has passed the work enqueued on `stream` so far (the
+    # package's queue, drained at interpreter exit); on failure `array` is still the caller's.
+    CaiStatus cai_release_after(CaiArray *array, uint64_t stream, CaiError *error) noexcept nogil
+    CaiStatus cai_release_pending(int32_t mode, uint64_t *left, CaiError *error) noexcept nogil
     const char *cai_status_string(CaiStatus status) noexcept
     const char *cai_library_version() noexcept
