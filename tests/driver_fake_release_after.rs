@@ -353,3 +353,142 @@ fn a_refused_rust_release_after_hands_the_array_back_whole_fake_driver() {
     unsafe { nothing.release_after(0xdead_0000) }.map_err(|(_, error)| error).unwrap();
     assert_eq!(f.log(), "", "no driver call");
 }
+
+/// A gate that a release waits at: `entered` once the release has begun, `open` to let it end.
+struct Gate {
+    state: Mutex<(bool, bool)>,
+    changed: std::sync::Condvar,
+}
+
+static GATE: Gate = Gate { state: Mutex::new((false, false)), changed: std::sync::Condvar::new() };
+
+impl Gate {
+    fn reset(&self) {
+        *self.state.lock().unwrap() = (false, false);
+    }
+    fn until(&self, what: impl Fn(&(bool, bool)) -> bool) {
+        let mut state = self.state.lock().unwrap();
+        while !what(&state) {
+            state = self.changed.wait(state).unwrap();
+        }
+    }
+    fn set(&self, what: impl FnOnce(&mut (bool, bool))) {
+        what(&mut self.state.lock().unwrap());
+        self.changed.notify_all();
+    }
+}
+
+/// A release that says it began, waits for the gate to open, then notes itself.
+unsafe extern "C" fn gated_release(array: *mut CaiArray) {
+    GATE.set(|state| state.0 = true);
+    GATE.until(|state| state.1);
+    // SAFETY: the release's contract, as for note_release.
+    unsafe { note_release(array) };
+}
+
+#[test]
+fn a_waiting_drain_waits_for_the_releases_another_threads_pass_is_running_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    GATE.reset();
+    f.begin(0);
+    let (s, idle) = (f.stream(0), f.stream(0));
+    let kernel = f.launch_slow(s, -1);
+    let mut held = owned_array(f, 901);
+    assert_eq!(release_after(&mut held, s).0, CAI_OK);
+    // Thread A queues an array whose work is done: its own pass takes both out, keeps the
+    // held one and runs the gated release, which waits at the gate.
+    let runner = std::thread::spawn(move || {
+        fake().begin(0);
+        let mut gated = owned_array(fake(), 902);
+        gated.release = Some(gated_release);
+        release_after(&mut gated, idle)
+    });
+    GATE.until(|state| state.0);
+    f.finish_slow(kernel);
+    // Thread B drains, waiting: it runs 901 itself, and must then wait for A's 902.
+    let drainer = std::thread::spawn(|| {
+        fake().begin(0);
+        let drained = pending(CAI_PENDING_WAIT);
+        (drained, released_at(902).is_some())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let returned_early = drainer.is_finished();
+    GATE.set(|state| state.1 = true);
+    assert_eq!(runner.join().unwrap().0, CAI_OK);
+    let ((status, left, message), saw_902) = drainer.join().unwrap();
+    assert_eq!((status, left), (CAI_OK, 0), "{message}");
+    assert!(released_at(901).is_some());
+    assert!(!returned_early && saw_902, "the waiting drain returned while thread A still ran 902's release");
+}
+
+/// Releases that drain (below) and have begun.
+static DRAINING: Mutex<u32> = Mutex::new(0);
+static DRAINING_CHANGED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// A release that drains, waiting, from inside the pass that runs it, once `DRAINING` reaches
+/// the tag's last digit or half a second passed, and queues another release on the way; it
+/// notes `tag + 1000` where its drain had run the release queued before it and the new one.
+unsafe extern "C" fn draining_release(array: *mut CaiArray) {
+    // SAFETY: the release's contract, as for note_release.
+    let tag = unsafe { (*array).owner } as usize;
+    let mut count = DRAINING.lock().unwrap();
+    *count += 1;
+    DRAINING_CHANGED.notify_all();
+    let _ = DRAINING_CHANGED
+        .wait_timeout_while(count, std::time::Duration::from_millis(500), |count| *count < (tag % 10) as u32)
+        .unwrap();
+    let mut again = owned_array(fake(), tag + 1);
+    assert_eq!(release_after(&mut again, CAI_STREAM_PER_THREAD).0, CAI_OK);
+    let (status, _, message) = pending(CAI_PENDING_WAIT);
+    assert_eq!(status, CAI_OK, "{message}");
+    if released_at(tag - 1).is_some() && released_at(tag + 1).is_some() {
+        RELEASED.lock().unwrap().push((tag + 1000, fake().now()));
+    }
+    // SAFETY: as above.
+    unsafe { note_release(array) };
+}
+
+#[test]
+fn a_waiting_drain_inside_a_release_neither_deadlocks_nor_skips_what_is_queued_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    f.begin(0);
+    let (s, idle) = (f.stream(0), f.stream(0));
+    *DRAINING.lock().unwrap() = 0;
+    // In one thread: the pass keeps 940 (its kernel runs) and runs 941, whose drain must wait
+    // for 940 and run the 942 it queued, though its own pass has not finished.
+    f.launch_slow(s, 40);
+    let mut earlier = owned_array(f, 940);
+    assert_eq!(release_after(&mut earlier, s).0, CAI_OK);
+    let mut draining = owned_array(f, 941);
+    draining.release = Some(draining_release);
+    assert_eq!(release_after(&mut draining, idle).0, CAI_OK);
+    assert!(released_at(941).is_some() && released_at(1941).is_some(), "the nested drain ran 940 and 942");
+
+    // Two threads at once, each in a release that drains (both begun, the tags' 2): neither
+    // may wait for the release the other runs, which waits for it.
+    *DRAINING.lock().unwrap() = 0;
+    let threads: Vec<_> = [952, 962]
+        .into_iter()
+        .map(|tag| {
+            let mut earlier = owned_array(f, tag - 1);
+            assert_eq!(release_after(&mut earlier, idle).0, CAI_OK);
+            std::thread::spawn(move || {
+                fake().begin(0);
+                let mut draining = owned_array(fake(), tag);
+                draining.release = Some(draining_release);
+                release_after(&mut draining, idle).0
+            })
+        })
+        .collect();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(threads.into_iter().map(|thread| thread.join().ok()).collect::<Vec<_>>());
+    });
+    let statuses =
+        finished.recv_timeout(std::time::Duration::from_secs(20)).expect("the two drains deadlocked");
+    assert_eq!(statuses, [Some(CAI_OK), Some(CAI_OK)]);
+    assert!(released_at(952).is_some() && released_at(962).is_some());
+    assert_eq!(pending(CAI_PENDING_WAIT).1, 0);
+}

@@ -58,6 +58,14 @@ pub unsafe extern "C" fn cai_release_after(
 /// `*left` (may be NULL) is set to how many are still queued (0 after CAI_PENDING_WAIT, but
 /// for those queued by other threads meanwhile). With nothing queued no driver is loaded.
 ///
+/// CAI_PENDING_WAIT returns only once every release queued before the call has run, whichever
+/// thread runs it: it also waits for those another thread's call (a poll) has taken
+/// out and is running. Called from inside a release (a `release` callback that drains), it
+/// waits for every other one but those being run at that moment, by this thread or another:
+/// its caller's own release cannot end before it returns, and another thread's may be waiting
+/// in the same way. A thread that holds a lock a release needs (a Python thread attached to
+/// the interpreter, whose keepers' releases attach) must let go of it before waiting.
+///
 /// A query the driver fails (a destroyed context, a sticky device error) still runs that
 /// release, no work of it being left to run, and the first such failure is returned after
 /// every due release has run.
