@@ -653,6 +653,10 @@ CaiStatus cai_move(struct CaiArray *dst, struct CaiArray *src, struct CaiError *
 // on failure. Needs the driver only for a pointer check or a sync; fails with
 // CAI_ERROR_NO_DRIVER when one of those is needed and no driver loads.
 //
+// First runs the releases `cai_release_after` queued whose work has completed (with nothing
+// queued: one atomic load, no lock, no driver call); a failed event query met there still runs
+// its release and is dropped, never this call's failure.
+//
 // # Safety
 // `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
 // its fields say); `options` is NULL or points to a valid `CaiImportOptions`; `info` is NULL or
@@ -668,7 +672,7 @@ CaiStatus cai_import(const struct CaiArray *array,
 // checks. A NULL-stream (`stream` 0, "None") array needs nothing and loads no driver. With no
 // pointer query to name the array's context, the default-stream handles 1 and 2 mean those of
 // the calling thread's current context; `cai_import`, once it has queried the pointer, uses
-// the allocation's.
+// the allocation's. Runs the due releases first, as `cai_import` does.
 //
 // # Safety
 // `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
@@ -787,8 +791,9 @@ const char *cai_library_version(void);
 // (1: legacy default stream, 2: per-thread default stream, else a CUstream, in its context;
 // for 1 and 2 the current context, else the context of the array's memory) and the array
 // queued; its `release` runs later, once that event has completed, from a later
-// `cai_release_after` or `cai_release_pending` call in any thread (each runs the releases
-// that are due), never from a thread or callback of libcai's.
+// `cai_release_after`, `cai_release_pending`, `cai_import` or `cai_sync` call in any thread
+// (each runs the releases that are due; an import or sync with nothing queued pays one
+// atomic load), never from a thread or callback of libcai's.
 //
 // Ownership: on CAI_OK the array has moved into libcai's queue (`array->release` cleared;
 // the struct's memory is the caller's again at once); on failure `*array` is untouched and
@@ -824,7 +829,7 @@ CaiStatus cai_release_after(struct CaiArray *array, uint64_t stream, struct CaiE
 // for those queued by other threads meanwhile). With nothing queued no driver is loaded.
 //
 // CAI_PENDING_WAIT returns only once every release queued before the call has run, whichever
-// thread runs it: it also waits for those another thread's call (a poll) has taken
+// thread runs it: it also waits for those another thread's call (a poll, an import) has taken
 // out and is running. Called from inside a release (a `release` callback that drains), it
 // waits for every other one but those being run at that moment, by this thread or another:
 // its caller's own release cannot end before it returns, and another thread's may be waiting

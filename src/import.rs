@@ -5,6 +5,7 @@ use crate::abi::{
     CaiArray, CaiDLDevice, CaiImportOptions, CaiPointerInfo, CaiSyncOptions, CAI_MEMORY_CUDA,
     CAI_POINTER_CHECK_NEVER,
 };
+use crate::device::deferred::run_due_releases;
 use crate::device::memory::{check_then_sync, kind_of};
 use crate::device::pointer::HostMemory;
 use crate::device::sync::{planned_action, sync_mode_is_known, SyncAction};
@@ -54,6 +55,8 @@ pub fn import_described(
     options: &CaiImportOptions,
     device: Option<CaiDLDevice>,
 ) -> Result<Imported> {
+    // Releases queued after a stream run from later imports too (with nothing queued: one load).
+    run_due_releases();
     let Some(validated) = validated else { return import_validating(array, options, device) };
     if import_of_array_is_inert(array, options) {
         return Ok(Imported { validated, info: CaiPointerInfo::default() });
@@ -149,6 +152,7 @@ pub(crate) fn pointer_info(pointer: u64) -> Result<CaiPointerInfo> {
 /// Synchronizes with `array`'s stream as `options` say, without the pointer check: the
 /// default-stream handles 1 and 2 then mean the current context's.
 pub fn sync(array: &CaiArray, options: &CaiSyncOptions) -> Result<()> {
+    run_due_releases();
     reserved_are_zero("CaiSyncOptions.reserved", &options.reserved)?;
     let (consumer_stream, sync_mode) = (options.consumer_stream, options.sync_mode);
     sync_mode_is_known(sync_mode)?;

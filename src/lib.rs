@@ -123,6 +123,7 @@ pub mod binding {
 
     /// The consumer's side: import (validate, check, sync) and what it established.
     pub mod import {
+        pub use crate::device::deferred::run_due_releases;
         pub use crate::device::sync::{producer_ordering, ProducerOrdering};
         pub use crate::import::{import, import_described, import_is_inert, import_may_wait, sync, Imported};
     }

@@ -492,3 +492,54 @@ fn a_waiting_drain_inside_a_release_neither_deadlocks_nor_skips_what_is_queued_f
     assert!(released_at(952).is_some() && released_at(962).is_some());
     assert_eq!(pending(CAI_PENDING_WAIT).1, 0);
 }
+
+fn import_nothing_to_sync(f: &Fake) -> (i32, String) {
+    let mut a = array(&[4], "<f4");
+    a.data = f.alloc(4096, MEMORY_DEVICE, 0, 0);
+    let mut e = blank_error();
+    // SAFETY: live values of the types the function takes (default options).
+    let status = unsafe { cai_import(&a, std::ptr::null(), null_mut(), &mut e) };
+    (status, if status == CAI_OK { String::new() } else { e.message_str() })
+}
+
+#[test]
+fn a_later_import_or_sync_runs_the_releases_that_are_due_fake_driver() {
+    let _turn = one_at_a_time();
+    let f = fake();
+    f.begin(0);
+    let s = f.stream(0);
+    // Nothing queued: an import asks the driver nothing about events.
+    assert_eq!(import_nothing_to_sync(f).0, CAI_OK);
+    assert!(!f.log().contains("cuEvent"), "{}", f.log());
+
+    let kernel = f.launch_slow(s, -1);
+    let mut a = owned_array(f, 931);
+    assert_eq!(release_after(&mut a, s).0, CAI_OK);
+    assert_eq!(import_nothing_to_sync(f).0, CAI_OK);
+    assert_eq!(released_at(931), None, "the kernel still reads the array");
+    f.finish_slow(kernel);
+    assert_eq!(import_nothing_to_sync(f).0, CAI_OK);
+    assert!(released_at(931).is_some(), "the import ran the release that was due");
+
+    // cai_sync (a NULL-stream array: nothing to sync) polls too.
+    let kernel = f.launch_slow(s, -1);
+    let mut b = owned_array(f, 932);
+    assert_eq!(release_after(&mut b, s).0, CAI_OK);
+    f.finish_slow(kernel);
+    let synced = array(&[4], "<f4");
+    let mut e = blank_error();
+    // SAFETY: live values of the types the function takes (default options).
+    assert_eq!(unsafe { cai_sync(&synced, std::ptr::null(), &mut e) }, CAI_OK, "{}", e.message_str());
+    assert!(released_at(932).is_some(), "the sync ran the release that was due");
+
+    // A failed query met by an import's poll is not the import's failure; the release runs.
+    let kernel = f.launch_slow(s, -1);
+    let mut c = owned_array(f, 933);
+    assert_eq!(release_after(&mut c, s).0, CAI_OK);
+    f.fail("cuEventQuery", CUDA_ERROR_LAUNCH_FAILED);
+    assert_eq!(import_nothing_to_sync(f), (CAI_OK, String::new()));
+    assert!(released_at(933).is_some());
+    f.finish_slow(kernel);
+    f.begin(0);
+    assert_eq!(pending(CAI_PENDING_POLL), (CAI_OK, 0, String::new()), "the failure was not kept");
+}

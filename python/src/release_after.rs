@@ -4,7 +4,9 @@
 //! The Array is marked released at once; what it kept alive (the producer object, a C
 //! producer's release) moves into the core's queue, with a strong reference to the Array (its
 //! struct, descr and mask stay where the release finds them). The queued release attaches to
-//! the interpreter, runs the producer's callback and lets go of the references. An atexit hook,
+//! the interpreter from whichever thread runs it (a later import may, with the GIL released:
+//! `with_thread_attached`, which never attaches after finalization), runs the producer's
+//! callback and lets go of the references. An atexit hook,
 //! registered when the module loads, drains the queue (waiting for the events) while the
 //! interpreter still runs; a release asked for after it is drained at once, waiting, so that
 //! nothing of Python's is queued once finalization begins.

@@ -136,3 +136,19 @@ def test_row_95_at_exit_the_pending_release_runs_before_finalization_fake_driver
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["exiting", "released finalizing=False after_kernel=True"], run.stdout
     assert run.stderr == "", run.stderr
+
+
+def test_row_93_a_later_import_lets_go_of_what_is_due_fake_driver(fake):
+    lib, notes = _clock(fake), []
+    stream = fake.stream()
+    kernel = lib.fake_cuda_launch_slow(stream, -1)
+    a = cai.from_object(Producer(fake, None, notes), sync=False)
+    a.release(stream=stream)
+    del a
+    cai.from_object(Producer(fake, None, []), sync=False).release()
+    assert notes == [], "the kernel still reads the memory"
+    lib.fake_cuda_finish_slow(kernel)
+    cai.from_object(Producer(fake, None, []), sync=False).release()
+    assert len(notes) == 1, "the import let go of the producer, with no release_pending"
+    assert notes[0] >= lib.fake_cuda_slow_finished_at(kernel) > 0
+    assert cai.release_pending() == 0

@@ -4,8 +4,10 @@
 //!
 //! The array waits in one process-wide queue with an event recorded on the stream. No thread
 //! of libcai's and no host callback runs the releases: every `cai_release_after` and every
-//! `cai_release_pending` asks the queued events (cuEventQuery, which never waits) and runs
-//! the releases whose work is done, in the calling thread, outside the queue's lock (a release may queue another, or drain). A pass
+//! `cai_release_pending`, and every import and sync while something is queued (one relaxed
+//! load tells them, so that an import with nothing queued pays only that), asks the queued
+//! events (cuEventQuery, which never waits) and runs the releases whose work is done, in the
+//! calling thread, outside the queue's lock (a release may queue another, or drain). A pass
 //! takes the queue out to ask the driver without the lock; the numbers of what it took stay
 //! under the lock, so that `cai_release_pending` in its waiting form, which waits for each
 //! event (cuEventSynchronize), also waits, on a condition variable, for the releases other
@@ -18,6 +20,7 @@
 //! (CAI_ERROR_STREAM_CAPTURING) after the capture query and before any other driver call.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::context::ContextGuard;
@@ -69,6 +72,10 @@ static QUEUE: Mutex<Queue> =
 
 /// Signalled whenever a pass puts releases back or has run them.
 static CHANGED: Condvar = Condvar::new();
+
+/// `QUEUE.waiting.len()`, written under the lock: what an import reads, with no lock, to know
+/// whether there is anything to poll.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     /// How many passes of this thread are running releases: a waiting drain called from a
@@ -124,6 +131,7 @@ pub(crate) unsafe fn release_after(array: *mut CaiArray, stream: u64) -> Result<
         let number = queue.next;
         queue.next += 1;
         queue.waiting.push(Pending { array: moved, event, number });
+        WAITING.store(queue.waiting.len(), Ordering::Relaxed);
     }
     // The array has moved: whatever the pass over the queue meets, this call succeeded, since a
     // failure here would tell the caller the array is still theirs. A failed query of an
@@ -144,6 +152,28 @@ pub(crate) fn release_pending(wait: bool) -> Result<u64> {
         return Ok(queue().left());
     }
     run_completed(crate::driver::driver()?, false)
+}
+
+/// Polls the queue where it holds anything: every import and sync calls it first. With
+/// nothing queued one relaxed load: no lock, no driver call. A release queued by another
+/// thread may be missed until that thread's store is seen, which only delays it.
+#[inline(always)]
+pub fn run_due_releases() {
+    if WAITING.load(Ordering::Relaxed) != 0 {
+        run_due_releases_now();
+    }
+}
+
+/// `run_due_releases` with something queued. A failed query still runs its release (see
+/// `run_completed`) and the failure is dropped: it is not the import's, and
+/// `cai_release_pending` reports only what its own passes meet.
+#[cold]
+#[inline(never)]
+fn run_due_releases_now() {
+    // Something was queued, so the driver loaded: this only reads what it found.
+    if let Ok(driver) = crate::driver::driver() {
+        let _ = run_completed(driver, false);
+    }
 }
 
 /// The waiting drain: passes over the queue until none of the releases queued before it is
@@ -229,6 +259,7 @@ fn run_completed(driver: &Driver, wait: bool) -> Result<u64> {
         let mut queue = queue();
         let taken = std::mem::take(&mut queue.waiting);
         queue.asking.extend(taken.iter().map(|pending| pending.number));
+        WAITING.store(0, Ordering::Relaxed);
         taken
     };
     let asked: Vec<u64> = taken.iter().map(|pending| pending.number).collect();
@@ -267,6 +298,7 @@ fn run_completed(driver: &Driver, wait: bool) -> Result<u64> {
         queue.waiting.sort_by_key(|pending| pending.number);
         queue.asking.retain(|number| asked.binary_search(number).is_err());
         queue.releasing.extend_from_slice(&releasing.numbers);
+        WAITING.store(queue.waiting.len(), Ordering::Relaxed);
         queue.left()
     };
     CHANGED.notify_all();

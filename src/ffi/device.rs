@@ -16,6 +16,10 @@ use crate::status::CaiStatus;
 /// on failure. Needs the driver only for a pointer check or a sync; fails with
 /// CAI_ERROR_NO_DRIVER when one of those is needed and no driver loads.
 ///
+/// First runs the releases `cai_release_after` queued whose work has completed (with nothing
+/// queued: one atomic load, no lock, no driver call); a failed event query met there still runs
+/// its release and is dropped, never this call's failure.
+///
 /// # Safety
 /// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what
 /// its fields say); `options` is NULL or points to a valid `CaiImportOptions`; `info` is NULL or
@@ -45,7 +49,7 @@ pub unsafe extern "C" fn cai_import(
 /// checks. A NULL-stream (`stream` 0, "None") array needs nothing and loads no driver. With no
 /// pointer query to name the array's context, the default-stream handles 1 and 2 mean those of
 /// the calling thread's current context; `cai_import`, once it has queried the pointer, uses
-/// the allocation's.
+/// the allocation's. Runs the due releases first, as `cai_import` does.
 ///
 /// # Safety
 /// `array` is NULL or points to a valid `CaiArray` (its `mask` and `descr`, when set, point to what

@@ -11,8 +11,9 @@ use crate::status::{CaiStatus, Error, Status};
 /// (1: legacy default stream, 2: per-thread default stream, else a CUstream, in its context;
 /// for 1 and 2 the current context, else the context of the array's memory) and the array
 /// queued; its `release` runs later, once that event has completed, from a later
-/// `cai_release_after` or `cai_release_pending` call in any thread (each runs the releases
-/// that are due), never from a thread or callback of libcai's.
+/// `cai_release_after`, `cai_release_pending`, `cai_import` or `cai_sync` call in any thread
+/// (each runs the releases that are due; an import or sync with nothing queued pays one
+/// atomic load), never from a thread or callback of libcai's.
 ///
 /// Ownership: on CAI_OK the array has moved into libcai's queue (`array->release` cleared;
 /// the struct's memory is the caller's again at once); on failure `*array` is untouched and
@@ -59,7 +60,7 @@ pub unsafe extern "C" fn cai_release_after(
 /// for those queued by other threads meanwhile). With nothing queued no driver is loaded.
 ///
 /// CAI_PENDING_WAIT returns only once every release queued before the call has run, whichever
-/// thread runs it: it also waits for those another thread's call (a poll) has taken
+/// thread runs it: it also waits for those another thread's call (a poll, an import) has taken
 /// out and is running. Called from inside a release (a `release` callback that drains), it
 /// waits for every other one but those being run at that moment, by this thread or another:
 /// its caller's own release cannot end before it returns, and another thread's may be waiting

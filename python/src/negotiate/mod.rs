@@ -17,7 +17,7 @@ mod type_facts;
 mod view;
 
 use cai::binding::dlpack::{AllowHost, HostWords};
-use cai::binding::import::{import_described, import_is_inert, import_may_wait, Imported};
+use cai::binding::import::{import_described, import_is_inert, import_may_wait, run_due_releases, Imported};
 use cai::binding::rules::Validated;
 use cai::{CaiArray, CaiDLDevice, CaiImportOptions, CAI_DL_CPU, CAI_POINTER_CHECK_NEVER};
 use pyo3::prelude::*;
@@ -71,6 +71,8 @@ pub(super) fn written(
 ) -> CaiResult<()> {
     let options = options_for_memory(options, named);
     if import_is_inert(&options, stream) {
+        // The core's import, skipped here, would run the releases that are due.
+        run_due_releases();
         write(out);
         return Ok(());
     }
