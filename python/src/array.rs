@@ -226,7 +226,6 @@ impl Array {
     ///
     /// # Safety
     /// `place` is valid for writes of an Array and holds none (what it holds is not dropped).
-    #[inline(always)]
     pub(crate) unsafe fn write_new(place: *mut Array, read: Read, imported: Option<Imported>) {
         // The struct handed to C (`ptr`) is a borrowed view: its release is held here instead.
         let Parts { description, release, device, owner, mask_owners, buffer } = read.into_parts();

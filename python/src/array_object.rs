@@ -76,7 +76,6 @@ impl<'py> ArrayObject<'py> {
     /// A new cai.Array holding the Array of `read` and what its import established
     /// (`Array::new`), written in its object's memory (`Array::write_new`) rather than made and
     /// then copied there.
-    #[inline(always)]
     pub fn of_read(py: Python<'py>, read: Read, imported: Option<Imported>) -> PyResult<ArrayObject<'py>> {
         // SAFETY: `write_new` writes every field of the place.
         unsafe { ArrayObject::new_with(py, |place| Array::write_new(place, read, imported)) }
@@ -87,7 +86,6 @@ impl<'py> ArrayObject<'py> {
     ///
     /// # Safety
     /// `write` writes a whole Array into the place it is given.
-    #[inline(always)]
     unsafe fn new_with(py: Python<'py>, write: impl FnOnce(*mut Array)) -> PyResult<ArrayObject<'py>> {
         let ty = ARRAY_TYPE.load(Ordering::Acquire);
         if ty.is_null() {

@@ -108,7 +108,6 @@ unsafe extern "C" fn python_from_object(
 
 /// Writes into `out` the struct that owns what `import_for_c` read (where it did not write it
 /// already). Matched whole, not through `?`: the large result is then not moved once more.
-#[inline(always)]
 fn own_for_c(imported: CaiResult<ForC>, out: &mut CaiArray) -> CaiResult<()> {
     match imported {
         Ok(ForC::Written) => {}
@@ -238,7 +237,6 @@ unsafe extern "C" fn python_view_or_own(
 ///
 /// # Safety
 /// `obj` is NULL or a live object.
-#[inline(always)]
 unsafe fn remembered(obj: *mut PyObject) -> Option<Remembered> {
     // SAFETY: `obj` checked non-NULL, a live object (the contract).
     (!obj.is_null()).then(|| unsafe { remembered_table(obj) }).flatten()
@@ -251,7 +249,6 @@ unsafe fn remembered(obj: *mut PyObject) -> Option<Remembered> {
 ///
 /// # Safety
 /// As `object_entry`'s.
-#[inline(always)]
 unsafe fn remembered_entry(
     name: &str,
     obj: *mut PyObject,

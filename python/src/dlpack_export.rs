@@ -48,9 +48,6 @@ pub struct DlpackRequest {
 ///
 /// # Safety
 /// Attached; each slot NULL or a live argument of the call.
-// Inlined (as `of_call` is): small results returned through memory were read back by wider
-// loads than the stores that wrote them, a stall on every call.
-#[inline(always)]
 pub unsafe fn plain_arguments(slots: &[*mut ffi::PyObject; 4]) -> Option<ReadPairs> {
     // SAFETY: the caller's contract: NULL or live arguments, type checks and reads.
     unsafe {
@@ -68,7 +65,6 @@ impl<'a, 'py> DlpackArguments<'a, 'py> {
     ///
     /// # Safety
     /// Attached; each slot is NULL or an argument of the call, alive while the result is used.
-    #[inline(always)]
     pub unsafe fn of_call(
         py: Python<'py>,
         slots: &'a [*mut ffi::PyObject; 4],

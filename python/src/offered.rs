@@ -186,7 +186,6 @@ impl Offered {
     ///
     /// # Safety
     /// The caller is attached to the interpreter and holds `obj`, a live object.
-    #[inline(always)]
     pub unsafe fn describe(
         &self,
         obj: *mut ffi::PyObject,
@@ -274,10 +273,6 @@ impl Offered {
 
     /// `describe` of a Python object, its refusals as failures: a host array refused in the
     /// caller's terms (`host.how`).
-    // Inlined, with `describe`, into each caller: what was described then goes to the caller's
-    // use of it, not through two results copied in turn (the second copy's wider loads stalled
-    // on the first one's stores).
-    #[inline(always)]
     pub fn describe_object(
         &self,
         obj: &Bound<'_, PyAny>,
@@ -343,7 +338,6 @@ impl Offered {
     ///
     /// # Safety
     /// As `describe`'s.
-    #[inline(always)]
     unsafe fn call_fill(
         &self,
         obj: *mut ffi::PyObject,

@@ -84,7 +84,6 @@ impl<T> Lent<T> {
     }
 
     /// Runs `use_value` with this thread's value where it is free, else with `fresh()`.
-    #[inline(always)]
     fn lend<R>(&self, fresh: impl FnOnce() -> T, use_value: impl FnOnce(&mut T) -> R) -> R {
         if self.lent.replace(true) {
             return use_value(&mut fresh());
@@ -128,7 +127,6 @@ thread_local! {
 /// Runs `fill` (a call that writes the CaiError it is given only when it fails, and cannot
 /// unwind) with a CaiError that reads as fresh; on a status other than CAI_OK, what `refused`
 /// makes of that status and the CaiError as the fill left it.
-#[inline(always)]
 pub fn with_fill_error<E>(
     fill: impl FnOnce(*mut CaiError) -> CaiStatus,
     refused: impl FnOnce(CaiStatus, &CaiError) -> E,
@@ -156,7 +154,6 @@ pub fn with_fill_error<E>(
 /// Runs `describe` with a CaiArray for a fill to describe into (its head unspecified, its
 /// extents those of an earlier fill, or zero): this thread's `FILL_ARRAY` where it is free,
 /// else one on the stack, zeroed. Nothing may keep a pointer into the array past `describe`.
-#[inline(always)]
 pub fn with_fill_array<R>(describe: impl FnOnce(&mut CaiArray) -> R) -> R {
     FILL_ARRAY.with(|scratch| scratch.lend(CaiArray::zeroed, describe))
 }

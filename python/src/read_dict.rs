@@ -74,8 +74,7 @@ pub fn read_interface(owner: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>) -> Cai
 }
 
 /// `read_dict` into a struct of this thread's pool: the struct, its descr fields and the mask
-/// object, if any. Inlined: out of line, its result's move cost about 30 instructions a call.
-#[inline(always)]
+/// object, if any.
 pub fn read_dict_pooled<'py>(
     dict: &Bound<'py, PyDict>,
 ) -> CaiResult<(Pooled, Vec<CaiField>, Option<Bound<'py, PyAny>>)> {
@@ -172,14 +171,12 @@ impl<'py> Held<'py> {
 }
 
 /// `object` as a tuple, if it is one (`is_tuple`).
-#[inline(always)]
 fn as_tuple<'a, 'py>(object: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyTuple>> {
     // SAFETY: a tuple (or a subclass of one), checked first.
     is_tuple(object.as_borrowed()).then(|| unsafe { object.cast_unchecked::<PyTuple>() })
 }
 
 /// `as_tuple`, taking the reference.
-#[inline(always)]
 fn into_tuple(object: Bound<'_, PyAny>) -> Option<Bound<'_, PyTuple>> {
     // SAFETY: a tuple (or a subclass of one), checked first.
     is_tuple(object.as_borrowed()).then(|| unsafe { object.cast_into_unchecked::<PyTuple>() })
@@ -187,7 +184,6 @@ fn into_tuple(object: Bound<'_, PyAny>) -> Option<Bound<'_, PyTuple>> {
 
 /// Whether `object` is exactly an int, a str or None: never a sequence, told by compares of
 /// its type, where a tuple or list check of it would ask for the type's flags.
-#[inline(always)]
 fn is_plain_scalar(object: Borrowed<'_, '_, PyAny>) -> bool {
     is_exactly(object, &raw mut ffi::PyLong_Type)
         || is_exactly(object, &raw mut ffi::PyUnicode_Type)
@@ -195,13 +191,11 @@ fn is_plain_scalar(object: Borrowed<'_, '_, PyAny>) -> bool {
 }
 
 /// Whether `object` is a tuple (or a subclass of one).
-#[inline(always)]
 fn is_tuple(object: Borrowed<'_, '_, PyAny>) -> bool {
     is_sequence::<PyTuple>(object, &raw mut ffi::PyTuple_Type, &raw mut ffi::PyList_Type)
 }
 
 /// Whether `object` is a list (or a subclass of one).
-#[inline(always)]
 fn is_list(object: Borrowed<'_, '_, PyAny>) -> bool {
     is_sequence::<PyList>(object, &raw mut ffi::PyList_Type, &raw mut ffi::PyTuple_Type)
 }
@@ -210,7 +204,6 @@ fn is_list(object: Borrowed<'_, '_, PyAny>) -> bool {
 /// dict holds exact builtins: told by compares of its type (with `other`, the other sequence
 /// type, and the plain scalars), the subclass check, a call for the type's flags under the
 /// limited API, left for what no compare tells.
-#[inline(always)]
 fn is_sequence<T: PyTypeCheck>(
     object: Borrowed<'_, '_, PyAny>,
     own: *mut ffi::PyTypeObject,
@@ -249,7 +242,6 @@ impl<T: Copy, const N: usize> Buf<T, N> {
     }
 
     /// The `len` values `value` makes, stored here.
-    #[inline(always)]
     fn fill(&mut self, len: usize, value: impl FnMut(usize) -> T) -> &[T] {
         if len <= N {
             for (slot, made) in self.inline[..len].iter_mut().zip((0..len).map(value)) {
@@ -269,7 +261,6 @@ pub type Items<'a, 'py, const N: usize> = Buf<PyValue<'a, 'py>, N>;
 
 /// A held value as the rules see it, its items read into `storage` when it is a tuple (or a
 /// list's copy) no longer than `limit`.
-#[inline(always)]
 fn sequence<'a, 'py, const N: usize>(
     held: &'a Held<'py>,
     storage: &'a mut Items<'a, 'py, N>,
@@ -371,7 +362,6 @@ fn single_entry<'py>(descr: &Bound<'py, PyAny>) -> Option<SingleEntry<'py>> {
     (len <= Limits::DESCR_ENTRY && no_list).then_some(SingleEntry { entry, len, list })
 }
 
-#[inline(always)]
 fn plain<'a, 'py>(held: &'a Held<'py>) -> PyValue<'a, 'py> {
     held.object.as_ref().map_or(Value::Absent, |o| scalar(o.as_borrowed()))
 }
@@ -480,7 +470,6 @@ impl<'a, 'py> DescrStorage<'a, 'py> {
 }
 
 /// The first N items of a tuple as scalars (Absent past its end).
-#[inline(always)]
 fn first_items<'a, 'py, const N: usize>(tuple: Option<Borrowed<'a, 'py, PyTuple>>) -> [PyValue<'a, 'py>; N] {
     let mut values = [Value::Absent; N];
     if let Some(tuple) = tuple {
@@ -492,7 +481,6 @@ fn first_items<'a, 'py, const N: usize>(tuple: Option<Borrowed<'a, 'py, PyTuple>
 }
 
 /// Item `i` of a tuple, borrowed for as long as the tuple is (tuples never change).
-#[inline(always)]
 fn item<'a, 'py>(tuple: Borrowed<'a, 'py, PyTuple>, i: usize) -> Option<Borrowed<'a, 'py, PyAny>> {
     // SAFETY: a live tuple; PyTuple_GetItem returns a borrowed reference, or NULL with an
     // IndexError past the end.

@@ -106,7 +106,6 @@ pub fn take_by_exchange(
 }
 
 /// The managed tensor the table's call gives for `obj`, handed over to the caller.
-#[inline(always)]
 fn managed_tensor(obj: &Bound<'_, PyAny>, exchange: Exchange) -> CaiResult<*mut CaiDLManagedTensorVersioned> {
     let mut tensor: *mut CaiDLManagedTensorVersioned = std::ptr::null_mut();
     // SAFETY: the producer's function, given the object it was looked up for.
@@ -163,7 +162,6 @@ impl Drop for ExchangeTensor {
 
 /// Takes `obj`'s managed tensor through the table's call, checking every rule before anything
 /// is written (see `ExchangeTensor`); a refused tensor is deleted at once.
-#[inline(always)]
 pub fn own_by_exchange(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,
@@ -245,9 +243,7 @@ impl ExchangeView {
 }
 
 /// Reads `obj`'s tensor through the table's non-owning DLTensor call, checking every rule
-/// before anything is written (see `ExchangeView`). Inlined into the view: its result is then
-/// not moved through memory.
-#[inline(always)]
+/// before anything is written (see `ExchangeView`).
 pub fn view_by_exchange(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,

@@ -163,9 +163,6 @@ fn is_named_ndarray(ty: &Bound<'_, PyType>) -> bool {
 /// # Safety
 /// `obj` is an instance of exactly the type `is_numpy_array_type` said yes to, held by the
 /// caller for the call.
-// Inlined into its callers (the Python and the C import): called out of line it cost the
-// Python numpy row about 50 instructions a call.
-#[inline(always)]
 pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiResult<Option<TakenTensor>> {
     let mut taken = Taken::new();
     let read = |tensor: &CaiDLTensor, read_only| {
@@ -192,7 +189,6 @@ const HOST: CaiDLDevice = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
 ///
 /// # Safety
 /// As `take_numpy_array`.
-#[inline(always)]
 pub unsafe fn with_numpy_tensor<R>(
     obj: &Bound<'_, PyAny>,
     read: impl FnOnce(&CaiDLTensor, bool) -> CaiResult<R>,
@@ -255,8 +251,6 @@ unsafe extern "C" fn release_array_reference(array: *mut CaiArray) {
 /// The DLPack type numpy's export gives `descr`, for the dtypes it maps itself (not those of its
 /// registry) in native byte order, and the DLPack type of an ml_dtypes type (bfloat16, the
 /// float8/6/4 types: `load_ml_dtypes`), which numpy's export refuses; None for any other.
-// Inlined into the reader: out of line it cost a numpy read about 30 instructions.
-#[inline(always)]
 fn dl_dtype(descr: &DescrFields) -> Option<CaiDLDataType> {
     let swapped = if cfg!(target_endian = "little") { b'>' } else { b'<' };
     let itemsize_known = (1..=16).contains(&descr.elsize) && (descr.elsize as usize).is_power_of_two();

@@ -39,14 +39,12 @@ pub type PyValue<'a, 'py> = Value<'a, TypeOf<'a, 'py>>;
 
 /// Whether `object`'s type is exactly `ty` (a builtin type): one compare, where a subclass
 /// check under the limited API is a call for the type's flags.
-#[inline(always)]
 pub fn is_exactly(object: Borrowed<'_, '_, PyAny>, ty: *mut ffi::PyTypeObject) -> bool {
     // SAFETY: a live object's type pointer is read.
     unsafe { ffi::Py_TYPE(object.as_ptr()) == ty }
 }
 
 /// A scalar as the rules see it. A tuple or list here is shown by its length, unread.
-#[inline(always)]
 pub fn scalar<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> PyValue<'a, 'py> {
     // Exact ints and strs first (what dicts hold), each by one compare of its type; then
     // every kind in the rules' order (a bool before an int).
@@ -116,7 +114,6 @@ fn integer<'a, 'py>(object: Borrowed<'a, 'py, PyAny>) -> Option<PyValue<'a, 'py>
 }
 
 /// An int's value: an i64, a u64 above i64::MAX, or too large either way.
-#[inline(always)]
 fn small_or_huge<'a, 'py>(int: Borrowed<'_, 'py, PyAny>) -> PyValue<'a, 'py> {
     let mut overflow = 0;
     // SAFETY: an int; an overflow is reported in `overflow`, without an exception.

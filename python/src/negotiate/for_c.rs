@@ -87,7 +87,6 @@ pub fn import_c_api_for_c(
 /// `remembered_table`) its exchange table for: the managed tensor the table gives, every
 /// rule checked, written into `out`, which owns it (`release` runs its deleter; see
 /// `written`). `out` is written only on success; a refused tensor is deleted.
-#[inline(always)]
 pub fn own_by_exchange_table(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,
@@ -165,8 +164,6 @@ pub(super) fn dict_for_c(
 /// `array` (what `validated` says of it, if known) imported and copied into `out`, which then
 /// holds a reference to `obj` of its own (`hold_reference`): for what lives as long as the
 /// object does, with no Array made for it. `out` is written only on success.
-/// Inlined: called out of line, it cost about 35 instructions a call in moved arguments.
-#[inline(always)]
 fn imported_holding_object(
     obj: &Bound<'_, PyAny>,
     array: &CaiArray,

@@ -59,7 +59,6 @@ impl Caller {
 /// with no struct of the call's own cleared and copied (1,160 bytes); else a pooled struct
 /// is, which owns what `write` handed it (released should the import refuse; a view hands it
 /// nothing to own), is imported, then copied into `out`.
-#[inline(always)]
 pub(super) fn written(
     py: Python<'_>,
     write: impl FnOnce(&mut CaiArray),
@@ -98,7 +97,6 @@ impl<T> Unshared<T> {
 
 /// Imports what a reader read, with the GIL released where the host may wait (a sync the core
 /// plans, or the first load of the driver).
-#[inline(always)]
 pub fn import_read(py: Python<'_>, read: &Read, options: &CaiImportOptions) -> CaiResult<Imported> {
     import_struct(py, read.array(), read.validated, options, read.device)
 }
@@ -108,7 +106,6 @@ pub fn import_read(py: Python<'_>, read: &Read, options: &CaiImportOptions) -> C
 /// with allow_host, has no pointer check; a CUDA device must be where the check finds the data
 /// (the core's `import_described`). `validated` (what validation found of `array` as it is)
 /// spares validating it again.
-#[inline(always)]
 pub(super) fn import_struct(
     py: Python<'_>,
     array: &CaiArray,
@@ -137,7 +134,6 @@ pub(super) const HOST: CaiDLDevice = CaiDLDevice { device_type: CAI_DL_CPU, devi
 /// The options an import of memory on the `named` device runs with: for host memory, no
 /// pointer check (the memory was taken with allow_host; no driver is asked about a host
 /// address).
-#[inline(always)]
 fn options_for_memory(mut options: CaiImportOptions, named: Option<CaiDLDevice>) -> CaiImportOptions {
     if named.is_some_and(|device| device.device_type == CAI_DL_CPU) {
         options.pointer_check = CAI_POINTER_CHECK_NEVER;
@@ -147,7 +143,6 @@ fn options_for_memory(mut options: CaiImportOptions, named: Option<CaiDLDevice>)
 
 /// A view's last step where it read into a struct of its own: the import, then `out` written
 /// as far as the array is defined.
-#[inline(always)]
 pub(super) fn import_then_copy(
     py: Python<'_>,
     array: &CaiArray,

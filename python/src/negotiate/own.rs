@@ -22,7 +22,6 @@ use crate::read_numpy::take_numpy_array;
 
 /// `cai.from_object`'s negotiation and import: what the reader read, and what its import
 /// established.
-#[inline(always)]
 pub fn import_object(
     obj: &Bound<'_, PyAny>,
     options: &CaiImportOptions,
@@ -46,7 +45,6 @@ fn read_object(obj: &Bound<'_, PyAny>, options: &CaiImportOptions, host: AllowHo
 }
 
 /// `obj` read by its type's exchange table, to be owned.
-#[inline(always)]
 fn read_by_exchange(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,
@@ -58,11 +56,7 @@ fn read_by_exchange(
 }
 
 /// `obj` read by the protocol chosen, to be owned: by the next one when its C-level table
-/// refuses with CAI_ERROR_NOT_SUPPORTED, or a numpy array's fields decline it (`read_next`).
-/// Inlined into its callers, the import's: out of line, the `Read` it returned was copied
-/// into the caller's frame, and the `Chosen` given it before, each copy's wide loads stalled
-/// on the narrower stores that had just written it.
-#[inline(always)]
+/// refuses with CAI_ERROR_NOT_SUPPORTED, or a numpy array's fields decline it.
 pub(super) fn read_chosen(
     obj: &Bound<'_, PyAny>,
     chosen: Chosen<'_>,
@@ -83,29 +77,15 @@ pub(super) fn read_chosen(
         Chosen::Taken(tensor) => Ok(taken_from(obj, tensor)),
         Chosen::NumpyFields => match numpy_fields_or_next(obj, options, host)? {
             Ok(tensor) => Ok(taken_from(obj, tensor)),
-            Err(next) => read_next(obj, next, options, host),
+            Err(next) => read_chosen(obj, next, options, host),
         },
     }
-}
-
-/// `read_chosen` of a protocol chosen past a refusal: out of line, which ends the recursion
-/// of the inlined reader.
-#[inline(never)]
-fn read_next(
-    obj: &Bound<'_, PyAny>,
-    chosen: Chosen<'_>,
-    options: &CaiImportOptions,
-    host: AllowHost,
-) -> CaiResult<Read> {
-    read_chosen(obj, chosen, options, host)
 }
 
 /// A numpy array (`Chosen::NumpyFields`) taken by its fields, its type marked as read by an
 /// audited path; or, where the fields decline it, the protocol chosen past them. (The view's
 /// twin, in `view_chosen`, reads into its caller's struct: written through one generic reader,
 /// the import's larger result cost about 60 instructions a call in moves.)
-// Inlined into both its callers, as `take_numpy_array` is into it (one call less each).
-#[inline(always)]
 fn numpy_fields_or_next<'py>(
     obj: &Bound<'py, PyAny>,
     options: &CaiImportOptions,
@@ -122,10 +102,7 @@ fn numpy_fields_or_next<'py>(
 }
 
 /// `obj` read by its type's C-level table, to be owned, or by the protocol after it where the
-/// table refuses with CAI_ERROR_NOT_SUPPORTED. Inlined with `read_by_c_api` into both callers:
-/// the read goes to its use without an `Option<Read>` and a `Chosen` copied in turn (each copy's
-/// wide loads stalled on the narrower stores that had just written it).
-#[inline(always)]
+/// table refuses with CAI_ERROR_NOT_SUPPORTED.
 fn read_by_c_api_or_next(
     obj: &Bound<'_, PyAny>,
     api: CApi,
@@ -134,14 +111,13 @@ fn read_by_c_api_or_next(
 ) -> CaiResult<Read> {
     match read_by_c_api(obj, api, options, host)? {
         Some(read) => Ok(read),
-        None => read_next(obj, choose(obj, options, Holder::Import, host, Start::PastCApi)?, options, host),
+        None => read_chosen(obj, choose(obj, options, Holder::Import, host, Start::PastCApi)?, options, host),
     }
 }
 
 /// `obj` read by its type's C-level table, to be owned (None: the table refused it with
 /// CAI_ERROR_NOT_SUPPORTED). A type libcai's glue offered is described by its fill directly,
 /// with the device the fill said and its validation; any other table is asked to `acquire`.
-#[inline(always)]
 fn read_by_c_api(
     obj: &Bound<'_, PyAny>,
     api: CApi,

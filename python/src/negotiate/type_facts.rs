@@ -154,7 +154,6 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 ///
 /// # Safety
 /// `obj` is a live object.
-#[inline(always)]
 pub unsafe fn read_cleanly(obj: *mut pyo3::ffi::PyObject) -> bool {
     // SAFETY: a live object (the caller's contract).
     let ty = unsafe { pyo3::ffi::Py_TYPE(obj) } as usize;
@@ -206,7 +205,6 @@ pub(super) fn remembered_choice(obj: &Bound<'_, PyAny>) -> Option<Remembered> {
 ///
 /// # Safety
 /// `obj` is a live object.
-#[inline(always)]
 pub unsafe fn remembered_table(obj: *mut pyo3::ffi::PyObject) -> Option<Remembered> {
     // SAFETY: a live object (the caller's contract).
     let ty = unsafe { pyo3::ffi::Py_TYPE(obj) } as usize;
@@ -218,10 +216,7 @@ pub unsafe fn remembered_table(obj: *mut pyo3::ffi::PyObject) -> Option<Remember
 /// After an entry ran uncounted on `read_cleanly`'s word and succeeded: if this thread's last
 /// negotiation did not choose an audited path after all (an instance its type's mark did not
 /// foresee), attaches once, which lets go of what that path dropped (fastcall.rs's
-/// `let_go_of_deferred`). A failure needs none of this: it is raised counted. Inlined, as
-/// `read_cleanly` is, into the entry that calls both: the thread-local record's address is
-/// then looked up once per call, not twice.
-#[inline(always)]
+/// `let_go_of_deferred`). A failure needs none of this: it is raised counted.
 pub fn settle_uncounted_run() {
     if !THREAD_MEMORY.try_with(|memory| memory.audited.get()).unwrap_or(false) {
         let_go_of_deferred();

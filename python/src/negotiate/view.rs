@@ -75,7 +75,6 @@ pub fn view_or_own_object(
 }
 
 /// `view_object` of what the negotiation chose.
-#[inline(always)]
 fn view_chosen_into(
     obj: &Bound<'_, PyAny>,
     chosen: Chosen<'_>,
@@ -121,7 +120,6 @@ pub fn view_offered(
 /// `view_object` of an object whose type the negotiation chose (or chose before:
 /// `remembered_table`) its exchange table for: the table's non-owning DLTensor, every rule
 /// checked, written into `out` (refused where the table has no such call).
-#[inline(always)]
 pub fn view_by_exchange_table(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,
@@ -162,7 +160,6 @@ fn view_numpy_array(
 
 /// `view_object` by a reader that writes a struct of the call's own (zeroed), then imported and
 /// copied into `out` as far as defined.
-#[inline(always)]
 fn view_in_own_struct(
     obj: &Bound<'_, PyAny>,
     chosen: Chosen<'_>,
@@ -177,9 +174,7 @@ fn view_in_own_struct(
 }
 
 /// `obj`'s tensor through its type's exchange table, borrowed (the table's non-owning DLTensor
-/// call; refused where the table has none), every rule checked. Inlined into the view: its
-/// result is then not moved through memory.
-#[inline(always)]
+/// call; refused where the table has none), every rule checked.
 fn exchange_view(
     obj: &Bound<'_, PyAny>,
     exchange: Exchange,
