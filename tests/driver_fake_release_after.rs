@@ -83,13 +83,14 @@ fn the_fake_driver_completes_an_event_only_once_the_slow_kernel_before_it_finish
     // A timed kernel: the host waits of cuEventSynchronize and cuStreamSynchronize last until
     // it has finished, and a kernel after it on the stream starts only then.
     let begun = f.now();
-    let first = f.launch_slow(s, 60);
-    let second = f.launch_slow(s, 60);
+    // Long enough to outlast the calls before the query, under valgrind too.
+    let first = f.launch_slow(s, 300);
+    let second = f.launch_slow(s, 300);
     assert_eq!(f.record(on_s, s), 0);
     assert_eq!(f.query(on_s), CUDA_ERROR_NOT_READY);
     assert_eq!(f.event_synchronize(on_s), 0);
-    assert!(f.now() - begun >= 0.119, "both kernels ran, one after the other");
-    assert!(f.slow_finished_at(second) - f.slow_finished_at(first) >= 0.059);
+    assert!(f.now() - begun >= 0.599, "both kernels ran, one after the other");
+    assert!(f.slow_finished_at(second) - f.slow_finished_at(first) >= 0.299);
     let third = f.launch_slow(t, 50);
     assert_eq!(f.synchronize(t), 0);
     assert!(f.slow_finished_at(third) > 0.0, "cuStreamSynchronize waited for it");
@@ -311,7 +312,8 @@ fn a_rust_array_released_after_a_stream_is_dropped_once_the_kernel_finished_fake
     assert!(host_waits(&f.log()).is_empty(), "{}", f.log());
 
     // Only the mask owns something: it is queued all the same, and the waiting drain runs it.
-    let kernel = f.launch_slow(s, 30);
+    // Long enough to outlast the calls before the check below, under valgrind too.
+    let kernel = f.launch_slow(s, 1500);
     // SAFETY: as above.
     unsafe { rust_array(f, 811, false).release_after(s) }.map_err(|(_, error)| error).unwrap();
     assert_eq!(released_at(812), None);
