@@ -150,6 +150,9 @@ pub mod binding {
     }
 
     pub use crate::abi::release as release_array;
+    /// `cai_release_after` and `cai_release_pending` of this copy of libcai, whose queue the
+    /// package's atexit hook drains.
+    pub use crate::device::deferred::{release_after, release_pending};
     pub use crate::device::events::EVENT_POOL_CAPACITY;
 
     /// Writes `error` into `out` (NULL: nothing) as every C function does.

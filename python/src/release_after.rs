@@ -14,9 +14,8 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use cai::{
-    cai_release_after, cai_release_pending, CaiArray, CaiError, CAI_OK, CAI_PENDING_POLL, CAI_PENDING_WAIT,
-};
+use cai::binding::{release_after, release_pending as run_pending};
+use cai::CaiArray;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
@@ -74,18 +73,16 @@ pub(crate) unsafe extern "C" fn release(
         };
         // The core reads only the data, memory kind and stream of what it queues.
         (queued.mask, queued.descr, queued.descr_count) = (std::ptr::null(), std::ptr::null(), 0);
-        let mut error = blank_error();
         // SAFETY: a valid struct, which releases what `deferred` holds, once, from any thread.
         // Attached: the call never waits (cuEventQuery), and the releases that are due attach.
-        let status = unsafe { cai_release_after(&mut queued, stream, &mut error) };
-        if status != CAI_OK {
+        if let Err(refused) = unsafe { release_after(&mut queued, stream) } {
             // Nothing was taken: the Array owns what it held again.
             // SAFETY: `deferred` came from Box::into_raw above and was not released.
             let deferred = unsafe { Box::from_raw(deferred) };
             let Deferred { array, owner, release } = *deferred;
             this.get().give_back_hold(py, owner, release);
             drop(array);
-            return Err(Failure::Cai(error_of(status, &error)).into());
+            return Err(Failure::Cai(refused).into());
         }
         if EXIT_DRAINED.load(Ordering::Acquire) {
             drain(py, true)?;
@@ -111,32 +108,11 @@ unsafe extern "C" fn release_deferred(queued: *mut CaiArray) {
     let _ = ran; // not run: the interpreter is gone, and what it held leaks on purpose
 }
 
-/// The core's error as the C call wrote it, its message without the status name it begins
-/// with.
-fn error_of(status: i32, written: &CaiError) -> cai::Error {
-    let status = cai::Status::from_code(status).unwrap_or(cai::Status::Panic);
-    let message = written.message_str();
-    let message =
-        message.strip_prefix(&format!("{}: ", status.name())).map(str::to_string).unwrap_or(message);
-    cai::Error { status, driver_result: written.driver_result, message }
-}
-
-fn blank_error() -> CaiError {
-    CaiError { code: 0, driver_result: 0, message: [0; cai::CAI_ERROR_MESSAGE_CAPACITY] }
-}
-
 /// Runs the deferred releases that are due (all of them with `wait`, waiting detached); how
 /// many are still queued.
 fn drain(py: Python<'_>, wait: bool) -> PyResult<u64> {
-    let mode = if wait { CAI_PENDING_WAIT } else { CAI_PENDING_POLL };
-    let (mut left, mut error) = (0u64, blank_error());
-    // SAFETY: a writable count and error. The releases attach themselves.
-    let status = py.detach(|| unsafe { cai_release_pending(mode, &mut left, &mut error) });
-    if status == CAI_OK {
-        Ok(left)
-    } else {
-        Err(Failure::Cai(error_of(status, &error)).into())
-    }
+    // Detached: the waiting drain waits on the host, and the releases attach themselves.
+    Ok(py.detach(|| run_pending(wait)).map_err(Failure::Cai)?)
 }
 
 /// `cai.release_pending(wait=False)`: runs the releases `Array.release(stream=...)` (and C's

@@ -96,7 +96,7 @@ fn queue() -> MutexGuard<'static, Queue> {
 /// # Safety
 /// `array` points to a valid CaiArray that nothing else reads or writes during the call; its
 /// release, when set, may be called later, on any thread, with the struct at another address.
-pub(crate) unsafe fn release_after(array: *mut CaiArray, stream: u64) -> Result<()> {
+pub unsafe fn release_after(array: *mut CaiArray, stream: u64) -> Result<()> {
     // SAFETY: the caller's valid array (above), not aliased during the call.
     let owned = unsafe { &*array };
     if owned.release.is_none() {
@@ -144,7 +144,7 @@ pub(crate) unsafe fn release_after(array: *mut CaiArray, stream: u64) -> Result<
 /// Runs the queued releases whose work has completed, or with `wait` all of those queued
 /// before this call once it has (waiting on the host, and for other threads' passes to run
 /// what they took); returns how many are still queued. An empty queue loads no driver.
-pub(crate) fn release_pending(wait: bool) -> Result<u64> {
+pub fn release_pending(wait: bool) -> Result<u64> {
     if wait {
         return wait_for_all();
     }
