@@ -49,12 +49,16 @@ SECONDS=0
 # nor kept from an earlier run, is built from the start in the background at the lowest
 # priority: its compile (about 5 minutes of both cores on a 2-vCPU machine) fills what the
 # phases before its own leave idle (the Python packages' download, the single-threaded pytest
-# runs) instead of running alone. Its phase waits for it; its log is printed if it fails.
+# runs) instead of running alone. Its leg waits for it (by its exit status, written to a file:
+# the leg runs in a subshell, which cannot `wait` for its parent's job); its log is printed if
+# it fails.
 mkdir -p target
 free_threaded_log=target/free-threaded-python.log
+free_threaded_status=target/free-threaded-python.status
+rm -f "$free_threaded_status"
 # In a process group of its own (setsid), so that a run that stops early stops make with it.
-setsid -w nice -n 19 bash scripts/free-threaded-python.sh >target/free-threaded-python.path \
-  2>"$free_threaded_log" </dev/null &
+setsid -w nice -n 19 bash -c 'status=0; bash scripts/free-threaded-python.sh || status=$?; echo "$status" >"$0"' \
+  "$free_threaded_status" >target/free-threaded-python.path 2>"$free_threaded_log" </dev/null &
 free_threaded_build=$!
 trap '[ -z "$free_threaded_build" ] || kill -- -"$free_threaded_build" 2>/dev/null || true' EXIT
 
@@ -128,49 +132,63 @@ fi
 echo "link check: 2 passed, 0 failed"
 suites=$((suites + 1))
 
-phase "Python"
+phase "Python: the GIL suite (lane 1) beside the release wheel and the free-threaded leg (lane 2)"
 # A virtual environment with the test tools, and the package installed as a user installs it.
 source scripts/python-env.sh
 # From another directory, so that the installed package, not python/cai, is what imports.
 (cd "$(mktemp -d)" && "$PYTHON" -c 'import cai; cai.validate({"shape": (1,), "typestr": "<f4", "data": (8, False), "version": 3}); print("installed package imports: 1 passed, 0 failed")')
-"$PYTHON" -m pytest -q python/tests
-# The release wheel (scripts/build-wheel.sh, profile-guided): platform-tagged and abi3 (one
-# wheel for CPython 3.10 and later), linking nothing but the C library, so that auditwheel
-# finds a manylinux policy it meets; the files of the fast paths, their consumers and their
-# hostile inputs run again on it, installed in a folder of its own (conftest.py checks that
-# they import it).
-wheels=$(mktemp -d)
-bash scripts/build-wheel.sh "$wheels" "$PYTHON"
-wheel=$(ls "$wheels"/*.whl)
-case "$(basename "$wheel")" in
-  libcai-*-cp310-abi3-linux_x86_64.whl | libcai-*-cp310-abi3-linux_aarch64.whl) ;;
-  *) echo "unexpected wheel tag: $wheel" >&2; exit 1 ;;
-esac
-"$PYTHON" -m auditwheel show "$wheel" | tee "$wheels/show"
-grep -q 'consistent with the.*following platform tag: "manylinux_' <(tr '\n' ' ' <"$wheels/show")
-echo "wheel $(basename "$wheel"): 1 passed, 0 failed"
-"$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps --target "$wheels/site" "$wheel"
-release_files=()
-for name in hot_path any_argument hostile negotiation read_numpy dlpack torch frameworks extensions offer \
-  offer_consumers lifetime thread_stress; do
-  release_files+=("python/tests/test_$name.py")
-done
-CAI_TESTED_PACKAGE="$wheels/site" PYTHONPATH="$wheels/site" "$PYTHON" -m pytest -q -p no:cacheprovider "${release_files[@]}"
-rm -rf "$wheels"
-"$PYTHON" examples/python_demo.py
-suites=$((suites + 1))
 
-phase "Python, free-threaded (no GIL)"
-if ! wait "$free_threaded_build"; then
-  free_threaded_build=
-  cat "$free_threaded_log" >&2
-  echo "could not get a free-threaded CPython from scripts/free-threaded-python.sh" >&2
-  exit 1
-fi
+# Each pytest run is one thread: the GIL suite takes one core of a 2-vCPU machine, and the
+# rest of the phase the other, in two lanes (scripts/two-lanes.sh). Lane 2: the release wheel
+# (scripts/build-wheel.sh, profile-guided), platform-tagged and abi3 (one wheel for CPython 3.10
+# and later), linking nothing but the C library, so that auditwheel finds a manylinux policy it
+# meets; the files of the fast paths, their consumers and their hostile inputs run again on it,
+# installed in a folder of its own (conftest.py checks that they import it); then the
+# free-threaded leg. The lanes' lines are printed once both are done, lane 1's first.
+gil_suite() {
+  echo "== Python: the suite on the installed package"
+  "$PYTHON" -m pytest -q python/tests
+}
+release_wheel_and_free_threaded() {
+  echo "== Python: the release wheel"
+  local wheels wheel name release_files=()
+  wheels=$(mktemp -d)
+  bash scripts/build-wheel.sh "$wheels" "$PYTHON"
+  wheel=$(ls "$wheels"/*.whl)
+  case "$(basename "$wheel")" in
+    libcai-*-cp310-abi3-linux_x86_64.whl | libcai-*-cp310-abi3-linux_aarch64.whl) ;;
+    *) echo "unexpected wheel tag: $wheel" >&2; return 1 ;;
+  esac
+  "$PYTHON" -m auditwheel show "$wheel" | tee "$wheels/show"
+  grep -q 'consistent with the.*following platform tag: "manylinux_' <(tr '\n' ' ' <"$wheels/show")
+  echo "wheel $(basename "$wheel"): 1 passed, 0 failed"
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps --target "$wheels/site" "$wheel"
+  for name in hot_path any_argument hostile negotiation read_numpy dlpack torch frameworks extensions offer \
+    offer_consumers lifetime thread_stress; do
+    release_files+=("python/tests/test_$name.py")
+  done
+  CAI_TESTED_PACKAGE="$wheels/site" PYTHONPATH="$wheels/site" "$PYTHON" -m pytest -q -p no:cacheprovider "${release_files[@]}"
+  rm -rf "$wheels"
+
+  echo "== Python, free-threaded (no GIL)"
+  while [ ! -s "$free_threaded_status" ]; do sleep 2; done
+  if [ "$(cat "$free_threaded_status")" != 0 ]; then
+    cat "$free_threaded_log" >&2
+    echo "could not get a free-threaded CPython from scripts/free-threaded-python.sh" >&2
+    return 1
+  fi
+  cat "$free_threaded_log"
+  CAI_FREE_THREADED_PYTHON=$(cat target/free-threaded-python.path) bash scripts/test-free-threaded.sh
+}
+# shellcheck source=two-lanes.sh
+source scripts/two-lanes.sh
+lanes=$(mktemp -d)
+two_lanes "$lanes" gil_suite release_wheel_and_free_threaded
+rm -rf "$lanes"
+wait "$free_threaded_build"
 free_threaded_build=
-cat "$free_threaded_log"
-CAI_FREE_THREADED_PYTHON=$(cat target/free-threaded-python.path) bash scripts/test-free-threaded.sh
-suites=$((suites + 1))
+"$PYTHON" examples/python_demo.py
+suites=$((suites + 2))
 
 phase "Packaging: CMake, pkg-config, examples"
 bash scripts/test-packaging.sh
