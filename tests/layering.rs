@@ -45,16 +45,16 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// The Python binding's layers (python/src), lowest first: the interpreter and class queries,
+/// The Python binding's layers (python/src), lowest first: every raw CPython call (cpython/)
+/// and the class queries,
 /// the leaves, the cai.Array's state, its objects, the protocol readers, the one negotiation,
 /// the class as Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 30] = [
-    ("interpreter", 0),
+const PYTHON_LAYERS: [(&str, u32); 29] = [
+    ("cpython", 0),
     ("classes", 0),
     ("c_api_rules", 1),
     ("errors", 1),
     ("exchange_api", 1),
-    ("fastcall", 1),
     ("pool", 1),
     ("values", 1),
     ("described", 2),

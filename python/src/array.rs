@@ -2,20 +2,18 @@
 //! what the import established, the producer kept alive, and the count of its exports. An
 //! Array owns its `CaiArray` (and the descr fields and mask it points to) and never changes
 //! after it is made, so it is shared freely between threads. Its objects are
-//! python/src/array_object.rs's; what Python sees of it is in python/src/array_methods.rs.
+//! python/src/array_object.rs's (the type cpython/object.rs makes); what Python sees of it is in python/src/array_methods.rs.
 
-use std::ffi::c_int;
 use std::ops::DerefMut;
-use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use cai::binding::import::Imported;
 use cai::binding::rules::{layout_of, typestr_is_a_device_type, Validated};
 use cai::binding::Description;
 use cai::{CaiArray, CaiDLDevice, CaiField, CaiLayout, CAI_MAX_NDIM};
-use pyo3::ffi;
 use pyo3::prelude::*;
 
+use crate::cpython::{c_int, Kept, PyObject};
 use crate::described::{Parts, Read};
 use crate::dlpack::device_of_array;
 use crate::errors::CaiResult;
@@ -37,41 +35,6 @@ struct Described {
 unsafe impl Send for Described {}
 // SAFETY: as for Send: nothing writes through the pointers once the Array is made.
 unsafe impl Sync for Described {}
-
-/// A strong reference an Array keeps, let go of by `Py_DecRef` when dropped: an Array is only
-/// ever dropped by an attached thread (its object's deallocation, the interpreter's call; a C
-/// consumer's release, which attaches first), which is all `Py_DecRef` needs, so the reference
-/// never waits in PyO3's deferred pool as a `Py<T>` dropped outside PyO3's count would.
-pub(crate) struct Kept(NonNull<ffi::PyObject>);
-
-// SAFETY: a reference count, changed only by attached threads (as `Py<T>`'s).
-unsafe impl Send for Kept {}
-// SAFETY: as for Send; shared access only reads the pointer.
-unsafe impl Sync for Kept {}
-
-impl Kept {
-    pub(crate) fn new<T>(object: Py<T>) -> Kept {
-        // SAFETY: `into_ptr` hands over a strong reference to a live object (never NULL).
-        Kept(unsafe { NonNull::new_unchecked(object.into_ptr()) })
-    }
-
-    pub(crate) fn bind<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        // SAFETY: a live object this Kept holds a reference to; the Bound takes one of its own.
-        unsafe { Bound::from_borrowed_ptr(py, self.0.as_ptr()) }
-    }
-
-    pub(crate) fn as_ptr(&self) -> *mut ffi::PyObject {
-        self.0.as_ptr()
-    }
-}
-
-impl Drop for Kept {
-    fn drop(&mut self) {
-        // SAFETY: the reference this Kept holds, let go of once, by an attached thread (the
-        // type's comment says why every drop is).
-        unsafe { ffi::Py_DecRef(self.0.as_ptr()) };
-    }
-}
 
 /// A validated device array, held by a `cai.Array` object (python/src/array_object.rs) or by a
 /// struct `cai_python_from_object` wrote.
@@ -355,7 +318,7 @@ impl Array {
 
     /// Visits what this Array keeps alive, for the collector: `visit`'s first nonzero answer,
     /// else 0.
-    pub(crate) fn traverse(&self, mut visit: impl FnMut(*mut ffi::PyObject) -> c_int) -> c_int {
+    pub(crate) fn traverse(&self, mut visit: impl FnMut(*mut PyObject) -> c_int) -> c_int {
         // try_lock: the collector may run while release() lets go of the owner (which is then
         // out of the hold already).
         let held = self.held.try_lock();

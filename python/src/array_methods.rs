@@ -1,29 +1,28 @@
 //! `cai.Array`, what Python sees of it: its attributes, the CAI it exports, and DLPack
 //! (`__dlpack__`, `__dlpack_device__`, and the exchange table of python/src/exchange_offered.rs).
-//! The type object that serves them is python/src/array_object.rs's: each attribute is a `Getter`
-//! of `GETTERS`, each method a definition of `METHODS`.
-
-use std::ffi::CStr;
+//! The type object that serves them is cpython/object.rs's (array_object.rs): each attribute
+//! is a `Getter` of `GETTERS`, each method a definition of `METHODS`.
 
 use cai::binding::dict::Repr;
 use cai::binding::export::{export_version, normalize_for_export};
 use cai::binding::rules::{c_strides, stream_for_version, typestr_is_a_device_type, validate};
 use cai::{CaiArray, Error, Status, CAI_DL_CPU, CAI_MAX_NDIM, CAI_MEMORY_CUDA};
 use pyo3::exceptions::PyAttributeError;
-use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyModule, PyTuple};
 use pyo3::{Borrowed, IntoPyObjectExt};
 
-use crate::array::{Array, Kept};
+use crate::array::Array;
 use crate::array_object::{array_type, ArrayObject, Getter};
+use crate::cpython::fastcall::{run_assumed, run_attached, Definition, Signature};
+use crate::cpython::Kept;
+use crate::cpython::{CStr, PyObject, Py_ssize_t};
 use crate::described::Read;
 use crate::dlpack_export::{dlpack_capsule, plain_arguments, DlpackArguments, DLPACK_SIGNATURE};
 use crate::errors::Failure;
 use crate::exchange_offered::exchange_api_capsule;
-use crate::fastcall::{run_assumed, run_attached, Definition, Signature};
 use crate::pool::Pooled;
 use crate::values::scalar;
 
@@ -125,25 +124,22 @@ strides None when C-contiguous, data 0 when empty.",
 
 /// Every method.
 pub static METHODS: [Definition; 4] = [
-    Definition(ffi::PyMethodDef {
-        ml_name: c"from_c".as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: from_c },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS | ffi::METH_CLASS,
-        ml_doc: c"from_c($type, pointer)
+    Definition::fast_class(
+        c"from_c",
+        from_c,
+        c"from_c($type, pointer)
 --
 
 Takes over a CaiArray made in C: `pointer` is a ctypes `POINTER(cai.CaiArray)`,
 `ctypes.byref(struct)`, a `cai.CaiArray` struct, a `ctypes.c_void_p`, or an int address
 (unsafe: a wrong address is read and written as a CaiArray). Its release callback runs
 exactly once, when this Array is garbage-collected. The C struct's `release` is
-cleared, so the C side cannot release it twice. Anything else is a TypeError."
-            .as_ptr(),
-    }),
-    Definition(ffi::PyMethodDef {
-        ml_name: c"release".as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: crate::release_after::release },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: c"release($self, /, *, stream=None)
+cleared, so the C side cannot release it twice. Anything else is a TypeError.",
+    ),
+    Definition::fast(
+        c"release",
+        crate::release_after::release,
+        c"release($self, /, *, stream=None)
 --
 
 Lets go of the memory now: the producer object is no longer kept alive, and the release
@@ -158,34 +154,29 @@ what it keeps alive is let go of only once the GPU has passed the work enqueued 
 so far (an event, never a host wait): a kernel launched there may still read the memory.
 That release runs from a later `release(stream=...)` or `cai.release_pending()`, and at
 interpreter exit (an atexit hook waits for it). A stream capturing a CUDA graph raises
-cai.CaiError (CAI_ERROR_STREAM_CAPTURING) and the Array stays as it was."
-            .as_ptr(),
-    }),
-    Definition(ffi::PyMethodDef {
-        ml_name: c"__dlpack_device__".as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunction: dlpack_device },
-        ml_flags: ffi::METH_NOARGS,
-        ml_doc: c"__dlpack_device__($self, /)
+cai.CaiError (CAI_ERROR_STREAM_CAPTURING) and the Array stays as it was.",
+    ),
+    Definition::no_arguments(
+        c"__dlpack_device__",
+        dlpack_device,
+        c"__dlpack_device__($self, /)
 --
 
 DLPack's `(device_type, device_id)` of the memory: the DLPack producer's, else asked of
-the driver (device memory kDLCUDA, pinned host memory kDLCUDAHost, managed kDLCUDAManaged)."
-            .as_ptr(),
-    }),
-    Definition(ffi::PyMethodDef {
-        ml_name: c"__dlpack__".as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: dlpack },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
+the driver (device memory kDLCUDA, pinned host memory kDLCUDAHost, managed kDLCUDAManaged).",
+    ),
+    Definition::fast(
+        c"__dlpack__",
+        dlpack,
+        c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
 --
 
 A DLPack capsule viewing this array's memory (the array stays alive while the tensor
 does). The consumer's `stream` (None: the legacy default stream; -1: no sync) is made to
 wait for the array's stream, stream-ordered. `max_version` (1, n) or above gives the
 versioned struct (with the read-only flag), else the legacy one. Never copies:
-`copy=True`, or a `dl_device` other than the array's, raise BufferError."
-            .as_ptr(),
-    }),
+`copy=True`, or a `dl_device` other than the array's, raise BufferError.",
+    ),
 ];
 
 /// `from_c`'s one parameter.
@@ -193,11 +184,11 @@ static FROM_C_SIGNATURE: Signature<1> = Signature::new("from_c", [c"pointer"], 1
 
 /// `Array.from_c(pointer)` (a class method).
 unsafe extern "C" fn from_c(
-    _class: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargsf: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
+    _class: *mut PyObject,
+    args: *const *mut PyObject,
+    nargsf: Py_ssize_t,
+    kwnames: *mut PyObject,
+) -> *mut PyObject {
     let mut slots = [std::ptr::null_mut(); 1];
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
     let matched = unsafe { FROM_C_SIGNATURE.match_arguments(args, nargsf, kwnames, &mut slots) };
@@ -244,10 +235,7 @@ fn take_over_c_array<'py>(pointer: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
 /// `a.__dlpack_device__()`, run without PyO3's count of the thread (`run_assumed`): its success
 /// path borrows `self` and hands out a new tuple of the device the array holds or the driver
 /// names, dropping no `Py<T>` and no `PyErr`.
-unsafe extern "C" fn dlpack_device(
-    slf: *mut ffi::PyObject,
-    _unused: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
+unsafe extern "C" fn dlpack_device(slf: *mut PyObject, _unused: *mut PyObject) -> *mut PyObject {
     run_assumed(|py| {
         // SAFETY: the method's `self`, checked by its descriptor.
         let this = unsafe { ArrayObject::borrowed(py, slf) };
@@ -264,11 +252,11 @@ unsafe extern "C" fn dlpack_device(
 /// conversion; `self` is borrowed; `live`, the device, the export's count and the tensor return
 /// their values; the capsule is handed out as a raw pointer. Any other call runs attached.
 unsafe extern "C" fn dlpack(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargsf: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
+    slf: *mut PyObject,
+    args: *const *mut PyObject,
+    nargsf: Py_ssize_t,
+    kwnames: *mut PyObject,
+) -> *mut PyObject {
     let mut slots = [std::ptr::null_mut(); 4];
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
     let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames, &mut slots) };

@@ -8,24 +8,22 @@
 //! of cai.h, by the names cai_python.h gives them.
 //! The layout is fixed per major version; a minor version appends members only.
 
-use std::ffi::c_void;
-
 use cai::binding::dlpack::discard;
 use cai::{CaiArray, CaiDLManagedTensorVersioned, CaiError, CaiImportOptions, Error, Status, CAI_OK};
 // The table's layout is defined once, in cai-python (the crate Rust extensions read it with):
 // this module fills it, and any drift between the two is a compile error.
-use cai_python::ffi::{
-    CaiPythonApi as PythonApi, CAI_PYTHON_API_MAJOR, CAI_PYTHON_API_MINOR, CAI_PYTHON_CAPSULE_NAME,
-};
-use pyo3::ffi::PyObject;
+// The C API table's layout (include/cai_python.h), not CPython's.
+use c_api::{CaiPythonApi as PythonApi, CAI_PYTHON_API_MAJOR, CAI_PYTHON_API_MINOR, CAI_PYTHON_CAPSULE_NAME};
+use cai_python::ffi as c_api;
 use pyo3::prelude::*;
 
 use crate::array::Array;
 use crate::buffer_interface::read_buffer_interface;
+use crate::cpython::fastcall::with_thread_attached;
+use crate::cpython::interpreter::{in_a_subinterpreter, refuse_subinterpreter};
+use crate::cpython::{self, PyObject};
 use crate::described::Read;
 use crate::errors::{cai_error_type, to_python, CaiResult, Failure};
-use crate::fastcall::with_thread_attached;
-use crate::interpreter::{in_a_subinterpreter, refuse_subinterpreter};
 use crate::negotiate::{
     import_c_api_for_c, import_for_c, import_read, own_by_exchange_table, read_cleanly, remembered_table,
     settle_uncounted_run, view_by_exchange_table, view_object, view_offered, view_or_own_object, ForC,
@@ -65,11 +63,7 @@ pub static PYTHON_API: PythonApi = PythonApi {
 
 /// The table as the module publishes it: `cai._native._C_API`.
 pub fn python_api_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
-    let table = &PYTHON_API as *const PythonApi as *mut c_void;
-    // SAFETY: a static table and a static name; neither needs a destructor.
-    let capsule = unsafe { pyo3::ffi::PyCapsule_New(table, CAI_PYTHON_CAPSULE_NAME.as_ptr(), None) };
-    // SAFETY: a new reference, or NULL with an exception set.
-    Ok(unsafe { Bound::from_owned_ptr_or_err(py, capsule) }?.unbind())
+    Ok(cpython::static_capsule(py, &PYTHON_API, CAI_PYTHON_CAPSULE_NAME)?.unbind())
 }
 
 /// `cai_python_from_object`: `cai.from_object`'s negotiation and import, into `out`, a struct
@@ -319,7 +313,7 @@ unsafe fn object_entry(
     }
 }
 
-/// The refusal of an entry called from a subinterpreter (interpreter.rs's `in_a_subinterpreter`):
+/// The refusal of an entry called from a subinterpreter (cpython/interpreter.rs's `in_a_subinterpreter`):
 /// CAI_ERROR_NOT_SUPPORTED in `error`, and a RuntimeError (cai.CaiError is the main
 /// interpreter's) raised in the caller's interpreter.
 #[cold]

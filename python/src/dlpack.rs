@@ -4,8 +4,6 @@
 //! the consumer that takes the tensor; a capsule never taken runs the tensor's deleter when it
 //! is collected. Every rule of the mapping is the core's (src/dlpack.rs).
 
-use std::ffi::{c_void, CStr};
-
 use cai::binding::dlpack::{
     device_of, discard, from_dlpack, from_dlpack_legacy, to_dlpack, to_dlpack_legacy, HostWords, Keeper,
 };
@@ -19,6 +17,7 @@ use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::critical_section::with_critical_section;
 
+use crate::cpython::{self, c_void, CStr, PyObject};
 use crate::errors::{CaiResult, Failure};
 use crate::pool::Pooled;
 
@@ -87,20 +86,14 @@ pub fn take_capsule(
 ) -> CaiResult<(bool, Validated)> {
     let raw = capsule.as_ptr();
     let taken = with_critical_section(capsule, || {
-        // SAFETY: capsule calls on a live object; the name is checked before the pointer is
-        // taken, and the capsule renamed "used_..." before the core takes the tensor, so that
+        // SAFETY: a live capsule, locked for the call; the name is checked before the pointer
+        // is taken, and the capsule renamed "used_..." before the core takes the tensor, so that
         // its destructor (and any other consumer) leaves the tensor alone from then on.
         unsafe {
-            if pyo3::ffi::PyCapsule_IsValid(raw, VERSIONED.as_ptr()) == 1 {
-                let tensor = pyo3::ffi::PyCapsule_GetPointer(raw, VERSIONED.as_ptr());
-                pyo3::ffi::PyCapsule_SetName(raw, USED_VERSIONED.as_ptr());
+            if let Some(tensor) = cpython::take_capsule_pointer(raw, VERSIONED, USED_VERSIONED) {
                 Some((tensor, true))
-            } else if pyo3::ffi::PyCapsule_IsValid(raw, LEGACY.as_ptr()) == 1 {
-                let tensor = pyo3::ffi::PyCapsule_GetPointer(raw, LEGACY.as_ptr());
-                pyo3::ffi::PyCapsule_SetName(raw, USED_LEGACY.as_ptr());
-                Some((tensor, false))
             } else {
-                None
+                cpython::take_capsule_pointer(raw, LEGACY, USED_LEGACY).map(|tensor| (tensor, false))
             }
         }
     });
@@ -122,15 +115,20 @@ pub fn take_capsule(
 }
 
 /// Destructor of a capsule made here: a tensor no consumer took is deleted with it.
-unsafe extern "C" fn drop_versioned_capsule(capsule: *mut pyo3::ffi::PyObject) {
-    if pyo3::ffi::PyCapsule_IsValid(capsule, VERSIONED.as_ptr()) == 1 {
-        delete_tensor(pyo3::ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr()), true);
+unsafe extern "C" fn drop_versioned_capsule(capsule: *mut PyObject) {
+    // SAFETY: CPython passes the live capsule being freed, attached; a tensor still under its
+    // unused name is the capsule's to delete.
+    if let Some(tensor) = unsafe { cpython::capsule_pointer(capsule, VERSIONED) } {
+        // SAFETY: as above: no consumer took it.
+        unsafe { delete_tensor(tensor.as_ptr(), true) };
     }
 }
 
-unsafe extern "C" fn drop_legacy_capsule(capsule: *mut pyo3::ffi::PyObject) {
-    if pyo3::ffi::PyCapsule_IsValid(capsule, LEGACY.as_ptr()) == 1 {
-        delete_tensor(pyo3::ffi::PyCapsule_GetPointer(capsule, LEGACY.as_ptr()), false);
+unsafe extern "C" fn drop_legacy_capsule(capsule: *mut PyObject) {
+    // SAFETY: as drop_versioned_capsule's.
+    if let Some(tensor) = unsafe { cpython::capsule_pointer(capsule, LEGACY) } {
+        // SAFETY: as above: no consumer took it.
+        unsafe { delete_tensor(tensor.as_ptr(), false) };
     }
 }
 
@@ -173,18 +171,19 @@ pub fn tensor_of(
 /// A DLPack capsule owning `tensor` (from `tensor_of`), named for the versioned struct when
 /// `versioned`, else for the legacy one.
 pub fn capsule_of(py: Python<'_>, tensor: *mut c_void, versioned: bool) -> CaiResult<Py<PyAny>> {
-    let (name, destructor): (&CStr, pyo3::ffi::PyCapsule_Destructor) =
+    let (name, destructor): (&'static CStr, cpython::CapsuleDestructor) =
         if versioned { (VERSIONED, drop_versioned_capsule) } else { (LEGACY, drop_legacy_capsule) };
     // SAFETY: a tensor just made, owned by the capsule from here on (its destructor deletes it
-    // unless a consumer took it).
-    let capsule = unsafe { pyo3::ffi::PyCapsule_New(tensor, name.as_ptr(), Some(destructor)) };
-    if capsule.is_null() {
-        // SAFETY: the capsule was not made: the tensor is still ours to delete.
-        unsafe { delete_tensor(tensor, versioned) };
-        return Err(PyErr::fetch(py).into());
+    // once, unless a consumer took it: renamed it).
+    let capsule = unsafe { cpython::owning_capsule(py, tensor, name, destructor) };
+    match capsule {
+        Ok(capsule) => Ok(capsule.unbind()),
+        Err(error) => {
+            // SAFETY: the capsule was not made: the tensor is still ours to delete.
+            unsafe { delete_tensor(tensor, versioned) };
+            Err(error.into())
+        }
     }
-    // SAFETY: a new reference from PyCapsule_New.
-    Ok(unsafe { Bound::from_owned_ptr(py, capsule) }.unbind())
 }
 
 /// Runs a tensor's deleter (the versioned or the legacy struct).

@@ -4,14 +4,14 @@
 
 use cai::{CaiArray, CaiDLDevice, CAI_DL_CPU, CAI_STREAM_LEGACY};
 use pyo3::exceptions::PyBufferError;
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
+use crate::cpython::fastcall::{is_absent_or_bool, is_absent_or_small_int, Signature};
+use crate::cpython::PyObject;
 use crate::dlpack::{capsule_of, export_arguments_allowed, tensor_of};
 use crate::errors::CaiResult;
-use crate::fastcall::Signature;
-use crate::options::{consumer_stream, int_pair, is_absent, is_absent_or_small_int, plain_int_pair};
+use crate::options::{consumer_stream, int_pair, plain_int_pair};
 use crate::values::scalar;
 use cai::binding::dict::Repr;
 use cai::binding::dlpack::Keeper;
@@ -48,10 +48,10 @@ pub struct DlpackRequest {
 ///
 /// # Safety
 /// Attached; each slot NULL or a live argument of the call.
-pub unsafe fn plain_arguments(slots: &[*mut ffi::PyObject; 4]) -> Option<ReadPairs> {
+pub unsafe fn plain_arguments(slots: &[*mut PyObject; 4]) -> Option<ReadPairs> {
     // SAFETY: the caller's contract: NULL or live arguments, type checks and reads.
     unsafe {
-        if !is_absent_or_small_int(slots[0]) || !(is_absent(slots[3]) || ffi::PyBool_Check(slots[3]) != 0) {
+        if !is_absent_or_small_int(slots[0]) || !is_absent_or_bool(slots[3]) {
             return None;
         }
         Some((plain_int_pair(slots[1])?, plain_int_pair(slots[2])?))
@@ -67,7 +67,7 @@ impl<'a, 'py> DlpackArguments<'a, 'py> {
     /// Attached; each slot is NULL or an argument of the call, alive while the result is used.
     pub unsafe fn of_call(
         py: Python<'py>,
-        slots: &'a [*mut ffi::PyObject; 4],
+        slots: &'a [*mut PyObject; 4],
         read: Option<ReadPairs>,
     ) -> PyResult<Self> {
         // SAFETY: the caller's contract.

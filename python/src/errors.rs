@@ -2,7 +2,7 @@
 //! subclass defined in python/cai/_errors.py) carrying the status name, its code, the raw
 //! CUresult and the message; an exception raised by the user's objects passes through as is.
 
-use crate::interpreter::attach_where_served;
+use crate::cpython::interpreter::attach_where_served;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;

@@ -2,8 +2,7 @@
 //! read from a producer's type (python/src/read_exchange.rs) and offered by cai.Array's
 //! (python/src/exchange_offered.rs).
 
-use std::ffi::{c_int, c_void, CStr};
-
+use crate::cpython::{c_int, c_void, CStr};
 use cai::{CaiDLManagedTensorVersioned, CaiDLPackVersion, CaiDLTensor};
 
 /// dlpack.h's DLPackExchangeAPIHeader: stable across versions.

@@ -5,15 +5,13 @@
 //! table attached to the interpreter (DLPack's rule: a failure is a Python exception set); each
 //! returns 0, or -1 with the exception set, and never unwinds.
 //!
-//! Each runs without PyO3's count of the thread (fastcall.rs's `run_assumed_status`, which
+//! Each runs without PyO3's count of the thread (cpython/fastcall.rs's `run_assumed_status`, which
 //! raises a failure counted). The audit of their success paths, none of which drops a `Py<T>`
 //! or a `PyErr`: the object is borrowed, or owned as a `Bound` let go of at once; a cai.Array's
 //! checks (`live`, `begin_export`), its device and its export return their values; an offered
 //! type's record is found without a failing lookup, and its fill, validation and export are
 //! those of the offered `__dlpack__` (offer.rs); a tensor is handed out raw, a new cai.Array as
 //! the new reference it is.
-
-use std::ffi::{c_int, c_void};
 
 use cai::binding::dlpack::AllowHost;
 use cai::{
@@ -24,11 +22,12 @@ use pyo3::prelude::*;
 
 use crate::array::Array;
 use crate::array_object::ArrayObject;
+use crate::cpython::fastcall::run_assumed_status;
+use crate::cpython::{self, c_int, c_void, PyObject};
 use crate::described::Read;
 use crate::dlpack::{device_of_taken, Taken};
 use crate::errors::Failure;
 use crate::exchange_api::{ExchangeApi, ExchangeApiHeader, EXCHANGE_API};
-use crate::fastcall::run_assumed_status;
 use crate::offered::Offered;
 use crate::pool::with_fill_array;
 use crate::values::TypeOf;
@@ -69,7 +68,7 @@ pub static OFFERED_EXCHANGE_API: ExchangeApi = ExchangeApi {
 /// # Safety
 /// `object` is a live PyObject the caller holds.
 unsafe fn array_of<'py>(py: Python<'py>, object: *mut c_void) -> PyResult<ArrayObject<'py>> {
-    let object = pyo3::Borrowed::from_ptr(py, object.cast::<pyo3::ffi::PyObject>()).to_owned();
+    let object = pyo3::Borrowed::from_ptr(py, object.cast::<PyObject>()).to_owned();
     ArrayObject::of(&object).ok_or_else(|| {
         pyo3::exceptions::PyTypeError::new_err(format!(
             "libcai's DLPack exchange table of cai.Array was given a '{}', not a cai.Array",
@@ -111,7 +110,7 @@ unsafe extern "C" fn offered_managed_tensor_from_py_object(
 ) -> c_int {
     run_assumed_status(|py| {
         // SAFETY: the consumer passes an object it holds.
-        let object = unsafe { pyo3::Borrowed::from_ptr(py, py_object.cast::<pyo3::ffi::PyObject>()) };
+        let object = unsafe { pyo3::Borrowed::from_ptr(py, py_object.cast::<PyObject>()) };
         let offered = offered_of(&object)?;
         let tensor = with_fill_array(|array| {
             let described = offered.describe_object(&object, AllowHost::ALLOWED, array)?;
@@ -182,9 +181,5 @@ pub fn offered_exchange_api_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
 }
 
 fn capsule_of(py: Python<'_>, table: &'static ExchangeApi) -> PyResult<Py<PyAny>> {
-    let table = table as *const ExchangeApi as *mut c_void;
-    // SAFETY: a static table and a static name; no destructor is needed for either.
-    let capsule = unsafe { pyo3::ffi::PyCapsule_New(table, EXCHANGE_API.as_ptr(), None) };
-    // SAFETY: a new reference, or NULL with an exception set.
-    Ok(unsafe { Bound::from_owned_ptr_or_err(py, capsule) }?.unbind())
+    Ok(cpython::static_capsule(py, table, EXCHANGE_API)?.unbind())
 }

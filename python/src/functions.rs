@@ -5,7 +5,6 @@
 use cai::binding::dlpack::AllowHost;
 use cai::binding::import::ProducerOrdering;
 use cai::binding::rules::validate;
-use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cai::binding::import::Imported;
@@ -21,6 +20,7 @@ use pyo3::types::PyType;
 
 use crate::array_object::ArrayObject;
 use crate::buffer_interface::read_buffer_interface;
+use crate::cpython::CString;
 use crate::described::Read;
 use crate::dlpack::{device_of_taken, take_capsule, Taken, TakenTensor};
 use crate::errors::Failure;

@@ -1,20 +1,18 @@
 //! `cai.from_object`'s entry: a plain `extern "C"` function registered with
-//! `METH_FASTCALL | METH_KEYWORDS` on `pyo3-ffi`, which matches its arguments itself
-//! (fastcall.rs: keywords as cheap as positions) and then runs the import body of
-//! functions.rs. The audit of what such an entry may do, and why it is sound, is fastcall.rs's.
-
-use std::ffi::CStr;
+//! `METH_FASTCALL | METH_KEYWORDS` (cpython/fastcall.rs's `Definition`), which matches its arguments itself
+//! (cpython/fastcall.rs: keywords as cheap as positions) and then runs the import body of
+//! functions.rs. The audit of what such an entry may do, and why it is sound, is
+//! cpython/fastcall.rs's.
 
 use pyo3::exceptions::PySystemError;
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyModule};
 use pyo3::Borrowed;
 
-use crate::fastcall::{run_assumed, run_attached, Definition, Signature};
+use crate::cpython::fastcall::{is_absent_or_small_int, run_assumed, run_attached, Definition, Signature};
+use crate::cpython::{CStr, PyObject, Py_ssize_t};
 use crate::functions;
 use crate::negotiate::{read_cleanly, settle_uncounted_run};
-use crate::options::is_absent_or_small_int;
 
 /// `from_object(obj, stream=None, sync=None, writable=False, pointer_check=None,
 /// allow_host=False)`: any of them by position, `obj` required.
@@ -45,24 +43,13 @@ An object without `__cuda_array_interface__` but with `__dlpack__` is taken by D
 producer is passed the consumer's `stream` (-1 when `sync=False`) and orders its work
 before it; CUDA memory is taken, host memory only with `allow_host=True`.";
 
-static DEFINITION: Definition = Definition(ffi::PyMethodDef {
-    ml_name: c"from_object".as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: from_object_fastcall },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: DOC.as_ptr(),
-});
+static DEFINITION: Definition = Definition::fast(c"from_object", from_object_fastcall, DOC);
 
 /// Adds `from_object` to the module, and interns the parameter names it matches keywords to.
 pub fn add_from_object(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     SIGNATURE.intern(py)?;
-    let module_name = m.name()?;
-    // SAFETY: the definition is static; the module and its name are live objects, borrowed
-    // for the call (PyCFunction_NewEx takes references of its own).
-    let function = unsafe { ffi::PyCFunction_NewEx(DEFINITION.as_ptr(), m.as_ptr(), module_name.as_ptr()) };
-    // SAFETY: a new reference or NULL with an exception set.
-    let function = unsafe { Bound::from_owned_ptr_or_err(py, function)? };
-    m.add("from_object", function)
+    m.add("from_object", DEFINITION.function(m)?)
 }
 
 /// `cai.from_object` as CPython calls it (`METH_FASTCALL | METH_KEYWORDS`). A call on an
@@ -74,11 +61,11 @@ pub fn add_from_object(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// but for `stream`: a stream object is read by looking for its attributes, each miss an
 /// AttributeError dropped, so such a call runs attached, as does every other.
 unsafe extern "C" fn from_object_fastcall(
-    _module: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargsf: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
+    _module: *mut PyObject,
+    args: *const *mut PyObject,
+    nargsf: Py_ssize_t,
+    kwnames: *mut PyObject,
+) -> *mut PyObject {
     let mut slots = [std::ptr::null_mut(); 6];
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
     let matched = unsafe { SIGNATURE.match_arguments(args, nargsf, kwnames, &mut slots) };
@@ -107,7 +94,7 @@ unsafe extern "C" fn from_object_fastcall(
 ///
 /// # Safety
 /// Each slot is NULL or an argument of the call, alive for its duration.
-unsafe fn call(py: Python<'_>, slots: &[*mut ffi::PyObject; 6]) -> PyResult<*mut ffi::PyObject> {
+unsafe fn call(py: Python<'_>, slots: &[*mut PyObject; 6]) -> PyResult<*mut PyObject> {
     let argument = |index: usize| -> Option<Borrowed<'_, '_, PyAny>> {
         // SAFETY: NULL or a live argument (the caller's contract).
         unsafe { Borrowed::from_ptr_or_opt(py, slots[index]) }

@@ -43,12 +43,11 @@ mod options;
 mod c_api_rules;
 mod errors;
 mod exchange_api;
-mod fastcall;
 mod pool;
 mod values;
 
 mod classes;
-mod interpreter;
+mod cpython;
 
 use pyo3::exceptions::PyImportError;
 use pyo3::prelude::*;
@@ -95,19 +94,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// through PyO3, by the PyGILState API, which serves the main interpreter alone: in a
 /// subinterpreter that call waited forever for the GIL its own thread held.
 fn refuse_subinterpreters(py: Python<'_>) -> PyResult<()> {
-    // SAFETY: the module's exec runs attached; both are queries of the current interpreter.
-    let (current, id) = unsafe {
-        let current = pyo3::ffi::PyInterpreterState_Get();
-        (current, pyo3::ffi::PyInterpreterState_GetID(current))
-    };
-    match id {
+    match cpython::interpreter::main_interpreter_id(py) {
         // CPython numbers the main interpreter 0, the others from 1.
-        0 => {
-            interpreter::remember_main_interpreter(current);
-            Ok(())
-        }
+        0 => Ok(()),
         -1 => Err(PyErr::fetch(py)),
-        _ => Err(PyImportError::new_err(format!(
+        id => Err(PyImportError::new_err(format!(
             "cai: libcai's extension module (cai._native) loads only in the main interpreter, and this is subinterpreter {id}: its types, caches and C API table are one per process, and its threads attach through the PyGILState API, which serves the main interpreter alone. Import cai in the main interpreter (under mod_wsgi: WSGIApplicationGroup %{{GLOBAL}})"
         ))),
     }

@@ -3,27 +3,27 @@
 //! same code as a cai.Array's:
 //! - `__cuda_array_interface__`, a descriptor building the v3 dict when read;
 //! - `__dlpack__` and `__dlpack_device__`, methods (descriptors CPython makes of a static
-//!   definition) whose keywords fastcall.rs matches;
+//!   definition) whose keywords cpython/fastcall.rs matches;
 //! - `__dlpack_c_exchange_api__`, DLPack's exchange table for offered types;
 //! - `__cuda_array_interface_c_api__`, the type's C-level CAI table.
 //!
 //! Each protocol describes the object when used, never when looked up: `hasattr` runs no fill.
 
-use std::ffi::c_void;
-
-use cai_python::ffi::{CaiPythonFill, CAI_C_API_CAPSULE_NAME};
+// The C API table's layout (include/cai_python.h), not CPython's.
+use c_api::{CaiPythonFill, CAI_C_API_CAPSULE_NAME};
+use cai_python::ffi as c_api;
 use pyo3::exceptions::{PySystemError, PyTypeError};
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
 use cai::binding::dlpack::AllowHost;
 
+use crate::cpython::fastcall::{run_assumed, run_attached, Definition};
+use crate::cpython::interpreter::{in_a_subinterpreter, refuse_subinterpreter};
+use crate::cpython::{self, PyObject, PyTypeObject, Py_ssize_t};
 use crate::dlpack::capsule_of;
 use crate::dlpack_export::{plain_arguments, DlpackArguments, DLPACK_SIGNATURE};
 use crate::exchange_offered::offered_exchange_api_capsule;
-use crate::fastcall::{run_assumed, run_attached, Definition};
-use crate::interpreter::{in_a_subinterpreter, refuse_subinterpreter};
 use crate::offered::Offered;
 use crate::pool::with_fill_array;
 
@@ -66,31 +66,27 @@ impl OfferedInterface {
 
 /// `__dlpack__` and `__dlpack_device__` of every offered type: plain methods (a method
 /// descriptor per type, made by `PyDescr_NewMethod`), so that `obj.__dlpack__(...)` makes no
-/// bound object and its keywords are matched by fastcall.rs. The descriptor checks that `self`
+/// bound object and its keywords are matched by cpython/fastcall.rs. The descriptor checks that `self`
 /// is an instance of the offered type before the function runs.
-static DLPACK: Definition = Definition(ffi::PyMethodDef {
-    ml_name: c"__dlpack__".as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: dlpack_fastcall },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
+static DLPACK: Definition = Definition::fast(
+    c"__dlpack__",
+    dlpack_fastcall,
+    c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
 --
 
 A DLPack capsule of the array the type's fill describes, owning a reference to self: versioned
 when max_version is (1, x) or later, else legacy; the producer's stream ordered before the
-consumer's `stream` (None: the legacy default stream; -1: no ordering; host memory takes None)."
-        .as_ptr(),
-});
+consumer's `stream` (None: the legacy default stream; -1: no ordering; host memory takes None).",
+);
 
-static DLPACK_DEVICE: Definition = Definition(ffi::PyMethodDef {
-    ml_name: c"__dlpack_device__".as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunction: dlpack_device_call },
-    ml_flags: ffi::METH_NOARGS,
-    ml_doc: c"__dlpack_device__($self, /)
+static DLPACK_DEVICE: Definition = Definition::no_arguments(
+    c"__dlpack_device__",
+    dlpack_device_call,
+    c"__dlpack_device__($self, /)
 --
 
-The (device type, device id) of the array: the fill's word, else the driver's for the pointer."
-        .as_ptr(),
-});
+The (device type, device id) of the array: the fill's word, else the driver's for the pointer.",
+);
 
 /// The record of `slf`'s offered type, and `slf` borrowed.
 ///
@@ -99,7 +95,7 @@ The (device type, device id) of the array: the fill's word, else the driver's fo
 /// instance of that type), alive for the call; the thread is attached.
 unsafe fn offered_self<'a, 'py>(
     py: Python<'py>,
-    slf: *mut ffi::PyObject,
+    slf: *mut PyObject,
 ) -> PyResult<(&'static Offered, pyo3::Borrowed<'a, 'py, PyAny>)> {
     // SAFETY: a live object held by the call (the caller's contract).
     let instance = unsafe { pyo3::Borrowed::from_ptr(py, slf) };
@@ -121,11 +117,11 @@ unsafe fn offered_self<'a, 'py>(
 /// Python errors are failures); the device, the export and the tensor are the core's; the
 /// capsule is handed out as a raw pointer. Any other call runs attached.
 unsafe extern "C" fn dlpack_fastcall(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargsf: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
+    slf: *mut PyObject,
+    args: *const *mut PyObject,
+    nargsf: Py_ssize_t,
+    kwnames: *mut PyObject,
+) -> *mut PyObject {
     let mut slots = [std::ptr::null_mut(); 4];
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
     let matched = unsafe { DLPACK_SIGNATURE.match_arguments(args, nargsf, kwnames, &mut slots) };
@@ -168,10 +164,7 @@ unsafe extern "C" fn dlpack_fastcall(
 /// `obj.__dlpack_device__()` of an offered type (`METH_NOARGS`), run without PyO3's count of
 /// the thread (`run_assumed`): its success path borrows `self`, describes into a struct and
 /// hands out a new tuple, dropping no `Py<T>` and no `PyErr`.
-unsafe extern "C" fn dlpack_device_call(
-    slf: *mut ffi::PyObject,
-    _unused: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
+unsafe extern "C" fn dlpack_device_call(slf: *mut PyObject, _unused: *mut PyObject) -> *mut PyObject {
     run_assumed(|py| {
         // SAFETY: the descriptor's `self`, alive for the call.
         let (offered, instance) = unsafe { offered_self(py, slf) }?;
@@ -189,9 +182,9 @@ unsafe extern "C" fn dlpack_device_call(
 /// The caller is attached to the interpreter; `type_object` NULL or a live type, ready;
 /// `type_dict` NULL or that type's own dict.
 pub unsafe extern "C" fn python_offer_to(
-    type_object: *mut ffi::PyTypeObject,
+    type_object: *mut PyTypeObject,
     fill: Option<CaiPythonFill>,
-    type_dict: *mut ffi::PyObject,
+    type_dict: *mut PyObject,
 ) -> i32 {
     if in_a_subinterpreter() {
         refuse_subinterpreter("cai_python_offer");
@@ -221,9 +214,9 @@ pub unsafe extern "C" fn python_offer_to(
 /// As `python_offer_to`.
 unsafe fn offer(
     py: Python<'_>,
-    type_object: *mut ffi::PyTypeObject,
+    type_object: *mut PyTypeObject,
     fill: Option<CaiPythonFill>,
-    type_dict: *mut ffi::PyObject,
+    type_dict: *mut PyObject,
 ) -> PyResult<()> {
     let (Some(fill), false) = (fill, type_object.is_null()) else {
         return Err(PyTypeError::new_err("cai_python_offer: type and fill must not be NULL"));
@@ -242,19 +235,10 @@ unsafe fn offer(
     }
     // SAFETY: a live, ready type; the record references it for ever.
     let offered = unsafe { Offered::leak(type_object, fill, name) };
-    let table = offered.api() as *mut c_void;
-    // SAFETY: a table in a leaked record (never freed) and a static name; no destructor.
-    let capsule = unsafe { ffi::PyCapsule_New(table, CAI_C_API_CAPSULE_NAME.as_ptr(), None) };
-    // SAFETY: a new reference, or NULL with an exception set.
-    let capsule = unsafe { Bound::from_owned_ptr_or_err(py, capsule) }?;
+    // A table in a leaked record (never freed).
+    let capsule = cpython::static_capsule(py, offered.api(), CAI_C_API_CAPSULE_NAME)?;
     DLPACK_SIGNATURE.intern(py)?;
-    let method = |definition: &'static Definition| {
-        // SAFETY: a live, ready type and a static definition (PyDescr_NewMethod keeps a
-        // pointer to it and a reference to the type).
-        let descriptor = unsafe { ffi::PyDescr_NewMethod(type_object, definition.as_ptr()) };
-        // SAFETY: a new reference, or NULL with an exception set.
-        unsafe { Bound::from_owned_ptr_or_err(py, descriptor) }.map(Bound::unbind)
-    };
+    let method = |definition: &'static Definition| definition.method(&ty).map(Bound::unbind);
     let values: [Py<PyAny>; 5] = [
         Py::new(py, OfferedInterface { offered })?.into_any(),
         method(&DLPACK)?,
@@ -273,7 +257,7 @@ unsafe fn offer(
     for (attribute, value) in ATTRIBUTES.iter().zip(values) {
         dict.set_item(*attribute, value)?;
     }
-    // SAFETY: a live type whose dict changed: its attribute cache is invalidated.
-    unsafe { ffi::PyType_Modified(type_object) };
+    // The type's dict changed: its attribute cache is invalidated.
+    cpython::type_modified(&ty);
     Ok(())
 }

@@ -1,17 +1,8 @@
 //! A type offered by `cai_python_offer`: its record (the C-level CAI table, followed by the
 //! author's fill function), the one description routine every protocol of the type reads
-//! through, and the table's `view` and `acquire` (docs/c-level-cai.md sections 3 and 6).
-//!
-//! The audit (every `unsafe` below, and why it is sound):
-//! - `view` and `acquire` are called by a consumer attached to the interpreter (the table's
-//!   contract), with `obj` a live object it holds, `out` writable and `error` NULL or
-//!   writable. They use `pyo3-ffi` calls that make no PyO3 value, so nothing waits in PyO3's
-//!   deferred-decref pool, and they never unwind (one panic boundary each).
-//! - A record is leaked when its type is offered and never freed: a consumer may have cached
-//!   the table's address for as long as the type lives, and the record holds a strong
-//!   reference to its type, so the two live as long as the process.
+//! through, and the table's `view` and `acquire` (docs/c-level-cai.md sections 3 and 6). Why
+//! its `unsafe` is sound is the "C tables" part of cpython/mod.rs's audit.
 
-use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
@@ -22,19 +13,21 @@ use cai::{
     CaiArray, CaiDLDataType, CaiDLDevice, CaiError, CaiStatus, Error, Status, CAI_DL_CPU, CAI_DL_CUDA,
     CAI_MEMORY_CUDA, CAI_OK,
 };
-use cai_python::ffi::{
+// The C API table's layout (include/cai_python.h), not CPython's.
+use c_api::{
     CaiCApi, CaiCApiHeader, CaiCApiVersion, CaiPythonFill, CaiRequest, CAI_C_API_MAJOR, CAI_C_API_MINOR,
     CAI_REQUEST_ALLOW_HOST, CAI_REQUEST_MUST_UNDERSTAND,
 };
-use pyo3::ffi;
+use cai_python::ffi as c_api;
 use pyo3::prelude::*;
 
 use crate::array_object::ArrayObject;
 use crate::c_api_rules::memory_other_than_cuda;
+use crate::cpython::fastcall::{hold_reference, let_go_of_reference};
+use crate::cpython::{self, c_void, PyObject, PyTypeObject};
 use crate::described::Read;
 use crate::dlpack::{device_of_array, tensor_of};
 use crate::errors::{CaiResult, Failure};
-use crate::fastcall::{hold_reference, let_go_of_reference};
 use crate::pool::{with_fill_error, Pooled};
 
 /// One offered type: the table first, so that the `api` a consumer passes back is the
@@ -44,7 +37,7 @@ pub struct Offered {
     api: CaiCApi,
     fill: CaiPythonFill,
     /// The offered type (a strong reference, never let go of).
-    type_object: *mut ffi::PyTypeObject,
+    type_object: *mut PyTypeObject,
     /// The type's name, for messages.
     pub name: String,
 }
@@ -103,18 +96,18 @@ impl Described {
 }
 
 impl Offered {
-    /// A new record for `type_object`, leaked (see the module's audit). The caller holds a
+    /// A new record for `type_object`, leaked (see cpython/mod.rs's audit, "C tables"). The caller holds a
     /// reference to the type, and this takes one more.
     ///
     /// # Safety
     /// `type_object` is a live type; the caller is attached to the interpreter.
     pub unsafe fn leak(
-        type_object: *mut ffi::PyTypeObject,
+        type_object: *mut PyTypeObject,
         fill: CaiPythonFill,
         name: String,
     ) -> &'static Offered {
         // SAFETY: a live type (the caller's contract), referenced for ever from here on.
-        unsafe { ffi::Py_IncRef(type_object.cast()) };
+        unsafe { cpython::incref(type_object.cast()) };
         let record: &'static Offered = Box::leak(Box::new(Offered {
             api: CaiCApi {
                 header: CaiCApiHeader {
@@ -139,20 +132,20 @@ impl Offered {
     ///
     /// # Safety
     /// The caller is attached to the interpreter and holds `obj`, a live object.
-    pub unsafe fn of_object(obj: *mut ffi::PyObject) -> Option<&'static Offered> {
+    pub unsafe fn of_object(obj: *mut PyObject) -> Option<&'static Offered> {
         let records = records();
         // SAFETY: a live object (the caller's contract).
-        let own_type = unsafe { ffi::Py_TYPE(obj) };
+        let own_type = unsafe { cpython::type_of(obj) };
         if let Some(record) = records.iter().find(|r| r.type_object == own_type) {
             return Some(record);
         }
         let mut nearest: Option<&'static Offered> = None;
         for &record in records.iter() {
             // SAFETY: a live object and live types (records reference theirs for ever).
-            let instance = unsafe { ffi::PyObject_TypeCheck(obj, record.type_object) } != 0;
+            let instance = unsafe { cpython::type_check(obj, record.type_object) };
             // SAFETY: as above; a type nearer in the MRO is a subtype of one farther.
-            let nearer = nearest
-                .is_none_or(|n| unsafe { ffi::PyType_IsSubtype(record.type_object, n.type_object) } != 0);
+            let nearer =
+                nearest.is_none_or(|n| unsafe { cpython::is_subtype(record.type_object, n.type_object) });
             if instance && nearer {
                 nearest = Some(record);
             }
@@ -161,7 +154,7 @@ impl Offered {
     }
 
     /// The table, as a capsule publishes it.
-    pub fn api(&'static self) -> *const CaiCApi {
+    pub fn api(&'static self) -> &'static CaiCApi {
         &self.api
     }
 
@@ -174,8 +167,7 @@ impl Offered {
         // between codegen units, a record would be taken for a foreign table and read by its
         // `acquire`, which is correct too.)
         let view_of_api = unsafe { (*api).view };
-        let ours =
-            view_of_api.is_some_and(|f| std::ptr::fn_addr_eq(f, view as cai_python::ffi::CaiCApiDescribe));
+        let ours = view_of_api.is_some_and(|f| std::ptr::fn_addr_eq(f, view as c_api::CaiCApiDescribe));
         // SAFETY: checked: `api` is the first field of a leaked, never-freed record.
         ours.then(|| unsafe { &*api.cast::<Offered>() })
     }
@@ -188,12 +180,12 @@ impl Offered {
     /// The caller is attached to the interpreter and holds `obj`, a live object.
     pub unsafe fn describe(
         &self,
-        obj: *mut ffi::PyObject,
+        obj: *mut PyObject,
         allow_host: bool,
         out: &mut CaiArray,
     ) -> Result<Described, Refusal> {
         // SAFETY: a live object and a live type (the caller's contract; the record's own).
-        if unsafe { ffi::PyObject_TypeCheck(obj, self.type_object) } == 0 {
+        if !unsafe { cpython::type_check(obj, self.type_object) } {
             return Err(Refusal::Cai(Error::new(
                 Status::InvalidArgument,
                 format!("obj is not a '{}' (nor of a subclass): the table describes only those", self.name),
@@ -203,8 +195,8 @@ impl Offered {
         let mut device = CaiDLDevice { device_type: CAI_DL_CUDA, device_id: -1 };
         // SAFETY: the caller's contract (attached, a live `obj`); `out` and `device` writable.
         let filled = unsafe { self.call_fill(obj, out, &mut device) };
-        // SAFETY: a plain query of this thread's exception state.
-        let raised = unsafe { !ffi::PyErr_Occurred().is_null() };
+        // SAFETY: attached (the caller's contract); a query of this thread's exception state.
+        let raised = cpython::error_is_set(unsafe { Python::assume_attached() });
         if raised {
             return Err(Refusal::Python);
         }
@@ -324,7 +316,7 @@ impl Offered {
         let tensor = tensor_of(array, Some(&described.validated), device, consumer, versioned, keeper)?;
         // SAFETY: attached (a Bound exists); `obj` is live. The reference the tensor keeps,
         // taken once it exists: its deleter lets go of it once.
-        unsafe { ffi::Py_IncRef(obj.as_ptr()) };
+        unsafe { cpython::incref(obj.as_ptr()) };
         Ok(tensor)
     }
 
@@ -340,7 +332,7 @@ impl Offered {
     /// As `describe`'s.
     unsafe fn call_fill(
         &self,
-        obj: *mut ffi::PyObject,
+        obj: *mut PyObject,
         out: &mut CaiArray,
         device: &mut CaiDLDevice,
     ) -> Result<(), Error> {
@@ -407,9 +399,8 @@ fn write_defaults(out: &mut CaiArray) {
 
 /// Raises SystemError with `message`.
 fn set_system_error(message: &str) {
-    let text = std::ffi::CString::new(message).unwrap_or_default();
-    // SAFETY: attached (the callers' contract); a static exception type and a C string.
-    unsafe { ffi::PyErr_SetString(ffi::PyExc_SystemError, text.as_ptr()) };
+    // SAFETY: attached (the callers' contract).
+    unsafe { cpython::set_error(cpython::Exception::System, message) };
 }
 
 /// Whether a request asks for something this table does not understand, and host memory is
@@ -440,7 +431,7 @@ fn report(refusal: Refusal, error: *mut CaiError) -> CaiStatus {
 /// The table's body: the record, the request, the description; a panic is CAI_ERROR_PANIC.
 fn table_entry(
     api: *const CaiCApi,
-    obj: *mut ffi::PyObject,
+    obj: *mut PyObject,
     request: *const CaiRequest,
     out: *mut CaiArray,
     error: *mut CaiError,
@@ -487,7 +478,7 @@ fn table_entry(
 /// The table's `view`: the fill's description, borrowed (nothing to release).
 unsafe extern "C" fn view(
     api: *const CaiCApi,
-    obj: *mut ffi::PyObject,
+    obj: *mut PyObject,
     request: *const CaiRequest,
     out: *mut CaiArray,
     error: *mut CaiError,
@@ -498,7 +489,7 @@ unsafe extern "C" fn view(
 /// The table's `acquire`: the description, owning a reference to `obj` until its release.
 unsafe extern "C" fn acquire(
     api: *const CaiCApi,
-    obj: *mut ffi::PyObject,
+    obj: *mut PyObject,
     request: *const CaiRequest,
     out: *mut CaiArray,
     error: *mut CaiError,

@@ -3,11 +3,13 @@
 use cai::binding::dict::{consumer_stream_is_a_handle, stream_object_handle_is_a_handle, Repr, Value};
 use cai::{CAI_POINTER_CHECK_DEFAULT, CAI_SYNC_DEFAULT, CAI_SYNC_NONE, CAI_SYNC_STREAM_ORDERED};
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt};
 
+use crate::cpython::exact_small_int;
+use crate::cpython::fastcall::{exact_int_pair, is_absent};
+use crate::cpython::PyObject;
 use crate::errors::CaiResult;
 use crate::values::scalar;
 
@@ -72,72 +74,13 @@ pub(crate) fn pointer_check_mode(mode: Option<&Bound<'_, PyAny>>) -> PyResult<i3
     mode.extract::<i32>().map_err(|_| refused(PyValueError::new_err))
 }
 
-/// The argument values consumers pass most (None, an int, a pair of ints), recognized with
-/// `pyo3-ffi` calls that make no reference and no PyO3 value and raise nothing: a body that
-/// reads only such values makes no `PyErr` to drop (fastcall.rs's `run_assumed`). Anything
-/// else is left to the full readings below, which name what is wrong.
-///
-/// # Safety
-/// Attached; `value` is NULL (not given) or a live object. The same for the three below.
-pub(crate) unsafe fn is_absent(value: *mut ffi::PyObject) -> bool {
-    // SAFETY: a pointer compare with the None singleton.
-    value.is_null() || value == unsafe { ffi::Py_None() }
-}
-
-/// An exact int that fits an i64 (an overflow's exception cleared: the full reading raises its
-/// own); None for anything else.
-///
-/// # Safety
-/// As `is_absent`'s.
-pub(crate) unsafe fn exact_small_int(value: *mut ffi::PyObject) -> Option<i64> {
-    // SAFETY: the caller's contract: a type check and a read of a live object.
-    unsafe {
-        if value.is_null() || ffi::PyLong_CheckExact(value) == 0 {
-            return None;
-        }
-        let wide = ffi::PyLong_AsLongLong(value);
-        if wide == -1 && !ffi::PyErr_Occurred().is_null() {
-            ffi::PyErr_Clear();
-            return None;
-        }
-        Some(wide)
-    }
-}
-
-/// Absent, None, or an exact int that fits an i64.
-///
-/// # Safety
-/// As `is_absent`'s.
-pub(crate) unsafe fn is_absent_or_small_int(value: *mut ffi::PyObject) -> bool {
-    // SAFETY: the caller's contract.
-    unsafe { is_absent(value) || exact_small_int(value).is_some() }
-}
-
-/// The two ints of an exact 2-tuple of exact ints that fit an i64 (what consumers pass as
-/// `max_version` and `dl_device`).
-///
-/// # Safety
-/// As `is_absent`'s.
-pub(crate) unsafe fn exact_int_pair(value: *mut ffi::PyObject) -> Option<(i64, i64)> {
-    // SAFETY: the caller's contract; the items are borrowed while the tuple, which cannot
-    // change, is held by the caller.
-    unsafe {
-        if value.is_null() || ffi::PyTuple_CheckExact(value) == 0 || ffi::PyTuple_Size(value) != 2 {
-            return None;
-        }
-        Some((
-            exact_small_int(ffi::PyTuple_GetItem(value, 0))?,
-            exact_small_int(ffi::PyTuple_GetItem(value, 1))?,
-        ))
-    }
-}
-
 /// Absent or None (`Some(None)`), or an exact pair of exact ints each fitting `T`; None for
-/// anything else, which the full reading (`int_pair`) takes.
+/// anything else, which the full reading (`int_pair`) takes. Recognized with calls that raise
+/// nothing (cpython/fastcall.rs's `is_absent`, `exact_int_pair`).
 ///
 /// # Safety
-/// As `is_absent`'s.
-pub(crate) unsafe fn plain_int_pair<T: TryFrom<i64>>(value: *mut ffi::PyObject) -> Option<Option<(T, T)>> {
+/// Attached; `value` is NULL (not given) or a live object.
+pub(crate) unsafe fn plain_int_pair<T: TryFrom<i64>>(value: *mut PyObject) -> Option<Option<(T, T)>> {
     // SAFETY: the caller's contract.
     if unsafe { is_absent(value) } {
         return Some(None);

@@ -4,16 +4,19 @@
 
 use cai::binding::rules::{validate, Validated};
 use cai::{CaiArray, CaiError, CaiImportOptions, Error, Status, CAI_OK};
-use cai_python::ffi::{
+// The C API table's layout (include/cai_python.h), not CPython's.
+use c_api::{
     CaiCApi, CaiCApiHeader, CaiRequest, CAI_C_API_ATTRIBUTE, CAI_C_API_CAPSULE_NAME, CAI_C_API_MAJOR,
     CAI_REQUEST_ALLOW_HOST,
 };
+use cai_python::ffi as c_api;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 
 use crate::c_api_rules::memory_other_than_cuda;
 use crate::classes;
+use crate::cpython;
 use crate::errors::{CaiResult, Failure};
 use crate::values::TypeOf;
 
@@ -48,12 +51,10 @@ pub fn lookup_c_api(ty: &Bound<'_, PyType>) -> PyResult<Option<CApi>> {
     if capsule.is_none() || interface_defined_nearer(ty, &attribute)? {
         return Ok(None);
     }
-    // SAFETY: a live object; PyCapsule_GetPointer checks its type and name (NULL with an
-    // exception when either differs).
-    let mut header =
-        unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), CAI_C_API_CAPSULE_NAME.as_ptr()) }
-            .cast::<CaiCApiHeader>()
-            .cast_const();
+    // NULL with an exception when the type or name differs.
+    let mut header = cpython::capsule_pointer_or_error(&capsule, Some(CAI_C_API_CAPSULE_NAME))
+        .cast::<CaiCApiHeader>()
+        .cast_const();
     if header.is_null() {
         drop(PyErr::take(py));
         return Ok(None);

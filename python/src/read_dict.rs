@@ -13,17 +13,17 @@ use cai::binding::rules::{in_mask, mask_depth_is_within_limit};
 use cai::binding::Description;
 use cai::{CaiArray, CaiField, Error, Status};
 use pyo3::exceptions::PyTypeError;
-use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::type_object::PyTypeCheck;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::mem::MaybeUninit;
 
+use crate::cpython::{self, is_exactly, Builtin};
 use crate::described::Read;
 use crate::errors::{CaiResult, Failure};
 use crate::pool::Pooled;
-use crate::values::{is_exactly, scalar, PyValue, TypeOf};
+use crate::values::{scalar, PyValue, TypeOf};
 
 /// The interface dict of `object` (or `object` itself when it is a dict); None when it has no
 /// `__cuda_array_interface__` attribute.
@@ -38,23 +38,12 @@ pub fn interface_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'p
 /// a caller that knows `object` is no dict itself (`interface_of` asks that first).
 pub fn interface_attribute<'py>(object: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
     let py = object.py();
-    // SAFETY: a live object and an interned str; a new reference or NULL with an error set. An
-    // AttributeError is cleared by the interpreter: no `PyErr` is made when the attribute is
+    // An AttributeError is cleared by the interpreter: no `PyErr` is made when the attribute is
     // absent (see values.rs).
-    let desc =
-        unsafe { ffi::PyObject_GetAttr(object.as_ptr(), intern!(py, "__cuda_array_interface__").as_ptr()) };
-    if desc.is_null() {
-        // SAFETY: attached, an error set.
-        if unsafe { ffi::PyErr_ExceptionMatches(ffi::PyExc_AttributeError) } != 0 {
-            // SAFETY: as above.
-            unsafe { ffi::PyErr_Clear() };
-            return Ok(None);
-        }
-        return Err(PyErr::fetch(py));
-    }
-    // SAFETY: the new reference PyObject_GetAttr returned.
-    let desc = unsafe { Bound::from_owned_ptr(py, desc) };
-    if is_exactly(desc.as_borrowed(), &raw mut ffi::PyDict_Type) {
+    let Some(desc) = cpython::getattr_or_none(object, intern!(py, "__cuda_array_interface__"))? else {
+        return Ok(None);
+    };
+    if is_exactly(desc.as_borrowed(), Builtin::Dict) {
         // SAFETY: an exact dict, checked above (a subclass check is a call under the limited API).
         return Ok(Some(unsafe { desc.cast_into_unchecked::<PyDict>() }));
     }
@@ -185,30 +174,24 @@ fn into_tuple(object: Bound<'_, PyAny>) -> Option<Bound<'_, PyTuple>> {
 /// Whether `object` is exactly an int, a str or None: never a sequence, told by compares of
 /// its type, where a tuple or list check of it would ask for the type's flags.
 fn is_plain_scalar(object: Borrowed<'_, '_, PyAny>) -> bool {
-    is_exactly(object, &raw mut ffi::PyLong_Type)
-        || is_exactly(object, &raw mut ffi::PyUnicode_Type)
-        || object.is_none()
+    is_exactly(object, Builtin::Int) || is_exactly(object, Builtin::Str) || object.is_none()
 }
 
 /// Whether `object` is a tuple (or a subclass of one).
 fn is_tuple(object: Borrowed<'_, '_, PyAny>) -> bool {
-    is_sequence::<PyTuple>(object, &raw mut ffi::PyTuple_Type, &raw mut ffi::PyList_Type)
+    is_sequence::<PyTuple>(object, Builtin::Tuple, Builtin::List)
 }
 
 /// Whether `object` is a list (or a subclass of one).
 fn is_list(object: Borrowed<'_, '_, PyAny>) -> bool {
-    is_sequence::<PyList>(object, &raw mut ffi::PyList_Type, &raw mut ffi::PyTuple_Type)
+    is_sequence::<PyList>(object, Builtin::List, Builtin::Tuple)
 }
 
 /// Whether `object` is a `T` (`own`, the tuple or list type) or a subclass of one, where a
 /// dict holds exact builtins: told by compares of its type (with `other`, the other sequence
 /// type, and the plain scalars), the subclass check, a call for the type's flags under the
 /// limited API, left for what no compare tells.
-fn is_sequence<T: PyTypeCheck>(
-    object: Borrowed<'_, '_, PyAny>,
-    own: *mut ffi::PyTypeObject,
-    other: *mut ffi::PyTypeObject,
-) -> bool {
+fn is_sequence<T: PyTypeCheck>(object: Borrowed<'_, '_, PyAny>, own: Builtin, other: Builtin) -> bool {
     if is_exactly(object, own) {
         return true;
     }
@@ -374,13 +357,12 @@ fn values_of<'py>(dict: &Bound<'py, PyDict>) -> PyResult<[Option<Bound<'py, PyAn
     let keys = interned_keys(py);
     let mut found: [Option<Bound<'py, PyAny>>; 8] = Default::default();
     let one_pass = pyo3::sync::critical_section::with_critical_section(dict, || {
-        let (mut position, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        let mut position = 0;
         // SAFETY: the dict is locked (free-threading) or the GIL is held; no Python code runs
         // during the pass, and each value is taken as a strong reference before the next step.
-        while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) } != 0 {
-            match keys.iter().position(|known| known.as_ptr() == key) {
-                // SAFETY: a live value of the dict, borrowed; the new reference is owned.
-                Some(i) => found[i] = Some(unsafe { Bound::from_borrowed_ptr(py, value) }),
+        while let Some((key, value)) = unsafe { cpython::dict_next(dict, &mut position) } {
+            match keys.iter().position(|known| known.as_ptr() == key.as_ptr()) {
+                Some(i) => found[i] = Some(value.to_owned()),
                 None => return false,
             }
         }
@@ -416,7 +398,7 @@ fn frozen(object: Bound<'_, PyAny>, depth: usize) -> PyResult<Bound<'_, PyAny>> 
 /// entries cost twice per call).
 fn holds_a_list(object: Borrowed<'_, '_, PyAny>, depth: usize) -> bool {
     // A str (a descr's name or typestr) by one compare of its type.
-    if is_exactly(object, &raw mut ffi::PyUnicode_Type) {
+    if is_exactly(object, Builtin::Str) {
         return false;
     }
     if is_list(object) {
@@ -482,14 +464,6 @@ fn first_items<'a, 'py, const N: usize>(tuple: Option<Borrowed<'a, 'py, PyTuple>
 
 /// Item `i` of a tuple, borrowed for as long as the tuple is (tuples never change).
 fn item<'a, 'py>(tuple: Borrowed<'a, 'py, PyTuple>, i: usize) -> Option<Borrowed<'a, 'py, PyAny>> {
-    // SAFETY: a live tuple; PyTuple_GetItem returns a borrowed reference, or NULL with an
-    // IndexError past the end.
-    let ptr = unsafe { ffi::PyTuple_GetItem(tuple.as_ptr(), i as ffi::Py_ssize_t) };
-    if ptr.is_null() {
-        // SAFETY: attached, the IndexError set (cleared by the interpreter: see values.rs).
-        unsafe { ffi::PyErr_Clear() };
-        return None;
-    }
-    // SAFETY: non-NULL, borrowed from the tuple, which outlives 'a.
-    Some(unsafe { Borrowed::from_ptr(tuple.py(), ptr) })
+    // Past the end, the IndexError is cleared by the interpreter (see values.rs).
+    cpython::tuple_item(tuple, i)
 }

@@ -8,12 +8,13 @@ use cai::{
     CAI_STREAM_NONE,
 };
 use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError};
-use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyString, PyTuple};
+use pyo3::types::{PyBool, PyNone, PyString, PyTuple};
+use pyo3::Borrowed;
 
+use crate::cpython;
 use crate::dlpack::{device_of_taken, take_capsule, Taken, TakenTensor};
 use crate::errors::{CaiResult, Failure};
 
@@ -126,17 +127,6 @@ pub enum KnownDevice {
     HostFirst,
 }
 
-extern "C" {
-    /// A function of every CPython since 3.9, in the stable ABI since 3.12. Declared here: PyO3
-    /// declares it only for 3.12's limited API, and this module's is 3.10's.
-    fn PyObject_VectorcallMethod(
-        name: *mut ffi::PyObject,
-        args: *const *mut ffi::PyObject,
-        nargsf: usize,
-        kwnames: *mut ffi::PyObject,
-    ) -> *mut ffi::PyObject;
-}
-
 /// The keywords `__dlpack__` is called with, from the most to the fewest: each call starts from
 /// all four and takes the next set after a TypeError, so that a producer from before a keyword
 /// existed is read too (at the cost of a refused call per set it lacks).
@@ -201,41 +191,38 @@ fn call_dlpack<'py>(
     let py = obj.py();
     let arguments = DlpackArguments::get(py)?;
     let name = intern!(py, "__dlpack__");
-    // SAFETY: attached; None lives as long as the interpreter (borrowed, never let go of here).
-    let none = unsafe { ffi::Py_None() };
-    let copy = if no_copy { PyBool::new(py, false).as_ptr() } else { none };
-    let (stream, max_version) = (stream.as_ptr(), arguments.max_version.as_ptr());
+    // None and False are borrowed (they live as long as the interpreter, never let go of here).
+    let (none, false_) = (PyNone::get(py), PyBool::new(py, false));
+    let none = none.as_any().as_borrowed();
+    let copy = if no_copy { false_.as_any().as_borrowed() } else { none };
+    let max_version = arguments.max_version.bind(py).as_any();
+    let (obj, stream, max_version) = (obj.as_borrowed(), stream.as_borrowed(), max_version.as_borrowed());
     let call = |asked: DlpackKeywords| {
-        let (args, kwnames): (&[*mut ffi::PyObject], &Py<PyTuple>) = match asked {
-            DlpackKeywords::All => (&[obj.as_ptr(), stream, max_version, none, copy], &arguments.all),
+        let (args, kwnames): (&[Borrowed<'_, 'py, PyAny>], &Py<PyTuple>) = match asked {
+            DlpackKeywords::All => (&[obj, stream, max_version, none, copy], &arguments.all),
             DlpackKeywords::Versioned if no_copy => {
-                (&[obj.as_ptr(), stream, max_version, copy], &arguments.versioned_no_copy)
+                (&[obj, stream, max_version, copy], &arguments.versioned_no_copy)
             }
-            DlpackKeywords::Versioned => (&[obj.as_ptr(), stream, max_version], &arguments.versioned),
-            DlpackKeywords::StreamOnly => (&[obj.as_ptr(), stream], &arguments.stream_only),
+            DlpackKeywords::Versioned => (&[obj, stream, max_version], &arguments.versioned),
+            DlpackKeywords::StreamOnly => (&[obj, stream], &arguments.stream_only),
         };
-        // SAFETY: live objects borrowed for the call (None and False live as long as the
-        // interpreter, the tuples as long as their static): `obj` first (the method's self,
-        // the one positional argument), then one value per name of `kwnames`; a new reference
-        // or NULL with an exception set comes back.
-        unsafe { PyObject_VectorcallMethod(name.as_ptr(), args.as_ptr(), 1, kwnames.as_ptr()) }
+        // SAFETY: `obj` first (the method's self, the one positional argument), then one value
+        // per name of `kwnames`: each arm pairs a tuple with as many values as it has names.
+        unsafe { cpython::call_method_keywords(name, args, kwnames.bind(py)) }
     };
     let mut asked = DlpackKeywords::All;
     loop {
-        let result = call(asked);
-        if !result.is_null() {
-            // SAFETY: a new reference.
-            return Ok(unsafe { Bound::from_owned_ptr(py, result) });
+        if let Some(result) = call(asked) {
+            return Ok(result);
         }
-        // SAFETY: attached; the exception queried is the one the call just raised.
-        let refused_keywords = unsafe { ffi::PyErr_ExceptionMatches(ffi::PyExc_TypeError) } == 1;
+        // The exception queried is the one the call just raised.
+        let refused_keywords = cpython::type_error_is_set(py);
         asked = match asked.fewer() {
             Some(fewer) if refused_keywords => fewer,
             _ => return Err(PyErr::fetch(py)),
         };
         // The exception cleared where it is raised, not taken into a `PyErr`: this path makes
         // no value whose drop PyO3 may defer (negotiate/type_facts.rs's `read_cleanly`).
-        // SAFETY: attached; clears the exception just matched.
-        unsafe { ffi::PyErr_Clear() };
+        cpython::clear_error(py);
     }
 }

@@ -1,8 +1,6 @@
 //! The reader of a producer whose type offers DLPack's C exchange table: the tensor taken with
 //! no Python call, and the producer's work stream asked for when a sync is wanted.
 
-use std::ffi::c_void;
-
 use cai::binding::dlpack::{
     check_dltensor, check_versioned, discard, write_dltensor, write_versioned, AllowHost, CheckedDlTensor,
     SubByte, RELEASE_VERSIONED,
@@ -19,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyType};
 
 use crate::classes;
+use crate::cpython::{self, c_void};
 use crate::dlpack::{Taken, TakenTensor};
 use crate::errors::CaiResult;
 use crate::exchange_api::{
@@ -46,11 +45,9 @@ pub fn lookup_exchange_api(ty: &Bound<'_, PyType>) -> PyResult<Option<Exchange>>
     let py = ty.py();
     let mut table: *const ExchangeApi = std::ptr::null();
     if let Ok(capsule) = ty.getattr(intern!(py, "__dlpack_c_exchange_api__")) {
-        // SAFETY: capsule calls on a live object, the name checked first.
-        unsafe {
-            if pyo3::ffi::PyCapsule_IsValid(capsule.as_ptr(), EXCHANGE_API.as_ptr()) == 1 {
-                table = pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), EXCHANGE_API.as_ptr()).cast();
-            }
+        // SAFETY: attached (a Bound exists) with a live object; the name is checked first.
+        if let Some(pointer) = unsafe { cpython::capsule_pointer(capsule.as_ptr(), EXCHANGE_API) } {
+            table = pointer.as_ptr().cast();
         }
     } else if let Ok(address) = ty.getattr(intern!(py, "__c_dlpack_exchange_api__")) {
         if !address.is_exact_instance_of::<PyInt>() {

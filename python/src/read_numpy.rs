@@ -18,29 +18,28 @@
 //! numpy's does); only instances of that exact type are read, alive for the call (the caller
 //! holds them), by an attached thread.
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use cai::binding::dlpack::{read_dltensor, AllowHost, SubByte};
 use cai::binding::element_type::{dl_dtype_named, names_beyond_numpy};
 use cai::{CaiArray, CaiDLDataType, CaiDLDevice, CaiDLTensor, CAI_DL_CPU, CAI_MAX_NDIM};
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyType};
 
+use crate::cpython::{self, c_char, c_int, c_uint, c_void, PyObject, PyTypeObject};
 use crate::dlpack::{Taken, TakenTensor};
 use crate::errors::CaiResult;
 
 /// numpy 2's `PyArrayObject_fields`, as far as this reader reads it.
 #[repr(C)]
 struct ArrayFields {
-    ob_base: ffi::PyObject,
+    ob_base: PyObject,
     data: *mut c_char,
     nd: c_int,
     dimensions: *const isize,
     strides: *const isize,
-    base: *mut ffi::PyObject,
+    base: *mut PyObject,
     descr: *const DescrFields,
     flags: c_int,
 }
@@ -48,8 +47,8 @@ struct ArrayFields {
 /// numpy 2's `PyArray_Descr`, as far as this reader reads it.
 #[repr(C)]
 struct DescrFields {
-    ob_base: ffi::PyObject,
-    typeobj: *mut ffi::PyTypeObject,
+    ob_base: PyObject,
+    typeobj: *mut PyTypeObject,
     kind: c_char,
     type_char: c_char,
     byteorder: c_char,
@@ -110,7 +109,7 @@ fn load_ml_dtypes(py: Python<'_>) {
 
 /// numpy's `PyArray_Type`, once a type was found to be it (a static type of numpy's module,
 /// which is never unloaded).
-static ARRAY_TYPE: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
+static ARRAY_TYPE: AtomicPtr<PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Whether `ty` is numpy's `ndarray` of a numpy whose ABI this reader knows (looked up once
 /// per type: an import and a capsule read). Any failure on the way says no, its error cleared.
@@ -124,13 +123,11 @@ pub fn is_numpy_array_type(ty: &Bound<'_, PyType>) -> bool {
         .and_then(|module| module.getattr("_ARRAY_API"))
         .and_then(|api| Ok(api.cast_into::<PyCapsule>()?));
     let Ok(table) = table else { return false };
-    // SAFETY: a live capsule; numpy's has no name, and any other name answers NULL (with an
-    // error, cleared below).
-    let table =
-        unsafe { ffi::PyCapsule_GetPointer(table.as_ptr(), std::ptr::null()) }.cast::<*const c_void>();
+    // numpy's capsule has no name, and any other name answers NULL (with an error, cleared
+    // below).
+    let table = cpython::capsule_pointer_or_error(&table, None).cast::<*const c_void>();
     if table.is_null() {
-        // SAFETY: attached; clears the capsule's refusal, if any.
-        unsafe { ffi::PyErr_Clear() };
+        cpython::clear_error(py);
         return false;
     }
     // SAFETY: numpy's C-API table, which lives as long as numpy's module (never unloaded): its
@@ -245,7 +242,7 @@ pub unsafe fn with_numpy_tensor<R>(
 unsafe extern "C" fn release_array_reference(array: *mut CaiArray) {
     // SAFETY: attached (above); the strong reference take_numpy_array stored, released once
     // (a release runs once: the holders clear it).
-    unsafe { ffi::Py_DecRef((*array).owner.cast()) };
+    unsafe { cpython::decref((*array).owner.cast()) };
 }
 
 /// The DLPack type numpy's export gives `descr`, for the dtypes it maps itself (not those of its
@@ -289,16 +286,16 @@ fn ml_dtype(descr: &DescrFields) -> Option<CaiDLDataType> {
 ///
 /// # Safety
 /// `base` is NULL or a live object, and so is each array's base down the chain; attached.
-unsafe fn base_is_capsule(mut base: *mut ffi::PyObject) -> bool {
+unsafe fn base_is_capsule(mut base: *mut PyObject) -> bool {
     let array_type = ARRAY_TYPE.load(Ordering::Acquire);
     while !base.is_null() {
         // SAFETY: a live object (the contract); numpy's array type, set before any array is
         // read (`is_numpy_array_type`), and its subclasses keep its fields' layout.
         unsafe {
-            if ffi::PyCapsule_CheckExact(base) != 0 {
+            if cpython::is_capsule(base) {
                 return true;
             }
-            if array_type.is_null() || ffi::PyObject_TypeCheck(base, array_type) == 0 {
+            if array_type.is_null() || !cpython::type_check(base, array_type) {
                 return false;
             }
             base = (*base.cast::<ArrayFields>()).base;

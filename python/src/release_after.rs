@@ -11,18 +11,18 @@
 //! interpreter still runs; a release asked for after it is drained at once, waiting, so that
 //! nothing of Python's is queued once finalization begins.
 
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cai::binding::{release_after, release_pending as run_pending};
 use cai::CaiArray;
-use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::array::{run_release, Kept};
+use crate::array::run_release;
 use crate::array_object::ArrayObject;
+use crate::cpython::fastcall::{run_attached, with_thread_attached, Signature};
+use crate::cpython::Kept;
+use crate::cpython::{c_void, PyObject, Py_ssize_t};
 use crate::errors::Failure;
-use crate::fastcall::{run_attached, with_thread_attached, Signature};
 use crate::options::consumer_stream;
 
 /// Set by the atexit hook: from then on a deferred release is drained at once.
@@ -41,11 +41,11 @@ static RELEASE_SIGNATURE: Signature<1> = Signature::new("release", [c"stream"], 
 
 /// `a.release(*, stream=None)`: see its docstring (array_methods.rs).
 pub(crate) unsafe extern "C" fn release(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargsf: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
+    slf: *mut PyObject,
+    args: *const *mut PyObject,
+    nargsf: Py_ssize_t,
+    kwnames: *mut PyObject,
+) -> *mut PyObject {
     let mut slots = [std::ptr::null_mut(); 1];
     // SAFETY: called by the interpreter, attached, with the vectorcall contract.
     let matched = unsafe { RELEASE_SIGNATURE.match_arguments(args, nargsf, kwnames, &mut slots) };

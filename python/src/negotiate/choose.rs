@@ -13,6 +13,7 @@ use super::type_facts::{
     mark_clean, mark_clean_with, mark_unaudited, remembered_choice, type_facts, Remembered,
 };
 use crate::array_object::ArrayObject;
+use crate::cpython::{is_exactly, Builtin};
 use crate::dlpack::TakenTensor;
 use crate::errors::{CaiResult, Failure};
 use crate::offered::Offered;
@@ -20,7 +21,7 @@ use crate::read_c_api::CApi;
 use crate::read_dict::interface_attribute;
 use crate::read_dlpack::{reported_device, take_from_producer, KnownDevice};
 use crate::read_exchange::Exchange;
-use crate::values::{is_exactly, TypeOf};
+use crate::values::TypeOf;
 
 /// The error of an object no reader takes: a TypeError naming the parameter and what it takes
 /// (built only on failure).
@@ -91,7 +92,7 @@ pub(super) fn choose<'py>(
     // a CAI property that may raise (a CPU tensor's does) and cost an exception per call. A
     // dict by one compare of its type, a subclass of one by its type's facts (under the limited
     // API a subclass check is a call for the type's flags).
-    if is_exactly(obj.as_borrowed(), &raw mut pyo3::ffi::PyDict_Type) {
+    if is_exactly(obj.as_borrowed(), Builtin::Dict) {
         mark_clean(obj);
         // SAFETY: an exact dict, checked above.
         return Ok(Chosen::Dict(unsafe { obj.cast_unchecked::<PyDict>() }.clone()));

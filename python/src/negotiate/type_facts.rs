@@ -3,7 +3,6 @@
 //! thread's record of the type it last read by an audited path (see `read_cleanly`).
 
 use std::cell::Cell;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -12,7 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 
 use crate::classes;
-use crate::fastcall::let_go_of_deferred;
+use crate::cpython::fastcall::let_go_of_deferred;
+use crate::cpython::{self, PyObject};
 use crate::read_c_api::{interface_defined_nearer, lookup_c_api, CApi};
 use crate::read_exchange::{lookup_exchange_api, Exchange};
 use crate::read_numpy::is_numpy_array_type;
@@ -132,7 +132,7 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 
 /// Whether `obj` is read by a path whose success drops no `Py<T>` and no `PyErr` (the values
 /// PyO3 defers while it does not count the thread), so that an entry may run its negotiation
-/// and import uncounted (fastcall.rs's `run_assumed`, capi.rs's entries): its type is the one
+/// and import uncounted (cpython/fastcall.rs's `run_assumed`, capi.rs's entries): its type is the one
 /// this thread last read by such a path (the negotiation marks it: `mark_clean`), the
 /// remembered facts unchanged since. Such a path is its type's DLPack exchange table, a C-level
 /// table libcai's glue offered, a CAI dict (the object itself, or what its
@@ -154,9 +154,9 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 ///
 /// # Safety
 /// `obj` is a live object.
-pub unsafe fn read_cleanly(obj: *mut pyo3::ffi::PyObject) -> bool {
+pub unsafe fn read_cleanly(obj: *mut PyObject) -> bool {
     // SAFETY: a live object (the caller's contract).
-    let ty = unsafe { pyo3::ffi::Py_TYPE(obj) } as usize;
+    let ty = unsafe { cpython::type_address(obj) };
     let generation = FACTS_GENERATION.load(Ordering::Acquire);
     THREAD_MEMORY
         .try_with(|memory| memory.clean.get())
@@ -205,9 +205,9 @@ pub(super) fn remembered_choice(obj: &Bound<'_, PyAny>) -> Option<Remembered> {
 ///
 /// # Safety
 /// `obj` is a live object.
-pub unsafe fn remembered_table(obj: *mut pyo3::ffi::PyObject) -> Option<Remembered> {
+pub unsafe fn remembered_table(obj: *mut PyObject) -> Option<Remembered> {
     // SAFETY: a live object (the caller's contract).
-    let ty = unsafe { pyo3::ffi::Py_TYPE(obj) } as usize;
+    let ty = unsafe { cpython::type_address(obj) };
     let generation = FACTS_GENERATION.load(Ordering::Acquire);
     let marked = THREAD_MEMORY.try_with(|memory| memory.clean.get()).ok()?;
     marked.choice.filter(|_| (marked.ty, marked.generation) == (ty, generation))
@@ -215,7 +215,7 @@ pub unsafe fn remembered_table(obj: *mut pyo3::ffi::PyObject) -> Option<Remember
 
 /// After an entry ran uncounted on `read_cleanly`'s word and succeeded: if this thread's last
 /// negotiation did not choose an audited path after all (an instance its type's mark did not
-/// foresee), attaches once, which lets go of what that path dropped (fastcall.rs's
+/// foresee), attaches once, which lets go of what that path dropped (cpython/fastcall.rs's
 /// `let_go_of_deferred`). A failure needs none of this: it is raised counted.
 pub fn settle_uncounted_run() {
     if !THREAD_MEMORY.try_with(|memory| memory.audited.get()).unwrap_or(false) {
@@ -235,13 +235,7 @@ fn remembered_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
     }
     // A dict type's instances are read as dicts whatever else the type has, so nothing is
     // looked up on it (a lookup may run Python code, or fail). Its flags: no code runs.
-    // SAFETY: a live type object.
-    let flags = unsafe { pyo3::ffi::PyType_GetFlags(ty.as_type_ptr()) };
-    let found = if flags & pyo3::ffi::Py_TPFLAGS_DICT_SUBCLASS != 0 {
-        TypeFacts::DICT
-    } else {
-        looked_up_facts(&ty)?
-    };
+    let found = if cpython::is_dict_subclass(&ty) { TypeFacts::DICT } else { looked_up_facts(&ty)? };
     let mut cache = lock_facts();
     let mut evicted = None;
     if cached(&cache).is_none() {
@@ -313,10 +307,7 @@ pub(super) fn may_have_interface(ty: &Bound<'_, PyType>) -> PyResult<bool> {
         return Ok(true);
     }
     let dict_offset = classes::dict_offset(ty)?;
-    // SAFETY: a live type; PyType_GetSlot reads static types too since CPython 3.10.
-    let getattro = unsafe { pyo3::ffi::PyType_GetSlot(ty.as_type_ptr(), pyo3::ffi::Py_tp_getattro) };
-    let generic = pyo3::ffi::PyObject_GenericGetAttr as *mut c_void;
-    Ok(dict_offset != 0 || getattro != generic)
+    Ok(dict_offset != 0 || !cpython::has_generic_getattr(ty))
 }
 
 /// Whether no class in `ty`'s MRO can gain an attribute: each is flagged immutable (static
@@ -328,9 +319,7 @@ fn classes_fixed(ty: &Bound<'_, PyType>) -> bool {
     let Ok(mro) = classes::mro(ty) else { return false };
     for class in mro.iter() {
         let Ok(class) = class.cast_into::<PyType>() else { return false };
-        // SAFETY: a live type object.
-        let flags = unsafe { pyo3::ffi::PyType_GetFlags(class.as_type_ptr()) };
-        if flags & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE == 0 {
+        if !cpython::is_immutable_type(&class) {
             return false;
         }
     }

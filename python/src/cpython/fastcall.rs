@@ -1,73 +1,157 @@
 //! What the raw `METH_FASTCALL | METH_KEYWORDS` entries share (hot.rs's `cai.from_object`,
-//! offer.rs's `__dlpack__` of offered types): a signature that matches a call's arguments
-//! itself (keywords as cheap as positions), its TypeErrors in the words PyO3's argument
-//! handling uses, and the way into the body, which the DLPack exchange tables' functions
-//! (exchange_offered.rs) take too.
+//! offer.rs's `__dlpack__` of offered types, array_methods.rs's methods): their definitions
+//! (`Definition`) and how one becomes a function or a method descriptor, a signature that
+//! matches a call's arguments itself (keywords as cheap as positions), its TypeErrors in the
+//! words PyO3's argument handling uses, and the way into the body, which the DLPack exchange
+//! tables' functions (exchange_offered.rs) take too. What an entry and a body may do, and why it is sound, is
+//! the "Entries" part of mod.rs's audit.
 //!
 //! Why: PyO3's generated argument handling turns each keyword name into UTF-8 and compares
 //! strings (about 400 instructions per call with three keywords). Here a keyword name is first
 //! compared by pointer with the interned parameter names (what the interpreter passes for a
 //! keyword written in source), then by value (a name built at run time, a str subclass).
 //!
-//! The audit (every `unsafe` below, and why it is sound):
-//! - The interpreter calls an entry with an attached thread state, `args` holding `nargs`
-//!   positional values followed by one value per entry of `kwnames` (a tuple of str, or NULL),
-//!   all borrowed for the call: the matching reads them with `pyo3-ffi` calls that make no
-//!   reference and no PyO3 value.
-//! - PyO3's own count of attached threads may not know of this thread there (no PyO3
-//!   trampoline ran), and a `Py<T>` or `PyErr` dropped while it does not would wait in PyO3's
-//!   deferred decref pool. So a body runs inside `Python::attach` (`run_attached`), PyO3's
-//!   public, sound way in: the thread is attached already, so it only counts it (about 190
-//!   instructions with PyO3's checks), and every drop in the body is immediate. Nothing of PyO3
-//!   is made before it or outlives it: the matched arguments stay raw borrowed pointers.
-//! - A body whose success path drops no `Py<T>` and no `PyErr` (audited where it is written,
-//!   and chosen per call by what the arguments and the object are) runs uncounted instead
-//!   (`run_assumed`), on the interpreter's word that the thread is attached; its failure is
-//!   raised inside `Python::attach`, which empties PyO3's pool of what the failed body deferred.
-//! - A panic in a body is caught (it must not unwind into C) and raised as PyO3's
-//!   PanicException, as PyO3's own entry points do. Where `Python::attach` itself refuses (the
-//!   interpreter finalizing), the body runs on `Python::assume_attached`: the thread is attached
-//!   (the interpreter called in), and a drop that waits in PyO3's pool then is the one cost, at
-//!   exit only.
-//! - A callback that may run on any thread, attached or not (a DLPack tensor's deleter, a C
-//!   consumer's release), runs its body at once where this thread is attached already
-//!   (`attachment`: the interpreter's own "thread state attached here" query, found at run
-//!   time, compared with this thread's own state), and otherwise attaches with the
-//!   interpreter's `PyGILState_Ensure` and `PyGILState_Release` (`with_thread_attached`). Its
-//!   body, like `run_assumed`'s, drops no `Py<T>` and no `PyErr`.
-//! - Every way of attaching above goes through the PyGILState API, which serves the main
-//!   interpreter alone: from a thread attached to a subinterpreter (an extension imported in
-//!   the main interpreter and used in a legacy subinterpreter, which shares the main GIL), it
-//!   would wait forever for the GIL that thread holds. So where a thread attached to another
-//!   interpreter would attach, it does not (`in_a_subinterpreter`): an entry refuses with a
-//!   RuntimeError (`refuse_subinterpreter`), a failure is raised as it is, a callback leaks
-//!   what it would have let go of (as at exit).
-//! - The interned names are made once and kept for the life of the process (a few small
-//!   strings), so a pointer read from a signature is always a live str.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::interpreter::{current_thread_state, in_a_subinterpreter, refuse_subinterpreter};
+use super::interpreter::{current_thread_state, in_a_subinterpreter, refuse_subinterpreter};
 use cai::CaiArray;
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::panic::PanicException;
 use pyo3::prelude::*;
+use pyo3::types::{PyModule, PyType};
 use pyo3::Borrowed;
+
+/// An entry as CPython calls a `METH_FASTCALL | METH_KEYWORDS` function or method: `self` (the
+/// module, the object, or the class of a class method), the arguments, their count, the
+/// keyword names.
+pub type FastWithKeywords = unsafe extern "C" fn(
+    *mut ffi::PyObject,
+    *const *mut ffi::PyObject,
+    ffi::Py_ssize_t,
+    *mut ffi::PyObject,
+) -> *mut ffi::PyObject;
+
+/// An entry as CPython calls a `METH_NOARGS` method: `self`, and NULL.
+pub type NoArguments = unsafe extern "C" fn(*mut ffi::PyObject, *mut ffi::PyObject) -> *mut ffi::PyObject;
 
 /// A method definition in static storage: CPython keeps a pointer to it for the life of the
 /// function or descriptor made of it.
-pub struct Definition(pub ffi::PyMethodDef);
+pub struct Definition(pub(super) ffi::PyMethodDef);
 // SAFETY: never written after it is made; its pointers are to static C strings and a function.
 unsafe impl Sync for Definition {}
 
 impl Definition {
+    /// A `METH_FASTCALL | METH_KEYWORDS` function or method; its docstring may start with the
+    /// signature CPython reads into `__text_signature__` (the line before a `--`).
+    pub const fn fast(name: &'static CStr, entry: FastWithKeywords, doc: &'static CStr) -> Definition {
+        Definition(ffi::PyMethodDef {
+            ml_name: name.as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: entry },
+            ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+            ml_doc: doc.as_ptr(),
+        })
+    }
+
+    /// A class method, as `fast` (its `self` is the class).
+    pub const fn fast_class(name: &'static CStr, entry: FastWithKeywords, doc: &'static CStr) -> Definition {
+        Definition(ffi::PyMethodDef {
+            ml_name: name.as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: entry },
+            ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS | ffi::METH_CLASS,
+            ml_doc: doc.as_ptr(),
+        })
+    }
+
+    /// A method of no argument (`METH_NOARGS`).
+    pub const fn no_arguments(name: &'static CStr, entry: NoArguments, doc: &'static CStr) -> Definition {
+        Definition(ffi::PyMethodDef {
+            ml_name: name.as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer { PyCFunction: entry },
+            ml_flags: ffi::METH_NOARGS,
+            ml_doc: doc.as_ptr(),
+        })
+    }
+
     /// The pointer CPython's constructors take (they never write through it).
-    pub fn as_ptr(&'static self) -> *mut ffi::PyMethodDef {
+    fn as_ptr(&'static self) -> *mut ffi::PyMethodDef {
         &self.0 as *const ffi::PyMethodDef as *mut ffi::PyMethodDef
+    }
+
+    /// The definition as a function of module `m` (what `m.add` then names).
+    pub fn function<'py>(&'static self, m: &Bound<'py, PyModule>) -> PyResult<Bound<'py, PyAny>> {
+        let module_name = m.name()?;
+        // SAFETY: the definition is static; the module and its name are live objects, borrowed
+        // for the call (PyCFunction_NewEx takes references of its own).
+        let function = unsafe { ffi::PyCFunction_NewEx(self.as_ptr(), m.as_ptr(), module_name.as_ptr()) };
+        // SAFETY: a new reference or NULL with an exception set.
+        unsafe { Bound::from_owned_ptr_or_err(m.py(), function) }
+    }
+
+    /// The definition as a method descriptor of `ty` (what its dict then holds).
+    pub fn method<'py>(&'static self, ty: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
+        // SAFETY: a live, ready type and a static definition (PyDescr_NewMethod keeps a
+        // pointer to it and a reference to the type).
+        let descriptor = unsafe { ffi::PyDescr_NewMethod(ty.as_type_ptr(), self.as_ptr()) };
+        // SAFETY: a new reference, or NULL with an exception set.
+        unsafe { Bound::from_owned_ptr_or_err(ty.py(), descriptor) }
+    }
+}
+
+/// The argument values consumers pass most (None, an int, a pair of ints, a bool), recognized
+/// with calls that make no reference and no PyO3 value and raise nothing: a body that reads
+/// only such values makes no `PyErr` to drop (`run_assumed`). Anything else is left to the full
+/// readings, which name what is wrong.
+///
+/// # Safety
+/// Attached; `value` is NULL (not given) or a live object. The same for the ones below.
+#[inline]
+pub unsafe fn is_absent(value: *mut ffi::PyObject) -> bool {
+    // SAFETY: a pointer compare with the None singleton.
+    value.is_null() || value == unsafe { ffi::Py_None() }
+}
+
+/// Absent, None, or an exact int that fits an i64.
+///
+/// # Safety
+/// As `is_absent`'s.
+#[inline]
+pub unsafe fn is_absent_or_small_int(value: *mut ffi::PyObject) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { is_absent(value) || super::exact_small_int(value).is_some() }
+}
+
+/// Absent, None, or a bool.
+///
+/// # Safety
+/// As `is_absent`'s.
+#[inline]
+pub unsafe fn is_absent_or_bool(value: *mut ffi::PyObject) -> bool {
+    // SAFETY: the caller's contract: a type check of a live object.
+    unsafe { is_absent(value) || ffi::PyBool_Check(value) != 0 }
+}
+
+/// The two ints of an exact 2-tuple of exact ints that fit an i64 (what consumers pass as
+/// `max_version` and `dl_device`).
+///
+/// # Safety
+/// As `is_absent`'s.
+#[inline]
+pub unsafe fn exact_int_pair(value: *mut ffi::PyObject) -> Option<(i64, i64)> {
+    // SAFETY: the caller's contract; the items are borrowed while the tuple, which cannot
+    // change, is held by the caller.
+    unsafe {
+        if value.is_null() || ffi::PyTuple_CheckExact(value) == 0 || ffi::PyTuple_Size(value) != 2 {
+            return None;
+        }
+        Some((
+            super::exact_small_int(ffi::PyTuple_GetItem(value, 0))?,
+            super::exact_small_int(ffi::PyTuple_GetItem(value, 1))?,
+        ))
     }
 }
 
@@ -118,7 +202,7 @@ impl<const N: usize> Signature<N> {
             if interned.is_null() {
                 return Err(PyErr::fetch(py));
             }
-            // The reference is kept for the life of the process (see the module's audit); one
+            // The reference is kept for the life of the process (see mod.rs's audit, "Entries"); one
             // stored by a racing thread stays alive too.
             slot.store(interned, Ordering::Release);
         }
@@ -241,7 +325,7 @@ impl<const N: usize> Signature<N> {
     }
 }
 
-/// Runs an entry's `body` attached through PyO3 (see the module's audit): its result, or NULL
+/// Runs an entry's `body` attached through PyO3 (see mod.rs's audit, "Entries"): its result, or NULL
 /// with its error (a panic included) raised.
 pub fn run_attached(body: impl Fn(Python<'_>) -> PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
     if in_a_subinterpreter() {
@@ -302,7 +386,7 @@ fn assumed<T>(body: impl FnOnce(Python<'_>) -> PyResult<T>) -> Option<T> {
     None
 }
 
-/// Runs `body` attached to the interpreter from any thread (see the module's audit), without
+/// Runs `body` attached to the interpreter from any thread (see mod.rs's audit, "Entries"), without
 /// PyO3's count: for a body that lets go of references by `Py_DecRef` or a `Bound`'s drop and
 /// drops no `Py<T>` and no `PyErr`. Once the interpreter is no longer initialized nothing may
 /// attach: the body does not run, and what it would let go of is leaked on purpose (the process

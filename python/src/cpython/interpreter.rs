@@ -3,6 +3,9 @@
 //! imported in the main interpreter may still call in from a legacy subinterpreter, whose
 //! thread holds the GIL the main interpreter shares, and attaching through the PyGILState API
 //! there waits forever. So whatever would attach asks here first (fastcall.rs's audit).
+//!
+//! The main interpreter is the one the module's exec ran in (`main_interpreter_id`, called by
+//! lib.rs before anything of the module is made).
 
 use std::ptr::{null_mut, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -33,10 +36,20 @@ fn current_thread_state_query() -> Option<CurrentThreadState> {
 /// The main interpreter, as the module's exec found it (lib.rs refuses any other).
 static MAIN_INTERPRETER: AtomicPtr<ffi::PyInterpreterState> = AtomicPtr::new(null_mut());
 
-/// Remembers `interpreter`, the one the module is made in, the main one: called by the
-/// module's exec (again after the interpreter is finalized and initialized anew).
-pub fn remember_main_interpreter(interpreter: *mut ffi::PyInterpreterState) {
-    MAIN_INTERPRETER.store(interpreter, Ordering::Release);
+/// The number CPython gives the interpreter the module's exec runs in (0 for the main one,
+/// from 1 for the others), which is remembered where it is the main one (again after the
+/// interpreter is finalized and initialized anew); -1 with an exception set on failure.
+pub fn main_interpreter_id(_py: Python<'_>) -> i64 {
+    // SAFETY: the module's exec runs attached (the token); both are queries of the current
+    // interpreter.
+    let (current, id) = unsafe {
+        let current = ffi::PyInterpreterState_Get();
+        (current, ffi::PyInterpreterState_GetID(current))
+    };
+    if id == 0 {
+        MAIN_INTERPRETER.store(current, Ordering::Release);
+    }
+    id
 }
 
 /// The thread state attached on the calling thread, as `current_thread_state` found it (the
@@ -96,7 +109,6 @@ pub fn refuse_subinterpreter(what: &str) {
     let message = format!(
         "{what} was called from subinterpreter {id}, and libcai serves the main interpreter only (its module, types and C API table are one per process, and it attaches through the PyGILState API, which serves the main interpreter alone): call it from the main interpreter (under mod_wsgi: WSGIApplicationGroup %{{GLOBAL}})"
     );
-    let message = std::ffi::CString::new(message).unwrap_or_default();
-    // SAFETY: attached (above); a builtin exception type and a NUL-terminated message, copied.
-    unsafe { ffi::PyErr_SetString(ffi::PyExc_RuntimeError, message.as_ptr()) };
+    // SAFETY: attached (above).
+    unsafe { super::set_error(super::Exception::Runtime, &message) };
 }
