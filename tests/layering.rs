@@ -46,10 +46,9 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 }
 
 /// The Python binding's layers (python/src), lowest first: every raw CPython call (cpython/)
-/// and the class queries,
-/// the leaves, the cai.Array's state, its objects, the protocol readers, the one negotiation,
-/// the class as Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 29] = [
+/// and the class queries, the leaves, the cai.Array's state, its objects, the protocol readers
+/// (read/), the one negotiation, the class as Python sees it, the entry points.
+const PYTHON_LAYERS: [(&str, u32); 23] = [
     ("cpython", 0),
     ("classes", 0),
     ("c_api_rules", 1),
@@ -63,14 +62,8 @@ const PYTHON_LAYERS: [(&str, u32); 29] = [
     ("array", 3),
     ("dlpack_export", 3),
     ("array_object", 4),
-    ("buffer_interface", 5),
     ("offered", 5),
-    ("read_array", 5),
-    ("read_c_api", 5),
-    ("read_dict", 5),
-    ("read_dlpack", 5),
-    ("read_exchange", 5),
-    ("read_numpy", 5),
+    ("read", 5),
     ("release_after", 5),
     ("negotiate", 6),
     ("exchange_offered", 7),

@@ -18,7 +18,6 @@ use cai_python::ffi as c_api;
 use pyo3::prelude::*;
 
 use crate::array::Array;
-use crate::buffer_interface::read_buffer_interface;
 use crate::cpython::fastcall::with_thread_attached;
 use crate::cpython::interpreter::{in_a_subinterpreter, refuse_subinterpreter};
 use crate::cpython::{self, PyObject};
@@ -29,6 +28,7 @@ use crate::negotiate::{
     settle_uncounted_run, view_by_exchange_table, view_object, view_offered, view_or_own_object, ForC,
     Remembered,
 };
+use crate::read::buffer::read_buffer_interface;
 
 /// The table every extension reads: static, immutable, its members functions of this module.
 pub static PYTHON_API: PythonApi = PythonApi {

@@ -2,7 +2,7 @@
 //! offset as CPython keeps them, read through `type`'s own descriptors. A metaclass may define
 //! `__name__`, `__mro__`, `__dict__` or `__dictoffset__` for its classes (a property that
 //! raises, or gives anything at all); what libcai finds of a type (negotiate/type_facts.rs), which class
-//! defines a protocol (read_c_api.rs) and the name a message gives a type (values.rs's
+//! defines a protocol (read/c_api.rs) and the name a message gives a type (values.rs's
 //! `TypeOf`) must not take the metaclass's answer for the type's. Read once per type or for a
 //! message, never on a hot path.
 

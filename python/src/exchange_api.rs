@@ -1,5 +1,5 @@
 //! dlpack.h's C exchange table (DLPack 1.3's `DLPackExchangeAPI`), declared field for field:
-//! read from a producer's type (python/src/read_exchange.rs) and offered by cai.Array's
+//! read from a producer's type (python/src/read/exchange.rs) and offered by cai.Array's
 //! (python/src/exchange_offered.rs).
 
 use crate::cpython::{c_int, c_void, CStr};

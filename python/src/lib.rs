@@ -23,14 +23,8 @@ mod exchange_offered;
 
 mod negotiate;
 
-mod buffer_interface;
 mod offered;
-mod read_array;
-mod read_c_api;
-mod read_dict;
-mod read_dlpack;
-mod read_exchange;
-mod read_numpy;
+mod read;
 
 mod array;
 mod array_object;

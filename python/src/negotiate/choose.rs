@@ -17,10 +17,10 @@ use crate::cpython::{is_exactly, Builtin};
 use crate::dlpack::TakenTensor;
 use crate::errors::{CaiResult, Failure};
 use crate::offered::Offered;
-use crate::read_c_api::CApi;
-use crate::read_dict::interface_attribute;
-use crate::read_dlpack::{reported_device, take_from_producer, KnownDevice};
-use crate::read_exchange::Exchange;
+use crate::read::c_api::CApi;
+use crate::read::dict::interface_attribute;
+use crate::read::dlpack::{reported_device, take_from_producer, KnownDevice};
+use crate::read::exchange::Exchange;
 use crate::values::TypeOf;
 
 /// The error of an object no reader takes: a TypeError naming the parameter and what it takes
@@ -45,7 +45,7 @@ pub(super) enum Chosen<'py> {
     Exchange(Exchange),
     /// `__dlpack__`, the tensor taken already (what the take showed is learned of the type).
     Taken(TakenTensor),
-    /// Exactly a numpy array, to be read by its fields (read_numpy.rs) where they say what its
+    /// Exactly a numpy array, to be read by its fields (read/numpy.rs) where they say what its
     /// `__dlpack__` would: by the holder, into the struct it reads into.
     NumpyFields,
 }

@@ -17,10 +17,10 @@ use crate::described::Read;
 use crate::errors::CaiResult;
 use crate::offered::Offered;
 use crate::pool::Pooled;
-use crate::read_c_api::CApi;
-use crate::read_dict::{interface_read, read_dict_pooled};
-use crate::read_exchange::{own_by_exchange, Exchange};
-use crate::read_numpy::with_numpy_tensor;
+use crate::read::c_api::CApi;
+use crate::read::dict::{interface_read, read_dict_pooled};
+use crate::read::exchange::{own_by_exchange, Exchange};
+use crate::read::numpy::with_numpy_tensor;
 
 /// What `import_for_c` hands a C caller to own.
 // Returned once per import and taken apart at once: boxing the larger variant would allocate

@@ -14,11 +14,11 @@ use crate::dlpack::TakenTensor;
 use crate::errors::CaiResult;
 use crate::offered::Offered;
 use crate::pool::Pooled;
-use crate::read_array::read_array;
-use crate::read_c_api::{call_c_api, request_of, CApi, Called};
-use crate::read_dict::read_interface;
-use crate::read_exchange::{take_by_exchange, Exchange};
-use crate::read_numpy::take_numpy_array;
+use crate::read::array::read_array;
+use crate::read::c_api::{call_c_api, request_of, CApi, Called};
+use crate::read::dict::read_interface;
+use crate::read::exchange::{take_by_exchange, Exchange};
+use crate::read::numpy::take_numpy_array;
 
 /// `cai.from_object`'s negotiation and import: what the reader read, and what its import
 /// established.

@@ -13,9 +13,9 @@ use pyo3::types::PyType;
 use crate::classes;
 use crate::cpython::fastcall::let_go_of_deferred;
 use crate::cpython::{self, PyObject};
-use crate::read_c_api::{interface_defined_nearer, lookup_c_api, CApi};
-use crate::read_exchange::{lookup_exchange_api, Exchange};
-use crate::read_numpy::is_numpy_array_type;
+use crate::read::c_api::{interface_defined_nearer, lookup_c_api, CApi};
+use crate::read::exchange::{lookup_exchange_api, Exchange};
+use crate::read::numpy::is_numpy_array_type;
 
 /// What libcai needs to know of a producer's type, found once per type.
 #[derive(Clone, Copy)]
@@ -35,7 +35,7 @@ pub struct TypeFacts {
     /// `hasattr` per call, never an answer (a take from a class that lost it is refused as one
     /// without it: `failure_unless_dlpack_gone`).
     pub type_has_dlpack: bool,
-    /// Whether the type is numpy's ndarray, read by numpy's C ABI (read_numpy.rs).
+    /// Whether the type is numpy's ndarray, read by numpy's C ABI (read/numpy.rs).
     pub numpy_array: bool,
     /// Whether the type is jax's array (`jax.Array` in its MRO, compared by identity): its
     /// interface exists for device arrays only and raises for host ones, at a cost per call,
@@ -137,11 +137,11 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 /// remembered facts unchanged since. Such a path is its type's DLPack exchange table, a C-level
 /// table libcai's glue offered, a CAI dict (the object itself, or what its
 /// `__cuda_array_interface__` gave), a cai.Array (read_array: its export counted, the one new
-/// `Py<PyAny>` moved into the Read), or a numpy array read by its fields (read_numpy.rs: no
+/// `Py<PyAny>` moved into the Read), or a numpy array read by its fields (read/numpy.rs: no
 /// Python call; an import's struct keeps a raw reference, a view none).
 ///
 /// The audit of those paths' success: the facts come from this thread's copy; the table's
-/// call, the dict's reading (values.rs and read_dict.rs clear the errors they recover from by
+/// call, the dict's reading (values.rs and read/dict.rs clear the errors they recover from by
 /// `PyErr_Clear`, making no `PyErr`), the core's reading and validation, the import and the
 /// cai.Array's creation make `Bound`s (let go of at once) and move the one `Py<PyAny>` (the
 /// owner) into the Array. An instance its type's mark did not foresee (one that lacks the

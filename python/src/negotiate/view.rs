@@ -17,10 +17,10 @@ use crate::dlpack::TakenTensor;
 use crate::errors::{CaiResult, Failure};
 use crate::offered::Offered;
 use crate::pool::Pooled;
-use crate::read_c_api::{call_c_api, request_of, CApi, Called};
-use crate::read_dict::read_dict;
-use crate::read_exchange::{view_by_exchange, Exchange, ExchangeView};
-use crate::read_numpy::with_numpy_tensor;
+use crate::read::c_api::{call_c_api, request_of, CApi, Called};
+use crate::read::dict::read_dict;
+use crate::read::exchange::{view_by_exchange, Exchange, ExchangeView};
+use crate::read::numpy::with_numpy_tensor;
 
 /// `source`'s description with nothing of its own to release (`owner` and `release` NULL):
 /// what a view hands out, whoever keeps the memory alive.
