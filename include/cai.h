@@ -218,6 +218,44 @@
 // Number of reserved words at the end of `CaiDLPackOptions`; they must be zero.
 #define CAI_DLPACK_OPTIONS_RESERVED_WORDS 7
 
+// Bytes in a `CaiIpcDescriptor`, whatever its version: a descriptor is sent as this many bytes.
+#define CAI_IPC_DESCRIPTOR_SIZE 1536
+
+// Layout of `CaiIpcDescriptor` this header writes and reads.
+#define CAI_IPC_DESCRIPTOR_VERSION 1
+
+// `CaiIpcDescriptor.magic`: the bytes "CAIipc\0\x01" read as a native-endian 64-bit word.
+#define CAI_IPC_DESCRIPTOR_MAGIC 72166928491823427
+
+// No handle: a zero-size array, which has no allocation; it opens to a zero-size array.
+#define CAI_IPC_KIND_NONE 0
+
+// `mem_handle` is cuIpcGetMemHandle's handle of the `cuMemAlloc` allocation holding the data.
+#define CAI_IPC_KIND_LEGACY 1
+
+// Reserved for memory of an IPC-enabled stream-ordered pool (cuMemPoolExportPointer); not
+// written by this version: the pool's own handle is a file descriptor on Linux, which plain
+// bytes cannot carry (see docs/policies.md, "Arrays across processes").
+#define CAI_IPC_KIND_POOL 2
+
+// `CaiIpcDescriptor.flags`: `event_handle` holds an IPC event the importer waits on.
+#define CAI_IPC_FLAG_EVENT 1
+
+// `CaiIpcDescriptor.flags`: the array is read-only (its `readonly` was 1).
+#define CAI_IPC_FLAG_READONLY 2
+
+// `CaiIpcDescriptor.flags`: `strides` holds the strides (else C-contiguous).
+#define CAI_IPC_FLAG_STRIDES 4
+
+// Every flag this version defines; the others must be zero.
+#define CAI_IPC_FLAGS_KNOWN ((CAI_IPC_FLAG_EVENT | CAI_IPC_FLAG_READONLY) | CAI_IPC_FLAG_STRIDES)
+
+// Bytes of a CUipcMemHandle and of a CUipcEventHandle (cuda.h's CU_IPC_HANDLE_SIZE).
+#define CAI_IPC_HANDLE_SIZE 64
+
+// Number of reserved words before `checksum`; they must be zero.
+#define CAI_IPC_DESCRIPTOR_RESERVED_WORDS 32
+
 // Version written when the caller does not choose one.
 #define CAI_EXPORT_VERSION_DEFAULT 3
 
@@ -311,6 +349,16 @@
 // enqueued, so the capture is still valid; the message names the stream and what to pass
 // instead (the capturing stream as the consumer stream, or CAI_SYNC_NONE).
 #define CAI_ERROR_STREAM_CAPTURING 23
+
+// The memory cannot be carried to another process by an IPC descriptor, or not opened in this
+// one: managed, host or pool memory, memory the driver does not know, or a descriptor naming a
+// device (by UUID) this process lacks. The message names the memory and what to send instead.
+#define CAI_ERROR_NOT_SHAREABLE 24
+
+// An IPC descriptor that cannot be opened as it is: a wrong magic, size or checksum (corrupt,
+// or not a descriptor), another descriptor version, a reserved field not zero, or a descriptor
+// opened in the process that exported it (use the array itself there).
+#define CAI_ERROR_IPC_DESCRIPTOR 25
 
 // What every status-returning function returns: CAI_OK or one CAI_ERROR_* code.
 typedef int32_t CaiStatus;
@@ -573,6 +621,59 @@ typedef struct CaiDtype {
   char byteorder;
 } CaiDtype;
 
+// A device array as plain bytes another process on the same machine opens (`cai_ipc_open`):
+// no pointers, native byte order, `CAI_IPC_DESCRIPTOR_SIZE` bytes sent as they are by any
+// channel (a pipe, a socket, pickle, an object store). Written by `cai_ipc_export`.
+//
+// LIFETIME RULE: the exporting process keeps the memory allocated (and itself alive) while
+// any importer uses it; libcai cannot see another process's use. An importer that opens a
+// descriptor whose memory was freed, or whose exporter exited, gets the driver's error
+// (CAI_ERROR_DRIVER) where the driver reports one; what it reads from memory freed after it
+// opened it is undefined, as for any use after free.
+typedef struct CaiIpcDescriptor {
+  // CAI_IPC_DESCRIPTOR_MAGIC.
+  uint64_t magic;
+  // CAI_IPC_DESCRIPTOR_VERSION.
+  uint32_t version;
+  // CAI_IPC_DESCRIPTOR_SIZE.
+  uint32_t size;
+  // CAI_IPC_KIND_NONE (zero-size array) or CAI_IPC_KIND_LEGACY.
+  uint32_t kind;
+  // CAI_IPC_FLAG_* bits.
+  uint32_t flags;
+  // Number of dimensions, 0 to CAI_MAX_NDIM.
+  int32_t ndim;
+  // Zero; a later 32-bit field goes here.
+  uint32_t reserved_head;
+  // Extent of each of the first `ndim` dimensions; the rest zero.
+  int64_t shape[CAI_MAX_NDIM];
+  // Byte strides of the first `ndim` dimensions with CAI_IPC_FLAG_STRIDES; the rest zero.
+  int64_t strides[CAI_MAX_NDIM];
+  // NUL-terminated numpy typestr, the rest of the buffer zero.
+  char typestr[CAI_TYPESTR_CAPACITY];
+  // DLPack's type of the elements where the typestr cannot say it (as `CaiArray.dl_dtype`).
+  struct CaiDLDataType dl_dtype;
+  // Zero.
+  uint32_t reserved_half;
+  // Bytes from the allocation's base to the array's `data` (its first element).
+  uint64_t offset;
+  // Bytes of the allocation (cuMemGetAddressRange); the array's extent lies inside it.
+  uint64_t allocation_size;
+  // The device's UUID (cuDeviceGetUuid_v2): ordinals differ between processes.
+  uint8_t device_uuid[16];
+  // Random, made once per exporting process: a descriptor opened by its own process is refused.
+  uint8_t process_token[16];
+  // The CUipcMemHandle of the allocation (zero for CAI_IPC_KIND_NONE).
+  uint8_t mem_handle[CAI_IPC_HANDLE_SIZE];
+  // The CUipcEventHandle of an event recorded after the producer's pending work, with
+  // CAI_IPC_FLAG_EVENT; else zero.
+  uint8_t event_handle[CAI_IPC_HANDLE_SIZE];
+  // Zero; later fields go here.
+  uint64_t reserved[CAI_IPC_DESCRIPTOR_RESERVED_WORDS];
+  // FNV-1a 64 of every byte before this field: a corrupt descriptor is refused.
+  uint64_t checksum;
+} CaiIpcDescriptor;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -785,6 +886,54 @@ const char *cai_status_string(CaiStatus status);
 
 // libcai's version as "MAJOR.MINOR.PATCH". Static storage: never free it.
 const char *cai_library_version(void);
+
+// Producer side: writes `array` (validated first; any producer's struct) into `*out`, a
+// descriptor another process on this machine opens with `cai_ipc_open`. The data must be
+// device memory from cuMemAlloc (cudaMalloc, and the allocators of CuPy and torch): managed,
+// host and unified memory, memory the driver does not know and memory of a stream-ordered pool
+// are refused with CAI_ERROR_NOT_SHAREABLE, as are OpenCL memory, a mask and named descr
+// fields (the message says what to send instead). The descriptor holds the allocation's IPC
+// handle, the array's offset in it, the device's UUID and, where `array->stream` is not 0, an
+// interprocess event recorded on that stream after the work enqueued so far, which the
+// importer waits on; a capturing stream is refused with CAI_ERROR_STREAM_CAPTURING before
+// anything is enqueued. A zero-size array needs no driver: its descriptor has no handle.
+//
+// The lifetime rule (see `CaiIpcDescriptor`): the caller keeps the memory allocated, and its
+// process alive, while any importer uses it. `array` stays the caller's; `*out` is written
+// only on success.
+//
+// # Safety
+// `array` is NULL or points to a valid `CaiArray` whose `data` and `stream` are live handles;
+// `out` is NULL or points to a writable `CaiIpcDescriptor`; `error` is NULL or points to a
+// writable `CaiError`.
+CaiStatus cai_ipc_export(const struct CaiArray *array,
+                         struct CaiIpcDescriptor *out,
+                         struct CaiError *error);
+
+// Consumer side, in another process: checks `desc` (its magic, version, size and checksum,
+// each refused with CAI_ERROR_IPC_DESCRIPTOR naming the field; so is a descriptor opened in
+// the process that exported it, before any driver call: use the array itself there), finds the
+// device with the descriptor's UUID (none: CAI_ERROR_NOT_SHAREABLE naming it), maps the
+// allocation (cuIpcOpenMemHandle, in the current context where it is on that device, else in
+// the device's primary context; a second open of one allocation in this process shares the
+// first mapping) and writes into `*out` an owning array at the exporter's offset in it: the
+// same shape, strides, element type and read-only flag, `stream` 0. Where the exporter had
+// pending work, the consumer is ordered after it as `cai_import` orders it after a producer's
+// stream (`options`: NULL for the defaults; `consumer_stream` and `sync_mode`, and the
+// import's `writable`, `native_only` and pointer check, which runs on the mapped memory).
+//
+// `*out` is written only on success; release it with `cai_release` (any thread): the last
+// release of an allocation's arrays unmaps it (cuIpcCloseMemHandle). Memory the exporter freed
+// or a process that exited is the driver's error (CAI_ERROR_DRIVER) where it reports one.
+//
+// # Safety
+// `desc` is NULL or points to a readable `CaiIpcDescriptor` (any bytes); `options` is NULL or
+// points to a valid `CaiImportOptions`; `out` is NULL or points to a writable `CaiArray`;
+// `error` is NULL or points to a writable `CaiError`.
+CaiStatus cai_ipc_open(const struct CaiIpcDescriptor *desc,
+                       const struct CaiImportOptions *options,
+                       struct CaiArray *out,
+                       struct CaiError *error);
 
 // Consumer side: hands `array` back to its producer once the GPU has passed the work
 // enqueued on `stream` so far, never waiting on the host. An event is recorded on `stream`

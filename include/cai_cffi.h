@@ -119,6 +119,30 @@
 
 #define CAI_DLPACK_OPTIONS_RESERVED_WORDS 7
 
+#define CAI_IPC_DESCRIPTOR_SIZE 1536
+
+#define CAI_IPC_DESCRIPTOR_VERSION 1
+
+#define CAI_IPC_DESCRIPTOR_MAGIC 72166928491823427
+
+#define CAI_IPC_KIND_NONE 0
+
+#define CAI_IPC_KIND_LEGACY 1
+
+#define CAI_IPC_KIND_POOL 2
+
+#define CAI_IPC_FLAG_EVENT 1
+
+#define CAI_IPC_FLAG_READONLY 2
+
+#define CAI_IPC_FLAG_STRIDES 4
+
+#define CAI_IPC_FLAGS_KNOWN ((CAI_IPC_FLAG_EVENT | CAI_IPC_FLAG_READONLY) | CAI_IPC_FLAG_STRIDES)
+
+#define CAI_IPC_HANDLE_SIZE 64
+
+#define CAI_IPC_DESCRIPTOR_RESERVED_WORDS 32
+
 #define CAI_EXPORT_VERSION_DEFAULT 3
 
 #define CAI_OK 0
@@ -168,6 +192,10 @@
 #define CAI_ERROR_NOT_SUPPORTED 22
 
 #define CAI_ERROR_STREAM_CAPTURING 23
+
+#define CAI_ERROR_NOT_SHAREABLE 24
+
+#define CAI_ERROR_IPC_DESCRIPTOR 25
 
 typedef int32_t CaiStatus;
 
@@ -306,6 +334,29 @@ typedef struct CaiDtype {
   char byteorder;
 } CaiDtype;
 
+typedef struct CaiIpcDescriptor {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t size;
+  uint32_t kind;
+  uint32_t flags;
+  int32_t ndim;
+  uint32_t reserved_head;
+  int64_t shape[CAI_MAX_NDIM];
+  int64_t strides[CAI_MAX_NDIM];
+  char typestr[CAI_TYPESTR_CAPACITY];
+  struct CaiDLDataType dl_dtype;
+  uint32_t reserved_half;
+  uint64_t offset;
+  uint64_t allocation_size;
+  uint8_t device_uuid[16];
+  uint8_t process_token[16];
+  uint8_t mem_handle[CAI_IPC_HANDLE_SIZE];
+  uint8_t event_handle[CAI_IPC_HANDLE_SIZE];
+  uint64_t reserved[CAI_IPC_DESCRIPTOR_RESERVED_WORDS];
+  uint64_t checksum;
+} CaiIpcDescriptor;
+
 
 
 CaiStatus cai_validate(const struct CaiArray *array, struct CaiError *error);
@@ -360,6 +411,15 @@ CaiStatus cai_typestr_parse(const char *typestr, struct CaiDtype *dtype, struct 
 const char *cai_status_string(CaiStatus status);
 
 const char *cai_library_version(void);
+
+CaiStatus cai_ipc_export(const struct CaiArray *array,
+                         struct CaiIpcDescriptor *out,
+                         struct CaiError *error);
+
+CaiStatus cai_ipc_open(const struct CaiIpcDescriptor *desc,
+                       const struct CaiImportOptions *options,
+                       struct CaiArray *out,
+                       struct CaiError *error);
 
 CaiStatus cai_release_after(struct CaiArray *array, uint64_t stream, struct CaiError *error);
 

@@ -717,6 +717,138 @@ pub struct CaiDLPackOptions {
     pub reserved: [u32; CAI_DLPACK_OPTIONS_RESERVED_WORDS],
 }
 
+/// Bytes in a `CaiIpcDescriptor`, whatever its version: a descriptor is sent as this many bytes.
+pub const CAI_IPC_DESCRIPTOR_SIZE: usize = 1536;
+/// Layout of `CaiIpcDescriptor` this header writes and reads.
+pub const CAI_IPC_DESCRIPTOR_VERSION: u32 = 1;
+/// `CaiIpcDescriptor.magic`: the bytes "CAIipc\0\x01" read as a native-endian 64-bit word.
+pub const CAI_IPC_DESCRIPTOR_MAGIC: u64 = 0x0100_6370_6949_4143;
+/// No handle: a zero-size array, which has no allocation; it opens to a zero-size array.
+pub const CAI_IPC_KIND_NONE: u32 = 0;
+/// `mem_handle` is cuIpcGetMemHandle's handle of the `cuMemAlloc` allocation holding the data.
+pub const CAI_IPC_KIND_LEGACY: u32 = 1;
+/// Reserved for memory of an IPC-enabled stream-ordered pool (cuMemPoolExportPointer); not
+/// written by this version: the pool's own handle is a file descriptor on Linux, which plain
+/// bytes cannot carry (see docs/policies.md, "Arrays across processes").
+pub const CAI_IPC_KIND_POOL: u32 = 2;
+/// `CaiIpcDescriptor.flags`: `event_handle` holds an IPC event the importer waits on.
+pub const CAI_IPC_FLAG_EVENT: u32 = 1;
+/// `CaiIpcDescriptor.flags`: the array is read-only (its `readonly` was 1).
+pub const CAI_IPC_FLAG_READONLY: u32 = 2;
+/// `CaiIpcDescriptor.flags`: `strides` holds the strides (else C-contiguous).
+pub const CAI_IPC_FLAG_STRIDES: u32 = 4;
+/// Every flag this version defines; the others must be zero.
+pub const CAI_IPC_FLAGS_KNOWN: u32 = CAI_IPC_FLAG_EVENT | CAI_IPC_FLAG_READONLY | CAI_IPC_FLAG_STRIDES;
+/// Bytes of a CUipcMemHandle and of a CUipcEventHandle (cuda.h's CU_IPC_HANDLE_SIZE).
+pub const CAI_IPC_HANDLE_SIZE: usize = 64;
+/// Number of reserved words before `checksum`; they must be zero.
+pub const CAI_IPC_DESCRIPTOR_RESERVED_WORDS: usize = 32;
+
+/// A device array as plain bytes another process on the same machine opens (`cai_ipc_open`):
+/// no pointers, native byte order, `CAI_IPC_DESCRIPTOR_SIZE` bytes sent as they are by any
+/// channel (a pipe, a socket, pickle, an object store). Written by `cai_ipc_export`.
+///
+/// LIFETIME RULE: the exporting process keeps the memory allocated (and itself alive) while
+/// any importer uses it; libcai cannot see another process's use. An importer that opens a
+/// descriptor whose memory was freed, or whose exporter exited, gets the driver's error
+/// (CAI_ERROR_DRIVER) where the driver reports one; what it reads from memory freed after it
+/// opened it is undefined, as for any use after free.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CaiIpcDescriptor {
+    /// CAI_IPC_DESCRIPTOR_MAGIC.
+    pub magic: u64,
+    /// CAI_IPC_DESCRIPTOR_VERSION.
+    pub version: u32,
+    /// CAI_IPC_DESCRIPTOR_SIZE.
+    pub size: u32,
+    /// CAI_IPC_KIND_NONE (zero-size array) or CAI_IPC_KIND_LEGACY.
+    pub kind: u32,
+    /// CAI_IPC_FLAG_* bits.
+    pub flags: u32,
+    /// Number of dimensions, 0 to CAI_MAX_NDIM.
+    pub ndim: i32,
+    /// Zero; a later 32-bit field goes here.
+    pub reserved_head: u32,
+    /// Extent of each of the first `ndim` dimensions; the rest zero.
+    pub shape: [i64; CAI_MAX_NDIM],
+    /// Byte strides of the first `ndim` dimensions with CAI_IPC_FLAG_STRIDES; the rest zero.
+    pub strides: [i64; CAI_MAX_NDIM],
+    /// NUL-terminated numpy typestr, the rest of the buffer zero.
+    pub typestr: [c_char; CAI_TYPESTR_CAPACITY],
+    /// DLPack's type of the elements where the typestr cannot say it (as `CaiArray.dl_dtype`).
+    pub dl_dtype: CaiDLDataType,
+    /// Zero.
+    pub reserved_half: u32,
+    /// Bytes from the allocation's base to the array's `data` (its first element).
+    pub offset: u64,
+    /// Bytes of the allocation (cuMemGetAddressRange); the array's extent lies inside it.
+    pub allocation_size: u64,
+    /// The device's UUID (cuDeviceGetUuid_v2): ordinals differ between processes.
+    pub device_uuid: [u8; 16],
+    /// Random, made once per exporting process: a descriptor opened by its own process is refused.
+    pub process_token: [u8; 16],
+    /// The CUipcMemHandle of the allocation (zero for CAI_IPC_KIND_NONE).
+    pub mem_handle: [u8; CAI_IPC_HANDLE_SIZE],
+    /// The CUipcEventHandle of an event recorded after the producer's pending work, with
+    /// CAI_IPC_FLAG_EVENT; else zero.
+    pub event_handle: [u8; CAI_IPC_HANDLE_SIZE],
+    /// Zero; later fields go here.
+    pub reserved: [u64; CAI_IPC_DESCRIPTOR_RESERVED_WORDS],
+    /// FNV-1a 64 of every byte before this field: a corrupt descriptor is refused.
+    pub checksum: u64,
+}
+
+impl CaiIpcDescriptor {
+    /// An all-zero descriptor (not one that opens: its magic is zero).
+    pub const fn zeroed() -> CaiIpcDescriptor {
+        CaiIpcDescriptor {
+            magic: 0,
+            version: 0,
+            size: 0,
+            kind: 0,
+            flags: 0,
+            ndim: 0,
+            reserved_head: 0,
+            shape: [0; CAI_MAX_NDIM],
+            strides: [0; CAI_MAX_NDIM],
+            typestr: [0; CAI_TYPESTR_CAPACITY],
+            dl_dtype: CaiDLDataType::absent(),
+            reserved_half: 0,
+            offset: 0,
+            allocation_size: 0,
+            device_uuid: [0; 16],
+            process_token: [0; 16],
+            mem_handle: [0; CAI_IPC_HANDLE_SIZE],
+            event_handle: [0; CAI_IPC_HANDLE_SIZE],
+            reserved: [0; CAI_IPC_DESCRIPTOR_RESERVED_WORDS],
+            checksum: 0,
+        }
+    }
+
+    /// The descriptor's bytes, as they are sent.
+    pub fn as_bytes(&self) -> &[u8; CAI_IPC_DESCRIPTOR_SIZE] {
+        // SAFETY: repr(C), exactly CAI_IPC_DESCRIPTOR_SIZE bytes with no padding (the asserts
+        // below), every byte initialized; u8 has alignment 1.
+        unsafe { &*(self as *const CaiIpcDescriptor).cast::<[u8; CAI_IPC_DESCRIPTOR_SIZE]>() }
+    }
+
+    /// A descriptor read from `bytes` as they were sent (any bytes: `cai_ipc_open` checks them).
+    pub fn from_bytes(bytes: &[u8; CAI_IPC_DESCRIPTOR_SIZE]) -> CaiIpcDescriptor {
+        let mut out = CaiIpcDescriptor::zeroed();
+        // SAFETY: every bit pattern is a valid descriptor (integers and byte arrays only);
+        // the sizes are equal (asserted below) and the two do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                (&mut out as *mut CaiIpcDescriptor).cast::<u8>(),
+                CAI_IPC_DESCRIPTOR_SIZE,
+            )
+        };
+        out
+    }
+}
+
 /// Runs `array`'s release callback if it is set and clears it, exactly once even when calls
 /// race on the same array: the callback is taken by an atomic swap.
 ///
@@ -892,6 +1024,28 @@ const _: () = {
     assert!(size_of::<CaiDLManagedTensorVersioned>() == 80);
     assert!(offset_of!(CaiDLPackOptions, reserved) == 4);
     assert!(size_of::<CaiDLPackOptions>() == 32);
+
+    assert!(offset_of!(CaiIpcDescriptor, magic) == 0);
+    assert!(offset_of!(CaiIpcDescriptor, version) == 8);
+    assert!(offset_of!(CaiIpcDescriptor, size) == 12);
+    assert!(offset_of!(CaiIpcDescriptor, kind) == 16);
+    assert!(offset_of!(CaiIpcDescriptor, flags) == 20);
+    assert!(offset_of!(CaiIpcDescriptor, ndim) == 24);
+    assert!(offset_of!(CaiIpcDescriptor, reserved_head) == 28);
+    assert!(offset_of!(CaiIpcDescriptor, shape) == 32);
+    assert!(offset_of!(CaiIpcDescriptor, strides) == 544);
+    assert!(offset_of!(CaiIpcDescriptor, typestr) == 1056);
+    assert!(offset_of!(CaiIpcDescriptor, dl_dtype) == 1088);
+    assert!(offset_of!(CaiIpcDescriptor, reserved_half) == 1092);
+    assert!(offset_of!(CaiIpcDescriptor, offset) == 1096);
+    assert!(offset_of!(CaiIpcDescriptor, allocation_size) == 1104);
+    assert!(offset_of!(CaiIpcDescriptor, device_uuid) == 1112);
+    assert!(offset_of!(CaiIpcDescriptor, process_token) == 1128);
+    assert!(offset_of!(CaiIpcDescriptor, mem_handle) == 1144);
+    assert!(offset_of!(CaiIpcDescriptor, event_handle) == 1208);
+    assert!(offset_of!(CaiIpcDescriptor, reserved) == 1272);
+    assert!(offset_of!(CaiIpcDescriptor, checksum) == 1528);
+    assert!(size_of::<CaiIpcDescriptor>() == CAI_IPC_DESCRIPTOR_SIZE);
 };
 
 #[cfg(test)]

@@ -84,6 +84,7 @@ mod export;
 mod ffi;
 mod headers;
 mod import;
+mod ipc;
 mod layout;
 mod normalize;
 mod rust_api;
@@ -142,6 +143,13 @@ pub mod binding {
             RELEASE_VERSIONED,
         };
         pub use crate::element_type::SubByte;
+    }
+
+    /// Arrays across processes: a device array into an IPC descriptor (`export`), and a
+    /// descriptor another process exported into an owning array (`open`, released by the
+    /// array's release); `open_count` is how many arrays of this process hold the allocation.
+    pub mod ipc {
+        pub use crate::ipc::{export, open, open_count};
     }
 
     /// Element types beside the typestr (bfloat16, float8, ...): names and DLPack types.

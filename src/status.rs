@@ -75,6 +75,14 @@ pub const CAI_ERROR_NOT_SUPPORTED: i32 = 22;
 /// enqueued, so the capture is still valid; the message names the stream and what to pass
 /// instead (the capturing stream as the consumer stream, or CAI_SYNC_NONE).
 pub const CAI_ERROR_STREAM_CAPTURING: i32 = 23;
+/// The memory cannot be carried to another process by an IPC descriptor, or not opened in this
+/// one: managed, host or pool memory, memory the driver does not know, or a descriptor naming a
+/// device (by UUID) this process lacks. The message names the memory and what to send instead.
+pub const CAI_ERROR_NOT_SHAREABLE: i32 = 24;
+/// An IPC descriptor that cannot be opened as it is: a wrong magic, size or checksum (corrupt,
+/// or not a descriptor), another descriptor version, a reserved field not zero, or a descriptor
+/// opened in the process that exported it (use the array itself there).
+pub const CAI_ERROR_IPC_DESCRIPTOR: i32 = 25;
 
 /// Kinds of failure, one per `CAI_ERROR_*` code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -135,11 +143,17 @@ pub enum Status {
     /// A sync was refused because a stream it involves is capturing a CUDA graph (or is the
     /// legacy stream while a stream of its context is); the capture is still valid.
     StreamCapturing = CAI_ERROR_STREAM_CAPTURING,
+    /// The memory cannot be carried to another process by an IPC descriptor, or not opened in
+    /// this one (managed, host or pool memory; a device this process lacks).
+    NotShareable = CAI_ERROR_NOT_SHAREABLE,
+    /// An IPC descriptor that cannot be opened as it is: corrupt, of another version, or opened
+    /// in the process that exported it.
+    IpcDescriptor = CAI_ERROR_IPC_DESCRIPTOR,
 }
 
 impl Status {
     /// Every status, in code order.
-    pub const ALL: [Status; 23] = [
+    pub const ALL: [Status; 25] = [
         Status::NullArgument,
         Status::InvalidArgument,
         Status::InvalidVersion,
@@ -163,6 +177,8 @@ impl Status {
         Status::WrongContext,
         Status::NotSupported,
         Status::StreamCapturing,
+        Status::NotShareable,
+        Status::IpcDescriptor,
     ];
 
     /// The `CAI_ERROR_*` code.
@@ -196,6 +212,8 @@ impl Status {
             Status::WrongContext => "CAI_ERROR_WRONG_CONTEXT\0",
             Status::NotSupported => "CAI_ERROR_NOT_SUPPORTED\0",
             Status::StreamCapturing => "CAI_ERROR_STREAM_CAPTURING\0",
+            Status::NotShareable => "CAI_ERROR_NOT_SHAREABLE\0",
+            Status::IpcDescriptor => "CAI_ERROR_IPC_DESCRIPTOR\0",
         }
     }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Layers, lowest first.
-const LAYERS: [(&str, u32); 19] = [
+const LAYERS: [(&str, u32); 20] = [
     ("status", 0),
     ("abi", 1),
     ("config", 1),
@@ -22,10 +22,11 @@ const LAYERS: [(&str, u32); 19] = [
     ("import", 6),
     ("export", 6),
     ("dlpack", 6),
-    ("ffi", 7),
-    ("headers", 7),
-    ("device_calls", 7),
-    ("rust_api", 8),
+    ("ipc", 7),
+    ("ffi", 8),
+    ("headers", 8),
+    ("device_calls", 8),
+    ("rust_api", 9),
 ];
 
 fn module_of(path: &Path, src: &Path) -> String {

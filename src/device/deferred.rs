@@ -25,6 +25,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::context::ContextGuard;
 use super::events::{self, PooledEvent};
+use super::sync::event_refused_in_capture;
 use crate::abi::{CaiArray, CAI_MEMORY_OPENCL, CAI_STREAM_LEGACY, CAI_STREAM_NONE, CAI_STREAM_PER_THREAD};
 use crate::driver::cuda::CUcontext;
 use crate::driver::{Capture, Driver};
@@ -212,7 +213,15 @@ fn record_on(driver: &Driver, stream: u64, data: u64) -> Result<PooledEvent> {
     let in_context = ContextGuard::enter(driver, context)?;
     match driver.stream_capture(stream)? {
         Capture::None => {}
-        capture => return Err(capturing(stream, capture)),
+        capture => {
+            return Err(event_refused_in_capture(
+                stream,
+                capture,
+                "stream",
+                "say when the memory is free",
+                "release after a stream outside capture (one the graph's launch runs on, once launched), or keep the array until the graph's last launch has completed; the array is still yours",
+            ))
+        }
     }
     let current = if context.is_null() { driver.current_context()? } else { context };
     let event = events::take(driver, current)?;
@@ -233,23 +242,6 @@ fn context_of(driver: &Driver, stream: u64, data: u64) -> Result<CUcontext> {
         return Ok(current);
     }
     Ok(driver.pointer_attributes(data)?.context)
-}
-
-#[cold]
-#[inline(never)]
-fn capturing(stream: u64, capture: Capture) -> Error {
-    let why = match capture {
-        Capture::Active(id) => format!("stream {stream:#x} is capturing a CUDA graph (capture {id})"),
-        Capture::LegacyBlocked => {
-            "stream 1 is the legacy default stream and a stream of its context is capturing a CUDA graph"
-                .to_string()
-        }
-        _ => format!("stream {stream:#x} is in a CUDA graph capture that an earlier call invalidated"),
-    };
-    Error::new(
-        Status::StreamCapturing,
-        format!("{why}: its work is recorded into the graph, not run, so no event on it can say when the memory is free; release after a stream outside capture (one the graph's launch runs on, once launched), or keep the array until the graph's last launch has completed; nothing was enqueued, the capture is left as it was and the array is still yours"),
-    )
 }
 
 /// One pass over the queue: the releases that are due run, outside the lock, in the order

@@ -6,6 +6,7 @@
 pub(crate) mod context;
 pub(crate) mod deferred;
 pub(crate) mod events;
+pub(crate) mod ipc;
 pub(crate) mod memory;
 pub(crate) mod opencl;
 pub(crate) mod pointer;

@@ -27,7 +27,7 @@ use crate::abi::{
     CAI_STREAM_LEGACY, CAI_STREAM_NONE, CAI_STREAM_PER_THREAD, CAI_SYNC_BLOCKING, CAI_SYNC_DEFAULT,
     CAI_SYNC_NONE,
 };
-use crate::driver::cuda::CUcontext;
+use crate::driver::cuda::{CUcontext, CUevent};
 use crate::driver::{Capture, Driver};
 use crate::status::{Error, Result, Status};
 
@@ -56,13 +56,67 @@ pub fn planned_action(producer: u64, consumer: u64, mode: i32) -> SyncAction {
     if producer == CAI_STREAM_NONE {
         return SyncAction::Nothing;
     }
+    action_after_work(consumer, mode, consumer == producer)
+}
+
+/// The sync a consumer on `consumer` owes work it must follow, in `mode`: nothing where the
+/// work is on the consumer's own stream (`same_stream`) or no sync is wanted.
+#[inline(always)]
+fn action_after_work(consumer: u64, mode: i32, same_stream: bool) -> SyncAction {
     match effective_mode(mode) {
         CAI_SYNC_NONE => SyncAction::Nothing,
         CAI_SYNC_BLOCKING => SyncAction::Blocked,
         _ if consumer == CAI_STREAM_NONE => SyncAction::Blocked,
-        _ if consumer == producer => SyncAction::Nothing,
+        _ if same_stream => SyncAction::Nothing,
         _ => SyncAction::StreamOrdered,
     }
+}
+
+/// Consumer sync after work another process marked with `event` (an IPC event this process
+/// opened): the import's modes, the producer being the event instead of a stream of this
+/// process (never the consumer's own): stream-ordered, `consumer` waits on the event; blocking
+/// (or no consumer stream), the host waits for it; CAI_SYNC_NONE, nothing. A capturing consumer
+/// stream is refused before anything is enqueued: a captured wait on an event recorded outside
+/// the capture is refused by the driver, and invalidates the capture.
+pub(crate) fn wait_for_event(
+    driver: &Driver,
+    event: CUevent,
+    consumer: u64,
+    mode: i32,
+    array_context: CUcontext,
+) -> Result<()> {
+    match action_after_work(consumer, mode, false) {
+        SyncAction::Nothing => Ok(()),
+        SyncAction::Blocked => driver.event_synchronize(event),
+        SyncAction::StreamOrdered => {
+            let consumer_context = stream_context(driver, consumer, array_context)?;
+            match capture_of(driver, consumer, consumer_context)? {
+                Capture::None => {}
+                capture => return Err(event_wait_refused(capture, consumer)),
+            }
+            let in_consumer_context = ContextGuard::enter(driver, consumer_context)?;
+            driver.stream_wait_event(consumer, event)?;
+            in_consumer_context.leave()
+        }
+    }
+}
+
+/// The refusal of a stream-ordered wait on another process's event by a capturing stream.
+#[cold]
+#[inline(never)]
+fn event_wait_refused(capture: Capture, consumer: u64) -> Error {
+    let waiter = "the consumer's stream";
+    let why = match capture {
+        Capture::Active(id) => format!(
+            "{waiter} {consumer:#x} is capturing a CUDA graph (capture {id}): the driver refuses a captured wait on the exporting process's event, recorded outside the capture, and invalidates it (CUDA_ERROR_STREAM_CAPTURE_ISOLATION)"
+        ),
+        Capture::LegacyBlocked => legacy_stream_blocked(waiter),
+        Capture::Invalidated | Capture::None => invalidated_capture(waiter, consumer),
+    };
+    Error::new(
+        Status::StreamCapturing,
+        format!("{why}: open the descriptor before the capture begins, or pass CAI_SYNC_BLOCKING (Python: sync=True without a stream) to wait on the host; {CAPTURE_KEPT}"),
+    )
 }
 
 /// What a consumer asks of a producer that orders its own work before handing an array over
@@ -347,6 +401,34 @@ fn ordering_refused(from: Capture, to: Capture, producer: u64, consumer: u64, ro
         (Capture::None, Capture::None) => ("neither stream is capturing".to_string(), String::new()),
     };
     Error::new(Status::StreamCapturing, format!("{why}: {instead}; {CAPTURE_KEPT}"))
+}
+
+/// The refusal of an event to be recorded on `stream` while it is in a capture (`capture`, not
+/// `Capture::None`): its work is recorded into the graph, not run, so the event could not say
+/// `what` (when the memory is free, when the data is ready); `instead` is the caller's way out.
+/// `who` names the stream in the message.
+#[cold]
+#[inline(never)]
+pub(crate) fn event_refused_in_capture(
+    stream: u64,
+    capture: Capture,
+    who: &str,
+    what: &str,
+    instead: &str,
+) -> Error {
+    let why = match capture {
+        Capture::Active(id) => format!("{who} {stream:#x} is capturing a CUDA graph (capture {id})"),
+        Capture::LegacyBlocked => {
+            format!("{who} {stream:#x} is the legacy default stream and a stream of its context is capturing a CUDA graph")
+        }
+        Capture::Invalidated | Capture::None => {
+            format!("{who} {stream:#x} is in a CUDA graph capture that an earlier call invalidated")
+        }
+    };
+    Error::new(
+        Status::StreamCapturing,
+        format!("{why}: its work is recorded into the graph, not run, so no event on it can {what}; {instead}; nothing was enqueued, the capture is left as it was"),
+    )
 }
 
 fn legacy_stream_blocked(who: &str) -> String {

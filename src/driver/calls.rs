@@ -8,11 +8,14 @@ use std::ffi::c_void;
 use std::os::raw::c_uint;
 
 use super::cuda::{
-    CUcontext, CUdeviceptr, CUevent, CUpointer_attribute, CUstream, CUstreamCaptureStatus,
-    CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_READY, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, CUDA_SUCCESS,
-    CU_EVENT_DISABLE_TIMING, CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-    CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-    CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_STREAM_CAPTURE_STATUS_ACTIVE,
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcEventHandle, CUipcMemHandle, CUmemPoolPtrExportData,
+    CUpointer_attribute, CUstream, CUstreamCaptureStatus, CUuuid, CUDA_ERROR_INVALID_VALUE,
+    CUDA_ERROR_NOT_READY, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
+    CU_EVENT_INTERPROCESS, CU_IPC_HANDLE_SIZE, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+    CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+    CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_STREAM_CAPTURE_STATUS_ACTIVE,
     CU_STREAM_CAPTURE_STATUS_INVALIDATED, CU_STREAM_CAPTURE_STATUS_NONE,
 };
 use super::Driver;
@@ -237,5 +240,184 @@ impl Driver {
         let status = unsafe { (self.api.cuMemGetAddressRange)(&mut base, &mut size, pointer) };
         self.check(status, || format!("cuMemGetAddressRange(data {pointer:#x})"))?;
         Ok((base, size as u64))
+    }
+}
+
+/// What cuPointerGetAttributes says of a pointer's shareability (device/ipc.rs asks it once per
+/// export): whether cuIpcGetMemHandle can share its allocation (None: the driver did not
+/// answer), and its stream-ordered pool (NULL: none, or not answered).
+pub(crate) struct ShareAttributes {
+    pub legacy_ipc_capable: Option<bool>,
+    pub mempool: *mut c_void,
+}
+
+impl Driver {
+    /// An optional entry point, or the error naming it for a call that needs it.
+    fn needs<F: Copy>(&self, entry: Option<F>, name: &str) -> Result<F> {
+        entry.ok_or_else(|| {
+            crate::status::Error::new(
+                crate::status::Status::NotSupported,
+                format!("the CUDA driver (version {}) has no entry point {name}, which arrays across processes need: update the driver", self.version),
+            )
+        })
+    }
+
+    /// A new interprocess event of the current context (CU_EVENT_INTERPROCESS needs
+    /// CU_EVENT_DISABLE_TIMING), for a descriptor's pending work.
+    pub(crate) fn event_create_interprocess(&self) -> Result<CUevent> {
+        let mut event: CUevent = std::ptr::null_mut();
+        let flags = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+        // SAFETY: writes one handle.
+        let status = unsafe { (self.api.cuEventCreate)(&mut event, flags) };
+        self.check(status, || "cuEventCreate(CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS)".into())?;
+        Ok(event)
+    }
+
+    /// Whether `pointer`'s allocation is one cuIpcGetMemHandle shares, and its pool; asked in
+    /// one call, then the IPC attribute alone for a driver that refuses the pool attribute.
+    pub(crate) fn share_attributes(&self, pointer: u64) -> Result<ShareAttributes> {
+        let mut capable: c_uint = 0;
+        let mut pool: *mut c_void = std::ptr::null_mut();
+        let mut attributes =
+            [CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE];
+        let mut values: [*mut c_void; 2] =
+            [(&mut capable as *mut c_uint).cast(), (&mut pool as *mut *mut c_void).cast()];
+        let mut ask = |count: usize| {
+            // SAFETY: each of the first `count` value slots has the size its attribute writes
+            // (an unsigned int; a CUmemoryPool handle).
+            unsafe {
+                (self.api.cuPointerGetAttributes)(
+                    count as c_uint,
+                    attributes.as_mut_ptr(),
+                    values.as_mut_ptr(),
+                    pointer,
+                )
+            }
+        };
+        match ask(2) {
+            CUDA_SUCCESS => Ok(ShareAttributes { legacy_ipc_capable: Some(capable != 0), mempool: pool }),
+            CUDA_ERROR_INVALID_VALUE => match ask(1) {
+                CUDA_SUCCESS => Ok(ShareAttributes {
+                    legacy_ipc_capable: Some(capable != 0),
+                    mempool: std::ptr::null_mut(),
+                }),
+                _ => Ok(ShareAttributes { legacy_ipc_capable: None, mempool: std::ptr::null_mut() }),
+            },
+            failed => {
+                Err(self.error(failed, &format!("cuPointerGetAttributes(data {pointer:#x}, IPC attributes)")))
+            }
+        }
+    }
+
+    /// Whether memory of a stream-ordered pool can be exported (cuMemPoolExportPointer
+    /// succeeds only for a pool made with a shareable handle type): its export data, or None.
+    pub(crate) fn pool_export_pointer(&self, pointer: u64) -> Result<Option<CUmemPoolPtrExportData>> {
+        let export = self.needs(self.api.cuMemPoolExportPointer, "cuMemPoolExportPointer")?;
+        let mut data = CUmemPoolPtrExportData { reserved: [0; CU_IPC_HANDLE_SIZE] };
+        // SAFETY: writes 64 bytes of export data.
+        match unsafe { export(&mut data, pointer) } {
+            CUDA_SUCCESS => Ok(Some(data)),
+            _ => Ok(None),
+        }
+    }
+
+    /// cuIpcGetMemHandle of the allocation whose base is `base`.
+    pub(crate) fn ipc_mem_handle(&self, base: u64) -> Result<CUipcMemHandle> {
+        let get = self.needs(self.api.cuIpcGetMemHandle, "cuIpcGetMemHandle")?;
+        let mut handle = CUipcMemHandle { reserved: [0; CU_IPC_HANDLE_SIZE] };
+        // SAFETY: writes one 64-byte handle.
+        let status = unsafe { get(&mut handle, base) };
+        self.check(status, || format!("cuIpcGetMemHandle(base {base:#x})"))?;
+        Ok(handle)
+    }
+
+    /// cuIpcGetEventHandle of an interprocess event.
+    pub(crate) fn ipc_event_handle(&self, event: CUevent) -> Result<CUipcEventHandle> {
+        let get = self.needs(self.api.cuIpcGetEventHandle, "cuIpcGetEventHandle")?;
+        let mut handle = CUipcEventHandle { reserved: [0; CU_IPC_HANDLE_SIZE] };
+        // SAFETY: writes one 64-byte handle of an event libcai created interprocess.
+        let status = unsafe { get(&mut handle, event) };
+        self.check(status, || format!("cuIpcGetEventHandle(event {event:p})"))?;
+        Ok(handle)
+    }
+
+    /// Maps another process's allocation into the current context (peer access enabled
+    /// lazily): its base here.
+    pub(crate) fn ipc_open_mem_handle(&self, handle: &CUipcMemHandle) -> Result<u64> {
+        let open = self.needs(self.api.cuIpcOpenMemHandle, "cuIpcOpenMemHandle")?;
+        let mut base: CUdeviceptr = 0;
+        // SAFETY: writes one address; the handle is passed by value, as cuda.h declares.
+        let status = unsafe { open(&mut base, *handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) };
+        self.check(status, || "cuIpcOpenMemHandle(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)".into())?;
+        Ok(base)
+    }
+
+    /// Unmaps what `ipc_open_mem_handle` mapped at `base`.
+    pub(crate) fn ipc_close_mem_handle(&self, base: u64) -> Result<()> {
+        let close = self.needs(self.api.cuIpcCloseMemHandle, "cuIpcCloseMemHandle")?;
+        // SAFETY: an address cuIpcOpenMemHandle returned, closed once (device/ipc.rs's table).
+        let status = unsafe { close(base) };
+        self.check(status, || format!("cuIpcCloseMemHandle(base {base:#x})"))
+    }
+
+    /// Opens another process's interprocess event in the current context.
+    pub(crate) fn ipc_open_event_handle(&self, handle: &CUipcEventHandle) -> Result<CUevent> {
+        let open = self.needs(self.api.cuIpcOpenEventHandle, "cuIpcOpenEventHandle")?;
+        let mut event: CUevent = std::ptr::null_mut();
+        // SAFETY: writes one handle; the event handle is passed by value, as cuda.h declares.
+        let status = unsafe { open(&mut event, *handle) };
+        self.check(status, || "cuIpcOpenEventHandle".into())?;
+        Ok(event)
+    }
+
+    /// The UUID of device `device` (an ordinal of this process).
+    pub(crate) fn device_uuid(&self, device: CUdevice) -> Result<[u8; 16]> {
+        let get = self.needs(self.api.cuDeviceGetUuid, "cuDeviceGetUuid")?;
+        let mut uuid = CUuuid { bytes: [0; 16] };
+        // SAFETY: writes 16 bytes.
+        let status = unsafe { get(&mut uuid, device) };
+        self.check(status, || format!("cuDeviceGetUuid(device {device})"))?;
+        Ok(uuid.bytes)
+    }
+
+    /// How many devices this process sees.
+    pub(crate) fn device_count(&self) -> Result<i32> {
+        let get = self.needs(self.api.cuDeviceGetCount, "cuDeviceGetCount")?;
+        let mut count = 0;
+        // SAFETY: writes one int.
+        let status = unsafe { get(&mut count) };
+        self.check(status, || "cuDeviceGetCount".into())?;
+        Ok(count)
+    }
+
+    /// The device of ordinal `ordinal`.
+    pub(crate) fn device(&self, ordinal: i32) -> Result<CUdevice> {
+        let get = self.needs(self.api.cuDeviceGet, "cuDeviceGet")?;
+        let mut device: CUdevice = 0;
+        // SAFETY: writes one device.
+        let status = unsafe { get(&mut device, ordinal) };
+        self.check(status, || format!("cuDeviceGet(ordinal {ordinal})"))?;
+        Ok(device)
+    }
+
+    /// The device of the calling thread's current context (which the caller knows is set).
+    pub(crate) fn current_device(&self) -> Result<CUdevice> {
+        let get = self.needs(self.api.cuCtxGetDevice, "cuCtxGetDevice")?;
+        let mut device: CUdevice = 0;
+        // SAFETY: writes one device.
+        let status = unsafe { get(&mut device) };
+        self.check(status, || "cuCtxGetDevice".into())?;
+        Ok(device)
+    }
+
+    /// `device`'s primary context, retained (libcai keeps it for the process's lifetime, as a
+    /// runtime-API program does).
+    pub(crate) fn primary_context(&self, device: CUdevice) -> Result<CUcontext> {
+        let retain = self.needs(self.api.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")?;
+        let mut context: CUcontext = std::ptr::null_mut();
+        // SAFETY: writes one handle.
+        let status = unsafe { retain(&mut context, device) };
+        self.check(status, || format!("cuDevicePrimaryCtxRetain(device {device})"))?;
+        Ok(context)
     }
 }

@@ -7,7 +7,7 @@
 
 #![allow(non_camel_case_types)]
 
-use std::os::raw::c_uint;
+use std::os::raw::{c_int, c_uint};
 
 /// CUresult: kept a raw integer, as a Rust enum would lack newer codes and reading an unknown
 /// value into one is undefined behaviour.
@@ -16,6 +16,8 @@ pub(crate) type CUresult = i32;
 pub(crate) type cuuint64_t = u64;
 /// A device address (CUdeviceptr_v2 on 64-bit hosts).
 pub(crate) type CUdeviceptr = u64;
+/// A device as the driver names it: an ordinal of this process (CUdevice_v1).
+pub(crate) type CUdevice = c_int;
 
 /// Opaque driver objects, only ever handled by pointer.
 #[repr(C)]
@@ -44,6 +46,34 @@ pub(crate) type CUevent = *mut CUevent_st;
 pub(crate) type CUgraph = *mut CUgraph_st;
 pub(crate) type CUgraphNode = *mut CUgraphNode_st;
 
+/// Bytes of an IPC handle (CUipcMemHandle, CUipcEventHandle) and of CUmemPoolPtrExportData.
+pub(crate) const CU_IPC_HANDLE_SIZE: usize = 64;
+
+/// CUipcMemHandle: an allocation's handle another process opens (cuIpcOpenMemHandle).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct CUipcMemHandle {
+    pub reserved: [u8; CU_IPC_HANDLE_SIZE],
+}
+/// CUipcEventHandle: an interprocess event's handle another process opens.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct CUipcEventHandle {
+    pub reserved: [u8; CU_IPC_HANDLE_SIZE],
+}
+/// CUuuid: a device's UUID (cuDeviceGetUuid).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct CUuuid {
+    pub bytes: [u8; 16],
+}
+/// CUmemPoolPtrExportData: what cuMemPoolExportPointer writes for memory of an IPC-enabled pool.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct CUmemPoolPtrExportData {
+    pub reserved: [u8; CU_IPC_HANDLE_SIZE],
+}
+
 /// CUpointer_attribute: an enum in C, passed as an array of them; read as the unsigned int
 /// that a C compiler gives an enum of non-negative values.
 pub(crate) type CUpointer_attribute = c_uint;
@@ -71,8 +101,10 @@ pub(crate) const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: CUpointer_attribute = 2;
 pub(crate) const CU_POINTER_ATTRIBUTE_DEVICE_POINTER: CUpointer_attribute = 3;
 pub(crate) const CU_POINTER_ATTRIBUTE_IS_MANAGED: CUpointer_attribute = 8;
 pub(crate) const CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: CUpointer_attribute = 9;
+pub(crate) const CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: CUpointer_attribute = 10;
 pub(crate) const CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: CUpointer_attribute = 11;
 pub(crate) const CU_POINTER_ATTRIBUTE_RANGE_SIZE: CUpointer_attribute = 12;
+pub(crate) const CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: CUpointer_attribute = 17;
 
 /// CUmemorytype, as CU_POINTER_ATTRIBUTE_MEMORY_TYPE reports it.
 pub(crate) const CU_MEMORYTYPE_HOST: u32 = 1;
@@ -81,5 +113,9 @@ pub(crate) const CU_MEMORYTYPE_UNIFIED: u32 = 4;
 
 /// CU_EVENT_DISABLE_TIMING: cheaper events, used only for ordering.
 pub(crate) const CU_EVENT_DISABLE_TIMING: c_uint = 2;
+/// CU_EVENT_INTERPROCESS: an event another process may open (needs CU_EVENT_DISABLE_TIMING).
+pub(crate) const CU_EVENT_INTERPROCESS: c_uint = 4;
+/// CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: cuIpcOpenMemHandle's one flag.
+pub(crate) const CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: c_uint = 1;
 /// CU_GET_PROC_ADDRESS_LEGACY_STREAM: default-stream handles are passed explicitly anyway.
 pub(crate) const CU_GET_PROC_ADDRESS_LEGACY_STREAM: cuuint64_t = 1;

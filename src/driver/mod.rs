@@ -20,8 +20,9 @@ pub(crate) mod opencl;
 
 use crate::config::DRIVER_PATH_ENV;
 use cuda::{
-    cuuint64_t, CUcontext, CUdeviceptr, CUevent, CUgraph, CUgraphNode, CUpointer_attribute, CUresult,
-    CUstream, CUstreamCaptureStatus, CUDA_ERROR_NO_DEVICE, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+    cuuint64_t, CUcontext, CUdevice, CUdeviceptr, CUevent, CUgraph, CUgraphNode, CUipcEventHandle,
+    CUipcMemHandle, CUmemPoolPtrExportData, CUpointer_attribute, CUresult, CUstream, CUstreamCaptureStatus,
+    CUuuid, CUDA_ERROR_NO_DEVICE, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
 };
 use library::{path_from, Library};
 
@@ -31,6 +32,12 @@ const DEFAULT_DRIVER: &str = "libcuda.so.1";
 const PROC_ADDRESS_CUDA_VERSION: c_int = 11030;
 /// CUDA version that brought cuCtxGetId, the one entry point libcai can do without.
 const CONTEXT_ID_CUDA_VERSION: c_int = 12000;
+/// CUDA version the IPC and device entry points are asked for (cuIpcOpenMemHandle_v2's ABI).
+const IPC_CUDA_VERSION: c_int = 11030;
+/// CUDA version that brought cuDeviceGetUuid_v2 (a MIG instance's own UUID).
+const DEVICE_UUID_CUDA_VERSION: c_int = 11040;
+/// CUDA version whose stream-ordered pools have cuMemPoolExportPointer.
+const POOL_EXPORT_CUDA_VERSION: c_int = 11020;
 
 type CuGetProcAddress = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, cuuint64_t) -> CUresult;
 
@@ -67,6 +74,21 @@ pub(crate) struct Api {
     ) -> CUresult,
     /// CUDA 12.0+; None on older drivers (events are then not pooled, see device/events.rs).
     pub cuCtxGetId: Option<unsafe extern "C" fn(CUcontext, *mut u64) -> CUresult>,
+    // The entry points of arrays across processes (device/ipc.rs): optional, so that a driver
+    // without one still loads; the call that needs it fails naming it.
+    pub cuIpcGetMemHandle: Option<unsafe extern "C" fn(*mut CUipcMemHandle, CUdeviceptr) -> CUresult>,
+    pub cuIpcOpenMemHandle:
+        Option<unsafe extern "C" fn(*mut CUdeviceptr, CUipcMemHandle, c_uint) -> CUresult>,
+    pub cuIpcCloseMemHandle: Option<unsafe extern "C" fn(CUdeviceptr) -> CUresult>,
+    pub cuIpcGetEventHandle: Option<unsafe extern "C" fn(*mut CUipcEventHandle, CUevent) -> CUresult>,
+    pub cuIpcOpenEventHandle: Option<unsafe extern "C" fn(*mut CUevent, CUipcEventHandle) -> CUresult>,
+    pub cuDeviceGetUuid: Option<unsafe extern "C" fn(*mut CUuuid, CUdevice) -> CUresult>,
+    pub cuDeviceGetCount: Option<unsafe extern "C" fn(*mut c_int) -> CUresult>,
+    pub cuDeviceGet: Option<unsafe extern "C" fn(*mut CUdevice, c_int) -> CUresult>,
+    pub cuCtxGetDevice: Option<unsafe extern "C" fn(*mut CUdevice) -> CUresult>,
+    pub cuDevicePrimaryCtxRetain: Option<unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult>,
+    pub cuMemPoolExportPointer:
+        Option<unsafe extern "C" fn(*mut CUmemPoolPtrExportData, CUdeviceptr) -> CUresult>,
 }
 
 /// A loaded, initialized driver.
@@ -199,6 +221,12 @@ fn resolve_all(library: &Library) -> std::result::Result<Api, String> {
             unsafe { as_fn(resolve($name, $versioned)?) }
         };
     }
+    // The optional entry points, each asked for the CUDA version named.
+    macro_rules! optional {
+        (library, $name:literal, $version:ident) => {
+            optional_entry_point(get_proc_address, library, $name, $version)
+        };
+    }
     Ok(Api {
         cuInit: entry!("cuInit", "cuInit"),
         cuDriverGetVersion: entry!("cuDriverGetVersion", "cuDriverGetVersion"),
@@ -218,6 +246,17 @@ fn resolve_all(library: &Library) -> std::result::Result<Api, String> {
         cuEventSynchronize: entry!("cuEventSynchronize", "cuEventSynchronize"),
         cuStreamGetCaptureInfo: entry!("cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2"),
         cuCtxGetId: optional_entry_point(get_proc_address, library, "cuCtxGetId", CONTEXT_ID_CUDA_VERSION),
+        cuIpcGetMemHandle: optional!(library, "cuIpcGetMemHandle", IPC_CUDA_VERSION),
+        cuIpcOpenMemHandle: optional!(library, "cuIpcOpenMemHandle", IPC_CUDA_VERSION),
+        cuIpcCloseMemHandle: optional!(library, "cuIpcCloseMemHandle", IPC_CUDA_VERSION),
+        cuIpcGetEventHandle: optional!(library, "cuIpcGetEventHandle", IPC_CUDA_VERSION),
+        cuIpcOpenEventHandle: optional!(library, "cuIpcOpenEventHandle", IPC_CUDA_VERSION),
+        cuDeviceGetUuid: optional!(library, "cuDeviceGetUuid", DEVICE_UUID_CUDA_VERSION),
+        cuDeviceGetCount: optional!(library, "cuDeviceGetCount", IPC_CUDA_VERSION),
+        cuDeviceGet: optional!(library, "cuDeviceGet", IPC_CUDA_VERSION),
+        cuCtxGetDevice: optional!(library, "cuCtxGetDevice", IPC_CUDA_VERSION),
+        cuDevicePrimaryCtxRetain: optional!(library, "cuDevicePrimaryCtxRetain", IPC_CUDA_VERSION),
+        cuMemPoolExportPointer: optional!(library, "cuMemPoolExportPointer", POOL_EXPORT_CUDA_VERSION),
     })
 }
 

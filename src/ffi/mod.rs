@@ -6,6 +6,7 @@ mod device;
 mod dlpack;
 mod dtype;
 mod info;
+mod ipc;
 mod release;
 
 pub use array::{cai_export, cai_layout, cai_move, cai_release, cai_validate};
@@ -13,6 +14,7 @@ pub use device::{cai_driver_status, cai_import, cai_pointer_info, cai_sync};
 pub use dlpack::{cai_from_dlpack, cai_from_dlpack_legacy, cai_to_dlpack, cai_to_dlpack_legacy};
 pub use dtype::cai_typestr_parse;
 pub use info::{cai_library_version, cai_status_string};
+pub use ipc::{cai_ipc_export, cai_ipc_open};
 pub use release::{cai_release_after, cai_release_pending};
 
 use std::os::raw::c_char;
