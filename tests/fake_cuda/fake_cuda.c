@@ -49,8 +49,31 @@
  * stream then return that code and leave the capture as it is). A capture not begun in
  * CU_STREAM_CAPTURE_MODE_RELAXED ends only on the thread that began it (..._WRONG_THREAD). The
  * modes' bar on "potentially unsafe" calls (cuMemAlloc and the like) is not modelled: libcai
- * makes none. fake_cuda_capture_streams counts the streams in a stream's capture. */
-#define _POSIX_C_SOURCE 200809L
+ * makes none. fake_cuda_capture_streams counts the streams in a stream's capture.
+ *
+ * Processes share device memory as the driver's IPC does (cuIpcGetMemHandle, cuIpcOpenMemHandle,
+ * cuIpcGetEventHandle, cuIpcOpenEventHandle). Device memory (cuMemAlloc, fake_cuda_alloc of
+ * memory type 2, not managed) lies in one memfd per process, mapped MAP_SHARED, page-aligned;
+ * its first 64 KiB are a header other processes read: each allocation's serial and whether it
+ * is live, and each interprocess event's completion time. A memory handle carries the
+ * exporter's pid, the memfd's fd, the header's nonce, the allocation's slot, serial, offset and
+ * size; another process opens /proc/<pid>/fd/<fd> and maps the same bytes at another address.
+ * As on the real driver: opening in the exporting process fails (CUDA_ERROR_INVALID_CONTEXT,
+ * which CUDA programs report as "invalid device context" there; unconfirmed against NVIDIA's
+ * sources); a second open of one handle in one process fails (CUDA_ERROR_ALREADY_MAPPED: the
+ * documented rule that an allocation is opened once per context and process, kept strict so
+ * that libcai's own table is tested); a handle whose memory was freed (cuMemFree) or whose
+ * exporter exited fails (CUDA_ERROR_INVALID_HANDLE), never a crash. An interprocess event
+ * (CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING) keeps, in the header, when the work of its
+ * last record finishes (infinity while a held slow kernel it covers is not let go): an
+ * importer's cuEventQuery and cuEventSynchronize of the opened event read it, and its
+ * cuStreamWaitEvent enqueues a wait that finishes then, so that work after it on the stream
+ * waits for the exporter's kernel. Each device has a UUID (cuDeviceGetUuid): "fake", the seed
+ * FAKE_CUDA_UUID_SEED (default 0, a 32-bit number) and the ordinal, so that a process given
+ * another seed lacks the other's devices. fake_cuda_alloc's flags 8 and 16 make memory of a
+ * stream-ordered pool, not IPC-enabled and IPC-enabled (cuMemPoolExportPointer succeeds). */
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <math.h>
 #include <stdarg.h>
@@ -58,7 +81,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef uint64_t CUdeviceptr;
@@ -67,6 +92,7 @@ enum {
   CUDA_SUCCESS = 0,
   CUDA_ERROR_INVALID_VALUE = 1,
   CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_ALREADY_MAPPED = 208,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_ILLEGAL_STATE = 401,
   CUDA_ERROR_NOT_FOUND = 500,
@@ -113,9 +139,12 @@ typedef struct Capture {
 typedef struct Stream { int id; Context *context; Clock clock; Capture *capture; Clock captured; } Stream;
 /* `capture`: the capture the event was last recorded in (NULL: recorded outside any), and
    `captured` the captured work it then covered (CLOCKS). */
+/* `shared`: an interprocess event's completion time in a process's memfd header, this one's
+   (`opened` 0) or the exporter's (`opened` 1: an event of another process, cuIpcOpenEventHandle). */
 typedef struct Event {
   int id; Context *context; unsigned generation; int live; uint32_t *clock;
   Capture *capture; uint32_t *captured;
+  uint64_t *shared; int ipc_slot, opened;
 } Event; /* clock: CLOCKS */
 /* A kernel's write, waiting for something to be ordered after it. */
 typedef struct Write { int stream; uint32_t tick; uint32_t *out; uint32_t n, value; } Write;
@@ -123,6 +152,10 @@ typedef struct Allocation {
   uint64_t base, size;
   unsigned memory_type; /* 1 host, 2 device, 4 unified */
   int device, managed, mapped, no_range_attributes;
+  int shared_slot;      /* its slot in this process's memfd header; -1 when not in the memfd */
+  int pool;             /* 0, or 8 (a pool that is not IPC-enabled) or 16 (an IPC-enabled one) */
+  int opened;           /* another process's memory, mapped here by cuIpcOpenMemHandle */
+  uint64_t remote_nonce, remote_serial; /* for an opened one: whose, and which */
 } Allocation;
 
 static Context contexts[DEVICES] = {{0, 1, 0}, {1, 2, 0}};
@@ -152,12 +185,62 @@ typedef struct Slow {
   double enqueued_at, seconds;
   int held;           /* runs until fake_cuda_finish_slow */
   double released_at; /* when fake_cuda_finish_slow let a held one go; 0 before */
+  const uint64_t *until; /* a wait on another process's event: finishes when its work does */
 } Slow;
 static Slow slow[MAX_SLOW];
 static int slow_count;
+static int remote_waits; /* slow entries that wait on another process's event */
 /* Broadcast when a held kernel is let go, for the host waits of cuEventSynchronize and
    cuStreamSynchronize. */
 static pthread_cond_t slow_released = PTHREAD_COND_INITIALIZER;
+
+static double monotonic_seconds(void);
+static double monotonic_seconds_for_nonce(void) { return monotonic_seconds(); }
+
+/* ---- memory other processes can map (callers hold `lock`) ---- */
+
+#define ARENA_BYTES (1ull << 30) /* sparse: only the pages touched take memory */
+#define ARENA_HEADER 65536
+#define MAX_IPC_EVENTS 1024
+#define ARENA_MAGIC 0x46414b4541524e41ull /* "ANRAEKAF" */
+typedef struct SharedAllocation { uint64_t serial, offset, size; uint32_t live, pad; } SharedAllocation;
+typedef struct SharedEvent { uint64_t finish; uint32_t live, pad; } SharedEvent; /* finish: a double's bits */
+typedef struct SharedHeader {
+  uint64_t magic, nonce;
+  SharedAllocation allocations[MAX_ALLOCATIONS];
+  SharedEvent events[MAX_IPC_EVENTS];
+} SharedHeader;
+_Static_assert(sizeof(SharedHeader) <= ARENA_HEADER, "the header fits its pages");
+
+static int arena_fd = -1, arena_pid;
+static char *arena;
+static uint64_t arena_used, next_serial = 1;
+static int shared_allocations, shared_events;
+
+/* This process's memfd, made on first use and again in a forked child (whose allocations must
+   not land in its parent's pages; what it inherited stays mapped). */
+static SharedHeader *arena_header(void) {
+  if (arena && arena_pid == getpid()) return (SharedHeader *)arena;
+  int fd = memfd_create("fake_cuda_device_memory", 0);
+  if (fd < 0 || ftruncate(fd, (off_t)ARENA_BYTES) != 0) {
+    perror("fake_cuda: memfd_create");
+    abort();
+  }
+  void *memory = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (memory == MAP_FAILED) {
+    perror("fake_cuda: mmap of the device memory");
+    abort();
+  }
+  arena = memory;
+  arena_fd = fd;
+  arena_pid = getpid();
+  arena_used = ARENA_HEADER;
+  shared_allocations = shared_events = 0;
+  SharedHeader *header = (SharedHeader *)arena;
+  header->magic = ARENA_MAGIC;
+  header->nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(monotonic_seconds_for_nonce() * 1e9) ^ (uintptr_t)memory;
+  return header;
+}
 
 static _Thread_local Context *stack[STACK_DEPTH];
 static _Thread_local int depth;
@@ -298,8 +381,16 @@ static void slow_finishes(double *finish) {
     Slow *w = &slow[i];
     double start = covered_finish(w->after, finish, i);
     if (start < w->enqueued_at) start = w->enqueued_at;
-    if (!w->held) finish[i] = start + w->seconds;
-    else finish[i] = w->released_at > 0 ? (w->released_at > start ? w->released_at : start) : INFINITY;
+    if (w->until) {
+      uint64_t bits = __atomic_load_n(w->until, __ATOMIC_ACQUIRE);
+      double remote;
+      memcpy(&remote, &bits, sizeof remote);
+      finish[i] = remote > start ? remote : start;
+    } else if (!w->held) {
+      finish[i] = start + w->seconds;
+    } else {
+      finish[i] = w->released_at > 0 ? (w->released_at > start ? w->released_at : start) : INFINITY;
+    }
   }
 }
 
@@ -315,10 +406,12 @@ static void wait_for_work_before(const uint32_t *clock) {
   for (;;) {
     double finish = finish_of_work_before(clock), now = monotonic_seconds();
     if (finish <= now) return;
-    if (isinf(finish)) {
+    if (isinf(finish) && !remote_waits) {
       pthread_cond_wait(&slow_released, &lock);
       continue;
     }
+    /* Another process lets its kernels go without signalling this one: look again soon. */
+    if (isinf(finish)) finish = now + 0.002;
     /* The condition variable times out on CLOCK_REALTIME. */
     struct timespec real;
     clock_gettime(CLOCK_REALTIME, &real);
@@ -326,6 +419,23 @@ static void wait_for_work_before(const uint32_t *clock) {
     struct timespec until = {(time_t)wake, (long)((wake - (double)(time_t)wake) * 1e9)};
     pthread_cond_timedwait(&slow_released, &lock, &until);
   }
+}
+
+/* Writes when the work of an interprocess event's last record finishes into this process's
+   memfd header, where importers of the event read it. */
+static void publish_finish(Event *e) {
+  double finish = finish_of_work_before(e->clock);
+  uint64_t bits;
+  memcpy(&bits, &finish, sizeof bits);
+  __atomic_store_n(e->shared, bits, __ATOMIC_RELEASE);
+}
+
+/* When the work another process's event (an opened one) marks finishes. */
+static double remote_finish(const Event *e) {
+  uint64_t bits = __atomic_load_n(e->shared, __ATOMIC_ACQUIRE);
+  double finish;
+  memcpy(&finish, &bits, sizeof finish);
+  return finish;
 }
 
 static Event *find_event(uintptr_t handle) {
@@ -417,6 +527,7 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
     case CUDA_SUCCESS: *name = "CUDA_SUCCESS"; return CUDA_SUCCESS;
     case CUDA_ERROR_INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; return CUDA_SUCCESS;
     case CUDA_ERROR_INVALID_CONTEXT: *name = "CUDA_ERROR_INVALID_CONTEXT"; return CUDA_SUCCESS;
+    case CUDA_ERROR_ALREADY_MAPPED: *name = "CUDA_ERROR_ALREADY_MAPPED"; return CUDA_SUCCESS;
     case CUDA_ERROR_INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; return CUDA_SUCCESS;
     case CUDA_ERROR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return CUDA_SUCCESS;
     case CUDA_ERROR_NOT_READY: *name = "CUDA_ERROR_NOT_READY"; return CUDA_SUCCESS;
@@ -520,7 +631,19 @@ CUresult cuEventCreate(void **event, unsigned flags) {
   FAIL_IF_INJECTED("cuEventCreate");
   Context *c = current();
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  /* CU_EVENT_INTERPROCESS (4) needs CU_EVENT_DISABLE_TIMING (2), as on the real driver. */
+  if ((flags & 4) && !(flags & 2)) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&lock);
+  int ipc_slot = -1;
+  if (flags & 4) {
+    SharedHeader *header = arena_header();
+    if (shared_events == MAX_IPC_EVENTS) {
+      pthread_mutex_unlock(&lock);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    ipc_slot = shared_events++;
+    header->events[ipc_slot] = (SharedEvent){.finish = 0, .live = 1};
+  }
   if (event_count == MAX_EVENTS) {
     pthread_mutex_unlock(&lock);
     return CUDA_ERROR_INVALID_VALUE;
@@ -533,6 +656,9 @@ CUresult cuEventCreate(void **event, unsigned flags) {
   e->clock = calloc(CLOCKS, sizeof(uint32_t));
   e->captured = calloc(CLOCKS, sizeof(uint32_t));
   e->capture = NULL;
+  e->ipc_slot = ipc_slot;
+  e->opened = 0;
+  e->shared = ipc_slot >= 0 ? &((SharedHeader *)arena)->events[ipc_slot].finish : NULL;
   live_events++;
   pthread_mutex_unlock(&lock);
   *event = e;
@@ -545,6 +671,7 @@ CUresult cuEventDestroy_v2(void *event) {
   Event *e = find_event((uintptr_t)event);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&lock);
+  if (e->shared && !e->opened) ((SharedHeader *)arena)->events[e->ipc_slot].live = 0;
   e->live = 0;
   free(e->clock);
   free(e->captured);
@@ -566,6 +693,7 @@ CUresult cuEventRecord(void *event, void *stream) {
   if (!e || !known) return CUDA_ERROR_INVALID_HANDLE;
   /* As the real driver: an event records only on a stream of its own context. */
   if (c != e->context) return CUDA_ERROR_INVALID_HANDLE;
+  if (e->opened) return CUDA_ERROR_INVALID_HANDLE; /* recording another process's event: not modelled */
   pthread_mutex_lock(&lock);
   CUresult refused = legacy_use_refused((uintptr_t)stream);
   Capture *capture = capture_of((uintptr_t)stream);
@@ -577,6 +705,7 @@ CUresult cuEventRecord(void *event, void *stream) {
   } else if (refused == CUDA_SUCCESS) {
     e->capture = NULL;
     memcpy(e->clock, *clock_of((uintptr_t)stream), sizeof(Clock));
+    if (e->shared) publish_finish(e);
   }
   pthread_mutex_unlock(&lock);
   if (refused != CUDA_SUCCESS) {
@@ -604,6 +733,12 @@ CUresult cuEventQuery(void *event) {
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&lock);
   CUresult result = host_wait_on_captured(e);
+  if (e->opened) {
+    if (remote_finish(e) > monotonic_seconds()) result = CUDA_ERROR_NOT_READY;
+    pthread_mutex_unlock(&lock);
+    log_call("cuEventQuery E%d (another process's) -> %d", e->id, result);
+    return result;
+  }
   if (result == CUDA_SUCCESS && finish_of_work_before(e->clock) > monotonic_seconds()) result = CUDA_ERROR_NOT_READY;
   if (result == CUDA_SUCCESS) {
     merge(host_clock, e->clock);
@@ -621,6 +756,17 @@ CUresult cuEventSynchronize(void *event) {
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&lock);
   CUresult result = host_wait_on_captured(e);
+  if (e->opened) {
+    /* Another process's kernels finish without telling this one: look again every 1 ms. */
+    while (remote_finish(e) > monotonic_seconds()) {
+      pthread_mutex_unlock(&lock);
+      sleep_ms(1);
+      pthread_mutex_lock(&lock);
+    }
+    pthread_mutex_unlock(&lock);
+    log_call("cuEventSynchronize E%d (another process's) -> 0", e->id);
+    return CUDA_SUCCESS;
+  }
   if (result == CUDA_SUCCESS) {
     wait_for_work_before(e->clock);
     merge(host_clock, e->clock);
@@ -678,6 +824,21 @@ CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
     result = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
   } else if (waiter) {
     what = " external node";
+  } else if (e->opened) {
+    /* Another process's work: a wait on the stream that finishes when that work does. */
+    if (slow_count == MAX_SLOW) {
+      fprintf(stderr, "fake_cuda: more than %d slow kernels; raise MAX_SLOW\n", MAX_SLOW);
+      abort();
+    }
+    int index = clock_index((uintptr_t)stream);
+    uint32_t *clock = *enqueue_on((uintptr_t)stream);
+    Slow *w = &slow[slow_count++];
+    *w = (Slow){.stream = index, .enqueued_at = monotonic_seconds(), .until = e->shared};
+    w->after = calloc(CLOCKS, sizeof(uint32_t));
+    memcpy(w->after, clock, sizeof(Clock));
+    w->tick = ++clock[index];
+    remote_waits++;
+    what = " (another process's event)";
   } else {
     merge(*clock_of((uintptr_t)stream), e->clock);
   }
@@ -777,6 +938,8 @@ CUresult cuStreamGetCaptureInfo_v2(void *stream, int *status, unsigned long long
   return result;
 }
 
+static const int pool_tag; /* the CUmemoryPool of pool memory */
+
 CUresult cuPointerGetAttributes(unsigned count, unsigned *attributes, void **data, CUdeviceptr pointer) {
   log_call("cuPointerGetAttributes %#lx", (unsigned long)pointer);
   FAIL_IF_INJECTED("cuPointerGetAttributes");
@@ -797,6 +960,12 @@ CUresult cuPointerGetAttributes(unsigned count, unsigned *attributes, void **dat
         /* An allocation made with flag 4 has its range given by cuMemGetAddressRange alone. */
         if (attributes[i] == 11) *(CUdeviceptr *)data[i] = found.no_range_attributes ? 0 : found.base;
         else *(size_t *)data[i] = found.no_range_attributes ? 0 : (size_t)found.size;
+        break;
+      case 10: /* IS_LEGACY_CUDA_IPC_CAPABLE */
+        *(unsigned *)data[i] = a && found.shared_slot >= 0 && !found.pool;
+        break;
+      case 17: /* MEMPOOL_HANDLE */
+        *(void **)data[i] = a && found.pool ? (void *)&pool_tag : NULL;
         break;
       default: return CUDA_ERROR_INVALID_VALUE;
     }
@@ -822,12 +991,14 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr po
 static const int kernel_tag, module_tag;
 
 CUresult cuDeviceGet(int *device, int ordinal) {
+  FAIL_IF_INJECTED("cuDeviceGet");
   if (ordinal < 0 || ordinal >= DEVICES) return CUDA_ERROR_INVALID_VALUE;
   *device = ordinal;
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetCount(int *count) {
+  FAIL_IF_INJECTED("cuDeviceGetCount");
   *count = DEVICES;
   return CUDA_SUCCESS;
 }
@@ -840,6 +1011,7 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(void **context, int device) {
+  FAIL_IF_INJECTED("cuDevicePrimaryCtxRetain");
   if (device < 0 || device >= DEVICES) return CUDA_ERROR_INVALID_VALUE;
   *context = &contexts[device];
   return CUDA_SUCCESS;
@@ -956,6 +1128,236 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
   return CUDA_SUCCESS;
 }
 
+/* ---- arrays across processes: IPC handles and device UUIDs ---- */
+
+typedef struct { char reserved[64]; } CUipcHandle; /* CUipcMemHandle and CUipcEventHandle */
+typedef struct { char bytes[16]; } CUuuid;
+enum { IPC_MEM_MAGIC = 0x4d435049, IPC_EVENT_MAGIC = 0x45435049 }; /* "IPCM", "IPCE" */
+/* What a handle carries. */
+typedef struct IpcHandle {
+  uint32_t magic;
+  int32_t pid, fd, slot;
+  uint64_t nonce, serial, offset, size;
+} IpcHandle;
+_Static_assert(sizeof(IpcHandle) <= 64, "a handle fits CU_IPC_HANDLE_SIZE");
+
+/* The memfd headers of other processes this one opened handles of, kept mapped. */
+#define MAX_REMOTES 64
+static struct { int pid; uint64_t nonce; SharedHeader *header; int fd; } remotes[MAX_REMOTES];
+static int remote_count;
+
+/* The exporter's header and its memfd (an fd of this process, kept open), or NULL where the
+   process is gone or is another one now. Callers hold `lock`. */
+static SharedHeader *remote_header(const IpcHandle *h, int *fd) {
+  for (int i = 0; i < remote_count; i++) {
+    if (remotes[i].pid == h->pid && remotes[i].nonce == h->nonce) {
+      *fd = remotes[i].fd;
+      return remotes[i].header;
+    }
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h->pid, (int)h->fd);
+  int opened = open(path, O_RDWR | O_CLOEXEC);
+  if (opened < 0) return NULL; /* the exporter exited */
+  void *header = mmap(NULL, ARENA_HEADER, PROT_READ, MAP_SHARED, opened, 0);
+  if (header == MAP_FAILED || ((SharedHeader *)header)->magic != ARENA_MAGIC ||
+      ((SharedHeader *)header)->nonce != h->nonce || remote_count == MAX_REMOTES) {
+    if (header != MAP_FAILED) munmap(header, ARENA_HEADER);
+    close(opened);
+    return NULL; /* another process with the same pid, or not a fake device memfd */
+  }
+  remotes[remote_count].pid = h->pid;
+  remotes[remote_count].nonce = h->nonce;
+  remotes[remote_count].header = header;
+  remotes[remote_count].fd = opened;
+  remote_count++;
+  *fd = opened;
+  return header;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr pointer) {
+  log_call("cuMemFree %#lx", (unsigned long)pointer);
+  pthread_mutex_lock(&lock);
+  Allocation *a = find_allocation(pointer);
+  CUresult result = !a || a->base != pointer || a->opened ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  if (result == CUDA_SUCCESS) {
+    if (a->shared_slot >= 0) ((SharedHeader *)arena)->allocations[a->shared_slot].live = 0;
+    a->size = 0; /* no pointer is in it any more; its pages are not reused */
+  }
+  pthread_mutex_unlock(&lock);
+  return result;
+}
+
+CUresult cuIpcGetMemHandle(CUipcHandle *handle, CUdeviceptr pointer) {
+  log_call("cuIpcGetMemHandle %#lx", (unsigned long)pointer);
+  FAIL_IF_INJECTED("cuIpcGetMemHandle");
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  Allocation *a = find_allocation(pointer);
+  /* The base of memory from cuMemAlloc, in this process's memfd, not a pool's. */
+  CUresult result = !a || a->base != pointer || a->shared_slot < 0 || a->pool || a->opened || arena_pid != getpid()
+                        ? CUDA_ERROR_INVALID_VALUE
+                        : CUDA_SUCCESS;
+  if (result == CUDA_SUCCESS) {
+    SharedHeader *header = (SharedHeader *)arena;
+    SharedAllocation *shared = &header->allocations[a->shared_slot];
+    IpcHandle h = {.magic = IPC_MEM_MAGIC, .pid = getpid(), .fd = arena_fd, .slot = a->shared_slot,
+                   .nonce = header->nonce, .serial = shared->serial, .offset = shared->offset, .size = shared->size};
+    memset(handle, 0, sizeof *handle);
+    memcpy(handle, &h, sizeof h);
+  }
+  pthread_mutex_unlock(&lock);
+  return result;
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pointer, CUipcHandle handle, unsigned flags) {
+  IpcHandle h;
+  memcpy(&h, &handle, sizeof h);
+  log_call("cuIpcOpenMemHandle pid=%d slot=%d flags=%u", (int)h.pid, (int)h.slot, flags);
+  FAIL_IF_INJECTED("cuIpcOpenMemHandle");
+  if (!pointer || flags & ~1u) return CUDA_ERROR_INVALID_VALUE; /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS only */
+  if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (h.magic != IPC_MEM_MAGIC || h.slot < 0 || h.slot >= MAX_ALLOCATIONS) return CUDA_ERROR_INVALID_VALUE;
+  if (h.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT; /* the exporting process itself */
+  pthread_mutex_lock(&lock);
+  CUresult result = CUDA_SUCCESS;
+  for (int i = 0; i < allocation_count; i++)
+    if (allocations[i].opened && allocations[i].size && allocations[i].remote_nonce == h.nonce &&
+        allocations[i].remote_serial == h.serial)
+      result = CUDA_ERROR_ALREADY_MAPPED;
+  int fd = -1;
+  SharedHeader *header = result == CUDA_SUCCESS ? remote_header(&h, &fd) : NULL;
+  if (result == CUDA_SUCCESS && !header) result = CUDA_ERROR_INVALID_HANDLE;
+  if (result == CUDA_SUCCESS) {
+    SharedAllocation shared = header->allocations[h.slot];
+    /* Freed by its exporter (or never this allocation): refused, as the driver refuses. */
+    if (!shared.live || shared.serial != h.serial) result = CUDA_ERROR_INVALID_HANDLE;
+  }
+  void *memory = MAP_FAILED;
+  if (result == CUDA_SUCCESS) {
+    memory = mmap(NULL, (size_t)(h.size ? h.size : 1), PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)h.offset);
+    if (memory == MAP_FAILED) result = CUDA_ERROR_INVALID_HANDLE;
+  }
+  /* The record of a mapping closed before is reused, so that opens and closes in a loop
+     never run out of records. */
+  int slot = -1;
+  for (int i = 0; result == CUDA_SUCCESS && slot < 0 && i < allocation_count; i++)
+    if (allocations[i].opened && allocations[i].size == 0) slot = i;
+  if (result == CUDA_SUCCESS && slot < 0 && allocation_count == MAX_ALLOCATIONS) {
+    fprintf(stderr, "fake_cuda: more than %d allocations; raise MAX_ALLOCATIONS\n", MAX_ALLOCATIONS);
+    abort();
+  }
+  if (result == CUDA_SUCCESS) {
+    Allocation *a = &allocations[slot >= 0 ? slot : allocation_count++];
+    *a = (Allocation){.base = (uint64_t)(uintptr_t)memory, .size = h.size, .memory_type = 2,
+                      .device = current()->device, .mapped = 1, .shared_slot = -1, .opened = 1,
+                      .remote_nonce = h.nonce, .remote_serial = h.serial};
+    *pointer = a->base;
+  }
+  pthread_mutex_unlock(&lock);
+  if (result != CUDA_SUCCESS) log_call("cuIpcOpenMemHandle -> %d", result);
+  return result;
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pointer, CUipcHandle handle, unsigned flags) {
+  return cuIpcOpenMemHandle_v2(pointer, handle, flags);
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr pointer) {
+  log_call("cuIpcCloseMemHandle %#lx", (unsigned long)pointer);
+  FAIL_IF_INJECTED("cuIpcCloseMemHandle");
+  pthread_mutex_lock(&lock);
+  Allocation *a = find_allocation(pointer);
+  CUresult result = !a || a->base != pointer || !a->opened ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  if (result == CUDA_SUCCESS) {
+    munmap((void *)(uintptr_t)a->base, (size_t)(a->size ? a->size : 1));
+    a->size = 0;
+  }
+  pthread_mutex_unlock(&lock);
+  return result;
+}
+
+CUresult cuIpcGetEventHandle(CUipcHandle *handle, void *event) {
+  FAIL_IF_INJECTED("cuIpcGetEventHandle");
+  Event *e = find_event((uintptr_t)event);
+  if (!handle || !e || !e->shared || e->opened) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  IpcHandle h = {.magic = IPC_EVENT_MAGIC, .pid = getpid(), .fd = arena_fd, .slot = e->ipc_slot,
+                 .nonce = ((SharedHeader *)arena)->nonce};
+  pthread_mutex_unlock(&lock);
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle, &h, sizeof h);
+  log_call("cuIpcGetEventHandle E%d", e->id);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcOpenEventHandle(void **event, CUipcHandle handle) {
+  IpcHandle h;
+  memcpy(&h, &handle, sizeof h);
+  FAIL_IF_INJECTED("cuIpcOpenEventHandle");
+  Context *c = current();
+  if (!event) return CUDA_ERROR_INVALID_VALUE;
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  if (h.magic != IPC_EVENT_MAGIC || h.slot < 0 || h.slot >= MAX_IPC_EVENTS) return CUDA_ERROR_INVALID_VALUE;
+  if (h.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;
+  pthread_mutex_lock(&lock);
+  int fd;
+  SharedHeader *header = remote_header(&h, &fd);
+  CUresult result = !header || !header->events[h.slot].live ? CUDA_ERROR_INVALID_HANDLE
+                    : event_count == MAX_EVENTS           ? CUDA_ERROR_INVALID_VALUE
+                                                          : CUDA_SUCCESS;
+  Event *e = NULL;
+  if (result == CUDA_SUCCESS) {
+    e = &events[event_count];
+    *e = (Event){.id = event_count++, .context = c, .generation = c->generation, .live = 1,
+                 .clock = calloc(CLOCKS, sizeof(uint32_t)), .captured = calloc(CLOCKS, sizeof(uint32_t)),
+                 .shared = &header->events[h.slot].finish, .ipc_slot = h.slot, .opened = 1};
+    live_events++;
+  }
+  pthread_mutex_unlock(&lock);
+  if (result != CUDA_SUCCESS) {
+    log_call("cuIpcOpenEventHandle -> %d", result);
+    return result;
+  }
+  *event = e;
+  log_call("cuIpcOpenEventHandle E%d pid=%d", e->id, (int)h.pid);
+  return CUDA_SUCCESS;
+}
+
+/* "fake", FAKE_CUDA_UUID_SEED's 32 bits, zeros, the ordinal. */
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, int device) {
+  FAIL_IF_INJECTED("cuDeviceGetUuid");
+  if (!uuid || device < 0 || device >= DEVICES) return CUDA_ERROR_INVALID_VALUE;
+  const char *seed_text = getenv("FAKE_CUDA_UUID_SEED");
+  uint32_t seed = seed_text ? (uint32_t)strtoul(seed_text, NULL, 0) : 0;
+  memset(uuid, 0, sizeof *uuid);
+  memcpy(uuid->bytes, "fake", 4);
+  memcpy(uuid->bytes + 4, &seed, 4);
+  uuid->bytes[15] = (char)device;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, int device) { return cuDeviceGetUuid_v2(uuid, device); }
+
+CUresult cuCtxGetDevice(int *device) {
+  FAIL_IF_INJECTED("cuCtxGetDevice");
+  if (!current()) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = current()->device;
+  return CUDA_SUCCESS;
+}
+
+/* Succeeds for memory of an IPC-enabled pool only (fake_cuda_alloc flag 16). */
+CUresult cuMemPoolExportPointer(void *export_data, CUdeviceptr pointer) {
+  FAIL_IF_INJECTED("cuMemPoolExportPointer");
+  pthread_mutex_lock(&lock);
+  Allocation *a = find_allocation(pointer);
+  int ipc_pool = a && a->pool == 16;
+  pthread_mutex_unlock(&lock);
+  if (!ipc_pool) return CUDA_ERROR_INVALID_VALUE;
+  memset(export_data, 0, 64);
+  return CUDA_SUCCESS;
+}
+
 #define ENTRY(name, symbol) {name, (void *)symbol}
 static const struct { const char *name; void *pointer; } entry_points[] = {
     ENTRY("cuInit", cuInit),
@@ -976,6 +1378,17 @@ static const struct { const char *name; void *pointer; } entry_points[] = {
     ENTRY("cuEventQuery", cuEventQuery),
     ENTRY("cuEventSynchronize", cuEventSynchronize),
     ENTRY("cuStreamGetCaptureInfo", cuStreamGetCaptureInfo_v2),
+    ENTRY("cuIpcGetMemHandle", cuIpcGetMemHandle),
+    ENTRY("cuIpcOpenMemHandle", cuIpcOpenMemHandle_v2),
+    ENTRY("cuIpcCloseMemHandle", cuIpcCloseMemHandle),
+    ENTRY("cuIpcGetEventHandle", cuIpcGetEventHandle),
+    ENTRY("cuIpcOpenEventHandle", cuIpcOpenEventHandle),
+    ENTRY("cuDeviceGetUuid", cuDeviceGetUuid_v2),
+    ENTRY("cuDeviceGetCount", cuDeviceGetCount),
+    ENTRY("cuDeviceGet", cuDeviceGet),
+    ENTRY("cuCtxGetDevice", cuCtxGetDevice),
+    ENTRY("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain),
+    ENTRY("cuMemPoolExportPointer", cuMemPoolExportPointer),
 };
 
 static int proc_address_lookups;
@@ -1021,15 +1434,37 @@ int fake_cuda_context_depth(void) { return depth; }
 
 /* Registers host memory as an allocation of this type: 1 host (pinned), 2 device, 4 unified.
  * flags: 1 managed, 2 not mapped into the device address space, 4 range attributes answered
- * with none (its range only from cuMemGetAddressRange). */
+ * with none (its range only from cuMemGetAddressRange), 8 memory of a stream-ordered pool that
+ * is not IPC-enabled, 16 of one that is. Device memory that is not managed lies in the memfd
+ * other processes map (see the file's head). */
 uint64_t fake_cuda_alloc(uint64_t size, unsigned memory_type, int device, unsigned flags) {
-  void *memory = calloc(1, (size_t)size);
+  int in_memfd = memory_type == 2 && !(flags & 1);
+  void *memory = in_memfd ? NULL : calloc(1, (size_t)size);
   pthread_mutex_lock(&lock);
   if (allocation_count == MAX_ALLOCATIONS) {
     fprintf(stderr, "fake_cuda: more than %d allocations; raise MAX_ALLOCATIONS\n", MAX_ALLOCATIONS);
     abort();
   }
+  int shared_slot = -1;
+  if (in_memfd) {
+    /* Device memory other processes can map: page-aligned in this process's memfd. */
+    SharedHeader *header = arena_header();
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), rounded = (size + page - 1) / page * page;
+    if (rounded == 0) rounded = page;
+    if (arena_used + rounded > ARENA_BYTES || shared_allocations == MAX_ALLOCATIONS) {
+      fprintf(stderr, "fake_cuda: device memory exhausted; raise ARENA_BYTES\n");
+      abort();
+    }
+    shared_slot = shared_allocations++;
+    header->allocations[shared_slot] =
+        (SharedAllocation){.serial = next_serial++, .offset = arena_used, .size = size, .live = 1};
+    memory = arena + arena_used;
+    arena_used += rounded;
+  }
   Allocation *a = &allocations[allocation_count++];
+  *a = (Allocation){0};
+  a->shared_slot = shared_slot;
+  a->pool = (int)(flags & 24);
   a->base = (uint64_t)(uintptr_t)memory;
   a->size = size;
   a->memory_type = memory_type;
@@ -1157,6 +1592,9 @@ int fake_cuda_launch_slow(uint64_t stream, int ms) {
 void fake_cuda_finish_slow(int id) {
   pthread_mutex_lock(&lock);
   if (id >= 0 && id < slow_count && slow[id].held && slow[id].released_at == 0) slow[id].released_at = monotonic_seconds();
+  /* Interprocess events covering it now finish: tell their importers. */
+  for (int i = 0; i < event_count; i++)
+    if (events[i].live && events[i].shared && !events[i].opened) publish_finish(&events[i]);
   pthread_cond_broadcast(&slow_released);
   pthread_mutex_unlock(&lock);
 }
