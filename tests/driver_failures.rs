@@ -13,12 +13,24 @@ use common::*;
 
 /// Entry points whose failure is tested elsewhere: they are called while the driver loads or
 /// only where the driver has context ids, and a process loads its driver once.
-const TESTED_ELSEWHERE: [(&str, &str); 5] = [
+const TESTED_ELSEWHERE: [(&str, &str); 16] = [
     ("cuInit", include_str!("driver_init_failure.rs")),
     ("cuDriverGetVersion", include_str!("driver_version_failure.rs")),
     ("cuCtxGetId", include_str!("driver_context_recreated.rs")),
     ("cuEventQuery", include_str!("driver_fake_release_after.rs")),
     ("cuEventSynchronize", include_str!("driver_fake_release_after.rs")),
+    // Arrays across processes: their failures need an exporter and an importer.
+    ("cuIpcGetMemHandle", include_str!("driver_fake_ipc.rs")),
+    ("cuIpcOpenMemHandle", include_str!("driver_fake_ipc.rs")),
+    ("cuIpcCloseMemHandle", include_str!("driver_fake_ipc.rs")),
+    ("cuIpcGetEventHandle", include_str!("driver_fake_ipc.rs")),
+    ("cuIpcOpenEventHandle", include_str!("driver_fake_ipc.rs")),
+    ("cuDeviceGetUuid", include_str!("driver_fake_ipc.rs")),
+    ("cuDeviceGetCount", include_str!("driver_fake_ipc.rs")),
+    ("cuDeviceGet", include_str!("driver_fake_ipc.rs")),
+    ("cuCtxGetDevice", include_str!("driver_fake_ipc.rs")),
+    ("cuDevicePrimaryCtxRetain", include_str!("driver_fake_ipc.rs")),
+    ("cuMemPoolExportPointer", include_str!("driver_fake_ipc.rs")),
 ];
 
 fn setup() -> &'static Fake {

@@ -33,6 +33,13 @@ pub const FLAG_MANAGED: u32 = 1;
 pub const FLAG_UNMAPPED: u32 = 2;
 /// The allocation's range attributes answer none: only cuMemGetAddressRange gives its range.
 pub const FLAG_NO_RANGE_ATTRIBUTES: u32 = 4;
+/// Memory of a stream-ordered pool that is not IPC-enabled.
+pub const FLAG_POOL: u32 = 8;
+/// Memory of an IPC-enabled stream-ordered pool.
+pub const FLAG_IPC_POOL: u32 = 16;
+/// Where a test process that spawns others has its fake driver: they load the same file
+/// instead of building their own.
+pub const BUILT_ENV: &str = "CAI_TEST_FAKE_CUDA_BUILT";
 
 pub struct Fake {
     handle: *mut c_void,
@@ -68,7 +75,7 @@ pub fn build() -> PathBuf {
 pub fn fake() -> &'static Fake {
     static FAKE: OnceLock<Fake> = OnceLock::new();
     FAKE.get_or_init(|| {
-        let path = build();
+        let path = std::env::var_os(BUILT_ENV).map(PathBuf::from).unwrap_or_else(build);
         std::env::set_var("CAI_CUDA_DRIVER", &path);
         let c_path = CString::new(path.to_str().unwrap()).unwrap();
         // SAFETY: a NUL-terminated path to the library just built.
@@ -102,6 +109,12 @@ impl Fake {
     pub fn alloc(&self, size: u64, memory_type: u32, device: i32, flags: u32) -> u64 {
         let f: extern "C" fn(u64, u32, i32, u32) -> u64 = self.symbol("fake_cuda_alloc");
         f(size, memory_type, device, flags)
+    }
+
+    /// cuMemFree of an allocation's base: its result.
+    pub fn mem_free(&self, pointer: u64) -> i32 {
+        let f: extern "C" fn(u64) -> i32 = self.symbol("cuMemFree_v2");
+        f(pointer)
     }
 
     pub fn stream(&self, device: i32) -> u64 {
