@@ -401,3 +401,39 @@ fn dlpack_asking_the_driver_fails_and_a_given_device_succeeds_real_nvidia_driver
     // SAFETY: `back` owns the tensor and is released once.
     assert_eq!(unsafe { cai_release(&mut back, &mut e) }, CAI_OK);
 }
+
+/// FNV-1a 64 of `bytes`: the descriptor's checksum, computed here as an oracle.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[test]
+fn ipc_export_and_open_answer_no_device_cleanly_real_nvidia_driver() {
+    if real_driver().is_none() {
+        return;
+    }
+    let a = array(&[4], "<f4");
+    let mut desc = CaiIpcDescriptor::zeroed();
+    let mut e = blank_error();
+    // SAFETY: a live array, a writable descriptor and error.
+    assert_no_device(unsafe { cai_ipc_export(&a, &mut desc, &mut e) }, &e, "cai_ipc_export");
+    // A zero-size array needs no driver, and its descriptor opens to one with no driver either
+    // (here: a copy made to look like another process's).
+    let empty = array(&[0], "<f4");
+    let mut e = blank_error();
+    // SAFETY: as above.
+    assert_eq!(unsafe { cai_ipc_export(&empty, &mut desc, &mut e) }, CAI_OK, "{}", e.message_str());
+    // Another process's descriptor of a 4-element array: opening it needs the device.
+    desc.process_token[0] ^= 0xff;
+    desc.kind = CAI_IPC_KIND_LEGACY;
+    desc.shape[0] = 4;
+    desc.allocation_size = 64;
+    desc.checksum = fnv1a64(&desc.as_bytes()[..CAI_IPC_DESCRIPTOR_SIZE - 8]);
+    let mut out = CaiArray::zeroed();
+    let mut e = blank_error();
+    // SAFETY: a readable descriptor, a writable array and error.
+    assert_no_device(unsafe { cai_ipc_open(&desc, std::ptr::null(), &mut out, &mut e) }, &e, "cai_ipc_open");
+    assert!(out.release.is_none(), "out is written only on success");
+}
