@@ -41,6 +41,24 @@ int main() {
   } catch (const cai::Error& e) {
     check(e.code() == CAI_ERROR_INVALID_TYPESTR && std::strstr(e.what(), "|O8"), "cai::Error carries code and message");
   }
+  {
+    // Arrays across processes (no driver here): a zero-size array exports with no handle, and
+    // its descriptor, opened in its own process, is refused.
+    CaiArray raw{};
+    raw.version = 3;
+    raw.ndim = 1;
+    std::strcpy(raw.typestr, "<f4");
+    cai::Array empty(std::move(raw));
+    CaiIpcDescriptor desc = empty.ipc_export();
+    check(desc.kind == CAI_IPC_KIND_NONE && desc.size == CAI_IPC_DESCRIPTOR_SIZE, "ipc_export through cai::Array");
+    try {
+      cai::ipc_open(desc);
+      check(false, "ipc_open throws in the exporting process");
+    } catch (const cai::Error& e) {
+      check(e.code() == CAI_ERROR_IPC_DESCRIPTOR && std::strstr(e.what(), "use the array itself"),
+            "ipc_open's refusal carries code and message");
+    }
+  }
   std::printf("c_tests/header_cpp: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

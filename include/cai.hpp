@@ -108,6 +108,18 @@ class Array {
     detail::check(cai_release_after(&raw_, stream, &error), error);
   }
 
+  // Producer side: the array as an IPC descriptor another process on this machine opens with
+  // cai::ipc_open (see cai_ipc_export). Device memory from cuMemAlloc only: managed, host and
+  // pool memory throw cai::Error (CAI_ERROR_NOT_SHAREABLE). Keep the memory, and this process,
+  // alive while any importer uses it. Send the descriptor's CAI_IPC_DESCRIPTOR_SIZE bytes as
+  // they are.
+  CaiIpcDescriptor ipc_export() const {
+    CaiIpcDescriptor out{};
+    CaiError error;
+    detail::check(cai_ipc_export(&raw_, &out, &error), error);
+    return out;
+  }
+
  private:
   CaiArray raw_;
 };
@@ -131,6 +143,18 @@ inline uint64_t release_pending(int32_t mode = CAI_PENDING_POLL) {
   CaiError error;
   detail::check(cai_release_pending(mode, &left, &error), error);
   return left;
+}
+
+// Consumer side, in another process than the exporter's: the array of `desc`, mapped and
+// ordered after the exporter's pending work as `options` say (see cai_ipc_open). The Array's
+// release lets go of the mapping. Throws cai::Error: CAI_ERROR_IPC_DESCRIPTOR for a corrupt,
+// other-version or own-process descriptor, CAI_ERROR_NOT_SHAREABLE for a device this process
+// lacks, CAI_ERROR_DRIVER for memory the exporter freed.
+inline Array ipc_open(const CaiIpcDescriptor& desc, const CaiImportOptions& options = CaiImportOptions{}) {
+  CaiArray raw{};
+  CaiError error;
+  detail::check(cai_ipc_open(&desc, &options, &raw, &error), error);
+  return Array(std::move(raw));
 }
 
 inline CaiDtype parse_typestr(const char* typestr) {
