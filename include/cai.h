@@ -247,8 +247,9 @@
 // `CaiIpcDescriptor.flags`: `strides` holds the strides (else C-contiguous).
 #define CAI_IPC_FLAG_STRIDES 4
 
-// Every flag this version defines; the others must be zero.
-#define CAI_IPC_FLAGS_KNOWN ((CAI_IPC_FLAG_EVENT | CAI_IPC_FLAG_READONLY) | CAI_IPC_FLAG_STRIDES)
+// Every flag this version defines (EVENT | READONLY | STRIDES, a literal so that cffi reads
+// it); the others must be zero.
+#define CAI_IPC_FLAGS_KNOWN 7
 
 // Bytes of a CUipcMemHandle and of a CUipcEventHandle (cuda.h's CU_IPC_HANDLE_SIZE).
 #define CAI_IPC_HANDLE_SIZE 64
@@ -887,54 +888,6 @@ const char *cai_status_string(CaiStatus status);
 // libcai's version as "MAJOR.MINOR.PATCH". Static storage: never free it.
 const char *cai_library_version(void);
 
-// Producer side: writes `array` (validated first; any producer's struct) into `*out`, a
-// descriptor another process on this machine opens with `cai_ipc_open`. The data must be
-// device memory from cuMemAlloc (cudaMalloc, and the allocators of CuPy and torch): managed,
-// host and unified memory, memory the driver does not know and memory of a stream-ordered pool
-// are refused with CAI_ERROR_NOT_SHAREABLE, as are OpenCL memory, a mask and named descr
-// fields (the message says what to send instead). The descriptor holds the allocation's IPC
-// handle, the array's offset in it, the device's UUID and, where `array->stream` is not 0, an
-// interprocess event recorded on that stream after the work enqueued so far, which the
-// importer waits on; a capturing stream is refused with CAI_ERROR_STREAM_CAPTURING before
-// anything is enqueued. A zero-size array needs no driver: its descriptor has no handle.
-//
-// The lifetime rule (see `CaiIpcDescriptor`): the caller keeps the memory allocated, and its
-// process alive, while any importer uses it. `array` stays the caller's; `*out` is written
-// only on success.
-//
-// # Safety
-// `array` is NULL or points to a valid `CaiArray` whose `data` and `stream` are live handles;
-// `out` is NULL or points to a writable `CaiIpcDescriptor`; `error` is NULL or points to a
-// writable `CaiError`.
-CaiStatus cai_ipc_export(const struct CaiArray *array,
-                         struct CaiIpcDescriptor *out,
-                         struct CaiError *error);
-
-// Consumer side, in another process: checks `desc` (its magic, version, size and checksum,
-// each refused with CAI_ERROR_IPC_DESCRIPTOR naming the field; so is a descriptor opened in
-// the process that exported it, before any driver call: use the array itself there), finds the
-// device with the descriptor's UUID (none: CAI_ERROR_NOT_SHAREABLE naming it), maps the
-// allocation (cuIpcOpenMemHandle, in the current context where it is on that device, else in
-// the device's primary context; a second open of one allocation in this process shares the
-// first mapping) and writes into `*out` an owning array at the exporter's offset in it: the
-// same shape, strides, element type and read-only flag, `stream` 0. Where the exporter had
-// pending work, the consumer is ordered after it as `cai_import` orders it after a producer's
-// stream (`options`: NULL for the defaults; `consumer_stream` and `sync_mode`, and the
-// import's `writable`, `native_only` and pointer check, which runs on the mapped memory).
-//
-// `*out` is written only on success; release it with `cai_release` (any thread): the last
-// release of an allocation's arrays unmaps it (cuIpcCloseMemHandle). Memory the exporter freed
-// or a process that exited is the driver's error (CAI_ERROR_DRIVER) where it reports one.
-//
-// # Safety
-// `desc` is NULL or points to a readable `CaiIpcDescriptor` (any bytes); `options` is NULL or
-// points to a valid `CaiImportOptions`; `out` is NULL or points to a writable `CaiArray`;
-// `error` is NULL or points to a writable `CaiError`.
-CaiStatus cai_ipc_open(const struct CaiIpcDescriptor *desc,
-                       const struct CaiImportOptions *options,
-                       struct CaiArray *out,
-                       struct CaiError *error);
-
 // Consumer side: hands `array` back to its producer once the GPU has passed the work
 // enqueued on `stream` so far, never waiting on the host. An event is recorded on `stream`
 // (1: legacy default stream, 2: per-thread default stream, else a CUstream, in its context;
@@ -993,6 +946,54 @@ CaiStatus cai_release_after(struct CaiArray *array, uint64_t stream, struct CaiE
 // `left` is NULL or points to a writable `uint64_t`; `error` is NULL or points to a writable
 // `CaiError`.
 CaiStatus cai_release_pending(int32_t mode, uint64_t *left, struct CaiError *error);
+
+// Producer side: writes `array` (validated first; any producer's struct) into `*out`, a
+// descriptor another process on this machine opens with `cai_ipc_open`. The data must be
+// device memory from cuMemAlloc (cudaMalloc, and the allocators of CuPy and torch): managed,
+// host and unified memory, memory the driver does not know and memory of a stream-ordered pool
+// are refused with CAI_ERROR_NOT_SHAREABLE, as are OpenCL memory, a mask and named descr
+// fields (the message says what to send instead). The descriptor holds the allocation's IPC
+// handle, the array's offset in it, the device's UUID and, where `array->stream` is not 0, an
+// interprocess event recorded on that stream after the work enqueued so far, which the
+// importer waits on; a capturing stream is refused with CAI_ERROR_STREAM_CAPTURING before
+// anything is enqueued. A zero-size array needs no driver: its descriptor has no handle.
+//
+// The lifetime rule (see `CaiIpcDescriptor`): the caller keeps the memory allocated, and its
+// process alive, while any importer uses it. `array` stays the caller's; `*out` is written
+// only on success.
+//
+// # Safety
+// `array` is NULL or points to a valid `CaiArray` whose `data` and `stream` are live handles;
+// `out` is NULL or points to a writable `CaiIpcDescriptor`; `error` is NULL or points to a
+// writable `CaiError`.
+CaiStatus cai_ipc_export(const struct CaiArray *array,
+                         struct CaiIpcDescriptor *out,
+                         struct CaiError *error);
+
+// Consumer side, in another process: checks `desc` (its magic, version, size and checksum,
+// each refused with CAI_ERROR_IPC_DESCRIPTOR naming the field; so is a descriptor opened in
+// the process that exported it, before any driver call: use the array itself there), finds the
+// device with the descriptor's UUID (none: CAI_ERROR_NOT_SHAREABLE naming it), maps the
+// allocation (cuIpcOpenMemHandle, in the current context where it is on that device, else in
+// the device's primary context; a second open of one allocation in this process shares the
+// first mapping) and writes into `*out` an owning array at the exporter's offset in it: the
+// same shape, strides, element type and read-only flag, `stream` 0. Where the exporter had
+// pending work, the consumer is ordered after it as `cai_import` orders it after a producer's
+// stream (`options`: NULL for the defaults; `consumer_stream` and `sync_mode`, and the
+// import's `writable`, `native_only` and pointer check, which runs on the mapped memory).
+//
+// `*out` is written only on success; release it with `cai_release` (any thread): the last
+// release of an allocation's arrays unmaps it (cuIpcCloseMemHandle). Memory the exporter freed
+// or a process that exited is the driver's error (CAI_ERROR_DRIVER) where it reports one.
+//
+// # Safety
+// `desc` is NULL or points to a readable `CaiIpcDescriptor` (any bytes); `options` is NULL or
+// points to a valid `CaiImportOptions`; `out` is NULL or points to a writable `CaiArray`;
+// `error` is NULL or points to a writable `CaiError`.
+CaiStatus cai_ipc_open(const struct CaiIpcDescriptor *desc,
+                       const struct CaiImportOptions *options,
+                       struct CaiArray *out,
+                       struct CaiError *error);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -137,7 +137,7 @@
 
 #define CAI_IPC_FLAG_STRIDES 4
 
-#define CAI_IPC_FLAGS_KNOWN ((CAI_IPC_FLAG_EVENT | CAI_IPC_FLAG_READONLY) | CAI_IPC_FLAG_STRIDES)
+#define CAI_IPC_FLAGS_KNOWN 7
 
 #define CAI_IPC_HANDLE_SIZE 64
 
@@ -412,6 +412,10 @@ const char *cai_status_string(CaiStatus status);
 
 const char *cai_library_version(void);
 
+CaiStatus cai_release_after(struct CaiArray *array, uint64_t stream, struct CaiError *error);
+
+CaiStatus cai_release_pending(int32_t mode, uint64_t *left, struct CaiError *error);
+
 CaiStatus cai_ipc_export(const struct CaiArray *array,
                          struct CaiIpcDescriptor *out,
                          struct CaiError *error);
@@ -420,7 +424,3 @@ CaiStatus cai_ipc_open(const struct CaiIpcDescriptor *desc,
                        const struct CaiImportOptions *options,
                        struct CaiArray *out,
                        struct CaiError *error);
-
-CaiStatus cai_release_after(struct CaiArray *array, uint64_t stream, struct CaiError *error);
-
-CaiStatus cai_release_pending(int32_t mode, uint64_t *left, struct CaiError *error);

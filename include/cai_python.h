@@ -39,7 +39,7 @@
 // The table's version: a major changes its layout, a minor appends members. An extension
 // accepts a table of its own major and of its minor or later.
 #define CAI_PYTHON_API_MAJOR 1
-#define CAI_PYTHON_API_MINOR 4
+#define CAI_PYTHON_API_MINOR 5
 // The capsule holding the table (PyCapsule_Import's dotted form).
 #define CAI_PYTHON_CAPSULE_NAME "cai._native._C_API"
 
@@ -190,6 +190,11 @@ typedef struct CaiPythonApi {
   // Minor 4. cai.h's release after a stream, on the package's queue (see cai.h).
   CaiStatus (*cai_release_after)(CaiArray *array, uint64_t stream, CaiError *error);
   CaiStatus (*cai_release_pending)(int32_t mode, uint64_t *left, CaiError *error);
+  // Minor 5. cai.h's arrays across processes, with the package's event pool and its table of
+  // opened allocations (see cai.h).
+  CaiStatus (*cai_ipc_export)(const CaiArray *array, CaiIpcDescriptor *out, CaiError *error);
+  CaiStatus (*cai_ipc_open)(const CaiIpcDescriptor *desc, const CaiImportOptions *options, CaiArray *out,
+                            CaiError *error);
 } CaiPythonApi;
 
 #ifdef __cplusplus
@@ -344,6 +349,16 @@ static inline CaiStatus cai_python_unavailable_release_pending_(int32_t m, uint6
   return cai_python_unavailable_(e);
 }
 
+static inline CaiStatus cai_python_unavailable_ipc_export_(const CaiArray *a, CaiIpcDescriptor *d, CaiError *e) {
+  (void)a, (void)d;
+  return cai_python_unavailable_(e);
+}
+static inline CaiStatus cai_python_unavailable_ipc_open_(const CaiIpcDescriptor *d, const CaiImportOptions *o,
+                                                         CaiArray *a, CaiError *e) {
+  (void)d, (void)o, (void)a;
+  return cai_python_unavailable_(e);
+}
+
 static const CaiPythonApi cai_python_unavailable_api_ = {
     CAI_PYTHON_API_MAJOR,
     CAI_PYTHON_API_MINOR,
@@ -372,6 +387,8 @@ static const CaiPythonApi cai_python_unavailable_api_ = {
     cai_python_unavailable_from_object_,
     cai_python_unavailable_release_after_,
     cai_python_unavailable_release_pending_,
+    cai_python_unavailable_ipc_export_,
+    cai_python_unavailable_ipc_open_,
 };
 
 // The table every name below calls through: the one cai_python_import read, or, in a module
@@ -425,6 +442,8 @@ static inline const CaiPythonApi *cai_python_table(void) {
 #define cai_python_view_or_own (cai_python_table()->cai_python_view_or_own)
 #define cai_release_after (cai_python_table()->cai_release_after)
 #define cai_release_pending (cai_python_table()->cai_release_pending)
+#define cai_ipc_export (cai_python_table()->cai_ipc_export)
+#define cai_ipc_open (cai_python_table()->cai_ipc_open)
 
 // Gives `type` (after PyType_Ready) every producer protocol, each read through `fill`:
 // `__cuda_array_interface__` (v3, built when asked; host arrays lack it, as torch's do),

@@ -737,8 +737,11 @@ pub const CAI_IPC_FLAG_EVENT: u32 = 1;
 pub const CAI_IPC_FLAG_READONLY: u32 = 2;
 /// `CaiIpcDescriptor.flags`: `strides` holds the strides (else C-contiguous).
 pub const CAI_IPC_FLAG_STRIDES: u32 = 4;
-/// Every flag this version defines; the others must be zero.
-pub const CAI_IPC_FLAGS_KNOWN: u32 = CAI_IPC_FLAG_EVENT | CAI_IPC_FLAG_READONLY | CAI_IPC_FLAG_STRIDES;
+/// Every flag this version defines (EVENT | READONLY | STRIDES, a literal so that cffi reads
+/// it); the others must be zero.
+pub const CAI_IPC_FLAGS_KNOWN: u32 = 7;
+const _: () =
+    assert!(CAI_IPC_FLAGS_KNOWN == CAI_IPC_FLAG_EVENT | CAI_IPC_FLAG_READONLY | CAI_IPC_FLAG_STRIDES);
 /// Bytes of a CUipcMemHandle and of a CUipcEventHandle (cuda.h's CU_IPC_HANDLE_SIZE).
 pub const CAI_IPC_HANDLE_SIZE: usize = 64;
 /// Number of reserved words before `checksum`; they must be zero.

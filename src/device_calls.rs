@@ -10,10 +10,10 @@
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
-use crate::abi::{CaiArray, CaiError, CaiImportOptions, CaiPointerInfo, CaiSyncOptions};
+use crate::abi::{CaiArray, CaiError, CaiImportOptions, CaiIpcDescriptor, CaiPointerInfo, CaiSyncOptions};
 use crate::status::{CaiStatus, Error, Result, Status, CAI_OK};
 
-/// The six C functions of cai.h that use a driver, as another copy of libcai in the process
+/// The eight C functions of cai.h that use a driver, as another copy of libcai in the process
 /// exports them (for a Python extension: the `cai` package's C API table, `cai_python.h`).
 /// Each has the contract of the C function of the same name.
 #[derive(Clone, Copy, Debug)]
@@ -36,12 +36,23 @@ pub struct DeviceCalls {
     pub release_after: unsafe extern "C" fn(*mut CaiArray, u64, *mut CaiError) -> CaiStatus,
     /// `cai_release_pending`.
     pub release_pending: unsafe extern "C" fn(i32, *mut u64, *mut CaiError) -> CaiStatus,
+    /// `cai_ipc_export`: its interprocess events are pooled in the other copy.
+    pub ipc_export: unsafe extern "C" fn(*const CaiArray, *mut CaiIpcDescriptor, *mut CaiError) -> CaiStatus,
+    /// `cai_ipc_open`: the other copy's table of opened allocations holds the mapping, so that
+    /// one allocation is mapped once per process.
+    pub ipc_open: unsafe extern "C" fn(
+        *const CaiIpcDescriptor,
+        *const CaiImportOptions,
+        *mut CaiArray,
+        *mut CaiError,
+    ) -> CaiStatus,
 }
 
 static ROUTED: OnceLock<&'static DeviceCalls> = OnceLock::new();
 
 /// Sends this copy's safe device calls (`ArrayRef::import`, `ArrayRef::sync`, `pointer_info`,
-/// `driver_version`, `Array::release_after`, `release_pending`) to `calls` from now on, for the process's lifetime, so that this copy never
+/// `driver_version`, `Array::release_after`, `release_pending`, `ArrayRef::ipc_export`,
+/// `Array::ipc_open`) to `calls` from now on, for the process's lifetime, so that this copy never
 /// loads a driver of its own. `cai-python` does this when it first reads the package's table; a
 /// Rust-only program has no reason to.
 ///
@@ -59,6 +70,8 @@ static ROUTED: OnceLock<&'static DeviceCalls> = OnceLock::new();
 ///     driver_status: cai::cai_driver_status,
 ///     release_after: cai::cai_release_after,
 ///     release_pending: cai::cai_release_pending,
+///     ipc_export: cai::cai_ipc_export,
+///     ipc_open: cai::cai_ipc_open,
 /// };
 /// // SAFETY: cai.h's own functions, with cai.h's contracts, alive for the process.
 /// unsafe { cai::route_device_calls(&OWN) }.unwrap();
@@ -181,4 +194,24 @@ pub(crate) fn release_pending(wait: bool) -> Result<u64> {
     // SAFETY: cai_release_pending's contract: a known mode, a writable count and error.
     routed(|error| unsafe { (calls.release_pending)(mode, &mut left, error) })?;
     Ok(left)
+}
+
+/// `cai_ipc_export` of this copy, or of the routed one.
+pub(crate) fn ipc_export(array: &CaiArray) -> Result<CaiIpcDescriptor> {
+    let Some(calls) = ROUTED.get() else { return crate::ipc::export(array) };
+    let mut out = CaiIpcDescriptor::zeroed();
+    // SAFETY: cai_ipc_export's contract: a valid array, a writable descriptor and error.
+    routed(|error| unsafe { (calls.ipc_export)(array, &mut out, error) })?;
+    Ok(out)
+}
+
+/// `cai_ipc_open` of this copy, or of the routed one: an owning struct.
+pub(crate) fn ipc_open(descriptor: &CaiIpcDescriptor, options: &CaiImportOptions) -> Result<CaiArray> {
+    let Some(calls) = ROUTED.get() else { return crate::ipc::open(descriptor, options) };
+    let mut out = MaybeUninit::<CaiArray>::uninit();
+    // SAFETY: cai_ipc_open's contract: a readable descriptor and options, a writable array and
+    // error; `out` is written on success only, and read only then.
+    routed(|error| unsafe { (calls.ipc_open)(descriptor, options, out.as_mut_ptr(), error) })?;
+    // SAFETY: written, as the call succeeded.
+    Ok(unsafe { out.assume_init() })
 }

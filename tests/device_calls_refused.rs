@@ -14,6 +14,8 @@ fn routing_after_this_copy_tried_its_own_driver_is_refused_no_driver() {
         driver_status: cai_driver_status,
         release_after: cai_release_after,
         release_pending: cai_release_pending,
+        ipc_export: cai_ipc_export,
+        ipc_open: cai_ipc_open,
     };
     // SAFETY: cai.h's own functions, for the whole process.
     let refused = unsafe { route_device_calls(&OWN) }.unwrap_err();

@@ -98,10 +98,59 @@ unsafe extern "C" fn release_pending(mode: i32, left: *mut u64, _error: *mut Cai
     CAI_OK
 }
 
-static OTHER_COPY: DeviceCalls =
-    DeviceCalls { import, sync, pointer_info, driver_status, release_after, release_pending };
-static ANOTHER: DeviceCalls =
-    DeviceCalls { import, sync, pointer_info, driver_status, release_after, release_pending };
+/// Writes a descriptor whose offset says it came from the other copy.
+unsafe extern "C" fn ipc_export(
+    _array: *const CaiArray,
+    out: *mut CaiIpcDescriptor,
+    _error: *mut CaiError,
+) -> CaiStatus {
+    REACHED.fetch_add(1, Ordering::SeqCst);
+    let mut written = CaiIpcDescriptor::zeroed();
+    written.offset = 0x77;
+    // SAFETY: cai_ipc_export's contract: a writable descriptor.
+    unsafe { out.write(written) };
+    CAI_OK
+}
+
+/// Opens every descriptor as a 0-d borrowed array at its offset.
+unsafe extern "C" fn ipc_open(
+    desc: *const CaiIpcDescriptor,
+    _options: *const CaiImportOptions,
+    out: *mut CaiArray,
+    _error: *mut CaiError,
+) -> CaiStatus {
+    REACHED.fetch_add(1, Ordering::SeqCst);
+    let mut opened = CaiArray::zeroed();
+    opened.version = 3;
+    opened.set_typestr("<f4");
+    // SAFETY: cai_ipc_open's contract: a readable descriptor, a writable array.
+    unsafe {
+        opened.data = (*desc).offset;
+        out.write(opened);
+    }
+    CAI_OK
+}
+
+static OTHER_COPY: DeviceCalls = DeviceCalls {
+    import,
+    sync,
+    pointer_info,
+    driver_status,
+    release_after,
+    release_pending,
+    ipc_export,
+    ipc_open,
+};
+static ANOTHER: DeviceCalls = DeviceCalls {
+    import,
+    sync,
+    pointer_info,
+    driver_status,
+    release_after,
+    release_pending,
+    ipc_export,
+    ipc_open,
+};
 
 #[test]
 fn routed_device_calls_reach_the_other_copy_and_this_copy_loads_no_driver_no_driver() {
@@ -148,6 +197,12 @@ fn routed_device_calls_reach_the_other_copy_and_this_copy_loads_no_driver_no_dri
     assert_eq!(released.load(Ordering::SeqCst), 1, "released by the other copy's queue");
     assert_eq!(cai::release_pending(PendingMode::Wait), Ok(3));
     assert_eq!(REACHED.load(Ordering::SeqCst), 7);
+    // Arrays across processes too: the other copy pools the events and holds the mappings.
+    let descriptor = Array::builder("<f4", &[4], 0x1000).build().unwrap().ipc_export().unwrap();
+    assert_eq!(descriptor.as_raw().offset, 0x77);
+    let opened = Array::ipc_open(&descriptor, &ImportOptions::new()).unwrap();
+    assert_eq!(opened.data(), 0x77);
+    assert_eq!(REACHED.load(Ordering::SeqCst), 9);
     // This copy's own C function still uses this copy's driver, which would not load.
     let mut version = 0;
     // SAFETY: a writable version, a NULL error.

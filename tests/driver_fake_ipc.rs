@@ -246,6 +246,18 @@ fn ipc_child_role_fake_driver() {
             say("opens", log.matches("cuIpcOpenMemHandle pid").count());
             say("closes", log.matches("cuIpcCloseMemHandle").count());
         }
+        "open_rust" => {
+            // The safe Rust API: the bytes sent, read back, opened; dropped, the mapping closes.
+            let bytes = unhex(&std::env::var("CAI_IPC_DESC").unwrap());
+            let descriptor = IpcDescriptor::from_bytes(&bytes).unwrap();
+            let opened = Array::ipc_open(&descriptor, &ImportOptions::new()).unwrap();
+            let read: Vec<String> =
+                element_addresses(opened.as_raw()).iter().map(|&p| word(p).to_string()).collect();
+            say("read", read.join(","));
+            say("holders", binding::ipc::open_count(descriptor.as_raw()));
+            drop(opened);
+            say("holders_after_release", binding::ipc::open_count(descriptor.as_raw()));
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -601,4 +613,20 @@ fn null_arguments_are_refused_fake_driver() {
         );
         assert_eq!(cai_ipc_open(&desc, std::ptr::null(), null_mut(), &mut e), CAI_ERROR_NULL_ARGUMENT);
     }
+}
+
+#[test]
+fn the_rust_api_exports_and_opens_across_processes_fake_driver() {
+    let f = fake();
+    f.begin(0);
+    let data = device_words(f, 6);
+    let array = Array::builder("<u4", &[3], data + 8).build().unwrap();
+    let descriptor = array.ipc_export().unwrap();
+    assert_eq!(descriptor.as_raw().offset, 8);
+    assert!(IpcDescriptor::from_bytes(&descriptor.as_bytes()[..100]).is_err());
+    let child = run_child("open_rust", &[("CAI_IPC_DESC", hex(descriptor.as_bytes()))]);
+    assert_eq!(child["read"], "2,3,4");
+    assert_eq!((child["holders"].as_str(), child["holders_after_release"].as_str()), ("1", "0"));
+    let managed = Array::builder("<u4", &[3], f.alloc(64, MEMORY_DEVICE, 0, FLAG_MANAGED)).build().unwrap();
+    assert_eq!(managed.ipc_export().unwrap_err().status(), Status::NotShareable);
 }

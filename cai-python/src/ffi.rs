@@ -6,7 +6,8 @@ use std::ffi::{c_char, CStr};
 
 use cai::{
     CaiArray, CaiDLDevice, CaiDLManagedTensor, CaiDLManagedTensorVersioned, CaiDLPackOptions, CaiDtype,
-    CaiError, CaiExportOptions, CaiImportOptions, CaiLayout, CaiPointerInfo, CaiStatus, CaiSyncOptions,
+    CaiError, CaiExportOptions, CaiImportOptions, CaiIpcDescriptor, CaiLayout, CaiPointerInfo, CaiStatus,
+    CaiSyncOptions,
 };
 use pyo3::ffi::{PyObject, PyTypeObject};
 
@@ -14,8 +15,9 @@ use pyo3::ffi::{PyObject, PyTypeObject};
 pub const CAI_PYTHON_API_MAJOR: u32 = 1;
 /// CAI_PYTHON_API_MINOR: the members of [`CaiPythonApi`] (`cai_python_view` came with minor
 /// 1, `cai_python_offer_to` with minor 2, `cai_python_view_or_own` with minor 3,
-/// `cai_release_after` and `cai_release_pending` with minor 4).
-pub const CAI_PYTHON_API_MINOR: u32 = 4;
+/// `cai_release_after` and `cai_release_pending` with minor 4, `cai_ipc_export` and
+/// `cai_ipc_open` with minor 5).
+pub const CAI_PYTHON_API_MINOR: u32 = 5;
 /// CAI_PYTHON_CAPSULE_NAME.
 pub const CAI_PYTHON_CAPSULE_NAME: &CStr = c"cai._native._C_API";
 
@@ -80,6 +82,14 @@ pub struct CaiPythonApi {
     pub cai_python_view_or_own: FromObject,
     pub cai_release_after: unsafe extern "C" fn(*mut CaiArray, u64, *mut CaiError) -> CaiStatus,
     pub cai_release_pending: unsafe extern "C" fn(i32, *mut u64, *mut CaiError) -> CaiStatus,
+    pub cai_ipc_export:
+        unsafe extern "C" fn(*const CaiArray, *mut CaiIpcDescriptor, *mut CaiError) -> CaiStatus,
+    pub cai_ipc_open: unsafe extern "C" fn(
+        *const CaiIpcDescriptor,
+        *const CaiImportOptions,
+        *mut CaiArray,
+        *mut CaiError,
+    ) -> CaiStatus,
 }
 
 /// cai_python.h's `CaiPythonFill`: describes `self` into `out` (constant fields and defaults
@@ -152,14 +162,17 @@ pub struct CaiCApi {
 mod tests {
     use super::CaiPythonApi;
 
-    /// Each member is one pointer after the three header words; the two of minor 4 are the
-    /// last, in cai_python.h's order, so a table of minor 3 ends where they begin.
+    /// Each member is one pointer after the three header words; the two of minor 4 follow
+    /// minor 3's last, and the two of minor 5 are the last, in cai_python.h's order, so a
+    /// table of an older minor ends where the next one's members begin.
     #[test]
-    fn the_release_after_members_come_last_in_the_table_as_cai_python_h_orders_them() {
+    fn the_members_of_minors_4_and_5_come_last_in_the_table_as_cai_python_h_orders_them() {
         let word = std::mem::size_of::<usize>();
         let after = std::mem::offset_of!(CaiPythonApi, cai_release_after);
         assert_eq!(after, std::mem::offset_of!(CaiPythonApi, cai_python_view_or_own) + word);
         assert_eq!(std::mem::offset_of!(CaiPythonApi, cai_release_pending), after + word);
-        assert_eq!(std::mem::size_of::<CaiPythonApi>(), after + 2 * word);
+        assert_eq!(std::mem::offset_of!(CaiPythonApi, cai_ipc_export), after + 2 * word);
+        assert_eq!(std::mem::offset_of!(CaiPythonApi, cai_ipc_open), after + 3 * word);
+        assert_eq!(std::mem::size_of::<CaiPythonApi>(), after + 4 * word);
     }
 }

@@ -125,6 +125,8 @@ fn route_device_calls(api: &'static CaiPythonApi) -> PyResult<()> {
         driver_status: api.cai_driver_status,
         release_after: api.cai_release_after,
         release_pending: api.cai_release_pending,
+        ipc_export: api.cai_ipc_export,
+        ipc_open: api.cai_ipc_open,
     });
     // SAFETY: cai.h's functions as the package publishes them, with cai.h's contracts, in a
     // module never unloaded.

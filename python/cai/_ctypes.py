@@ -306,6 +306,54 @@ class CaiDLPackOptions(Structure):
     _fields_ = [("allow_host", c_uint32), ("reserved", c_uint32 * 7)]
 
 
+class CaiIpcDescriptor(Structure):
+    """A device array as plain bytes another process opens (`cai_ipc_export`, `cai_ipc_open`):
+    `bytes(descriptor)` is what is sent, `CaiIpcDescriptor.from_buffer_copy(data)` reads it."""
+
+    magic: int
+    version: int
+    size: int
+    kind: int
+    flags: int
+    ndim: int
+    reserved_head: int
+    shape: "ctypes.Array[c_int64]"
+    strides: "ctypes.Array[c_int64]"
+    typestr: bytes
+    dl_dtype: CaiDLDataType
+    reserved_half: int
+    offset: int
+    allocation_size: int
+    device_uuid: "ctypes.Array[ctypes.c_uint8]"
+    process_token: "ctypes.Array[ctypes.c_uint8]"
+    mem_handle: "ctypes.Array[ctypes.c_uint8]"
+    event_handle: "ctypes.Array[ctypes.c_uint8]"
+    reserved: "ctypes.Array[c_uint64]"
+    checksum: int
+    _fields_ = [
+        ("magic", c_uint64),
+        ("version", c_uint32),
+        ("size", c_uint32),
+        ("kind", c_uint32),
+        ("flags", c_uint32),
+        ("ndim", c_int32),
+        ("reserved_head", c_uint32),
+        ("shape", c_int64 * MAX_NDIM),
+        ("strides", c_int64 * MAX_NDIM),
+        ("typestr", c_char * TYPESTR_CAPACITY),
+        ("dl_dtype", CaiDLDataType),
+        ("reserved_half", c_uint32),
+        ("offset", c_uint64),
+        ("allocation_size", c_uint64),
+        ("device_uuid", ctypes.c_uint8 * 16),
+        ("process_token", ctypes.c_uint8 * 16),
+        ("mem_handle", ctypes.c_uint8 * 64),
+        ("event_handle", ctypes.c_uint8 * 64),
+        ("reserved", c_uint64 * 32),
+        ("checksum", c_uint64),
+    ]
+
+
 #: Every function of cai.h as `name: (restype, argtypes)`, in header order (what `lib` sets).
 FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
     "cai_validate": (c_int32, [POINTER(CaiArray), POINTER(CaiError)]),
@@ -330,6 +378,9 @@ FUNCTIONS: dict[str, tuple[Any, list[Any]]] = {
     "cai_library_version": (c_char_p, []),
     "cai_release_after": (c_int32, [POINTER(CaiArray), c_uint64, POINTER(CaiError)]),
     "cai_release_pending": (c_int32, [c_int32, POINTER(c_uint64), POINTER(CaiError)]),
+    "cai_ipc_export": (c_int32, [POINTER(CaiArray), POINTER(CaiIpcDescriptor), POINTER(CaiError)]),
+    "cai_ipc_open": (c_int32, [POINTER(CaiIpcDescriptor), POINTER(CaiImportOptions), POINTER(CaiArray),
+                               POINTER(CaiError)]),
 }
 
 

@@ -37,6 +37,7 @@ from ._ctypes import (
     CaiDLManagedTensorVersioned,
     CaiDLManagedTensor,
     CaiDLPackOptions,
+    CaiIpcDescriptor,
     FUNCTIONS,
     library_path,
     lib,
@@ -46,5 +47,6 @@ __all__ = [
     "MAX_NDIM", "TYPESTR_CAPACITY", "FIELD_NAME_CAPACITY", "ERROR_MESSAGE_CAPACITY", "RELEASE_FN",
     "CaiArray", "CaiField", "CaiError", "CaiLayout", "CaiDtype", "CaiExportOptions", "CaiSyncOptions",
     "CaiImportOptions", "CaiPointerInfo", "CaiDLPackVersion", "CaiDLDevice", "CaiDLDataType", "CaiDLTensor",
-    "CaiDLManagedTensorVersioned", "CaiDLManagedTensor", "CaiDLPackOptions", "FUNCTIONS", "library_path", "lib",
+    "CaiDLManagedTensorVersioned", "CaiDLManagedTensor", "CaiDLPackOptions", "CaiIpcDescriptor", "FUNCTIONS", "library_path",
+    "lib",
 ]

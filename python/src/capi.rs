@@ -59,6 +59,8 @@ pub static PYTHON_API: PythonApi = PythonApi {
     cai_python_view_or_own: python_view_or_own,
     cai_release_after: cai::cai_release_after,
     cai_release_pending: cai::cai_release_pending,
+    cai_ipc_export: cai::cai_ipc_export,
+    cai_ipc_open: cai::cai_ipc_open,
 };
 
 /// The table as the module publishes it: `cai._native._C_API`.

@@ -13,7 +13,7 @@ HEADER = (ROOT / "include" / "cai_cffi.h").read_text()
 STRUCTS = ["CaiArray", "CaiField", "CaiError", "CaiLayout", "CaiDtype", "CaiExportOptions", "CaiImportOptions",
            "CaiSyncOptions",
            "CaiPointerInfo", "CaiDLPackVersion", "CaiDLDevice", "CaiDLDataType", "CaiDLTensor",
-           "CaiDLManagedTensorVersioned", "CaiDLManagedTensor", "CaiDLPackOptions"]
+           "CaiDLManagedTensorVersioned", "CaiDLManagedTensor", "CaiDLPackOptions", "CaiIpcDescriptor"]
 
 
 def header_ffi():
@@ -82,8 +82,8 @@ def test_the_python_c_api_table_lists_every_function_of_cai_h_in_one_order():
     macros = re.findall(r"^#define (cai_\w+) \(cai_python_table\(\)->(cai_\w+)\)", python_header, re.M)
     rust = re.findall(r"^    pub (cai_\w+):", (ROOT / "cai-python" / "src" / "ffi.rs").read_text(), re.M)
     assert len(functions) >= 16
-    # cai.h's functions that came after the table's minor 3 are appended with minor 4.
-    appended = ["cai_release_after", "cai_release_pending"]
+    # cai.h's functions that came after the table's minor 3 are appended with minors 4 and 5.
+    appended = ["cai_release_after", "cai_release_pending", "cai_ipc_export", "cai_ipc_open"]
     assert functions[-len(appended):] == appended
     assert members == ["cai_python_from_object", "cai_python_to_object", *functions[:-len(appended)],
                        "cai_python_view", "cai_python_from_buffer_interface", "cai_python_offer_to",

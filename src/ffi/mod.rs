@@ -6,8 +6,10 @@ mod device;
 mod dlpack;
 mod dtype;
 mod info;
-mod ipc;
 mod release;
+// After `release`: cbindgen writes the functions in this order, and cai_python.h's table
+// appends each minor's (release_after's in minor 4, ipc's in minor 5).
+mod ipc;
 
 pub use array::{cai_export, cai_layout, cai_move, cai_release, cai_validate};
 pub use device::{cai_driver_status, cai_import, cai_pointer_info, cai_sync};

@@ -98,6 +98,15 @@ impl ArrayRef {
         crate::device_calls::import(&self.raw, options.as_raw()).map(PointerInfo::from)
     }
 
+    /// Producer side: the array as an [`IpcDescriptor`](super::IpcDescriptor) another process on this machine opens
+    /// ([`Array::ipc_open`]), `cai_ipc_export`: device memory from cuMemAlloc only (managed,
+    /// host and pool memory, masks and named fields: [`Status::NotShareable`]); pending work on
+    /// the array's stream travels as an interprocess event. Keep the memory (and this process)
+    /// alive while any importer uses it. A zero-size array needs no driver.
+    pub fn ipc_export(&self) -> Result<super::IpcDescriptor> {
+        crate::device_calls::ipc_export(&self.raw).map(super::IpcDescriptor::from_raw)
+    }
+
     /// Orders `consumer_stream` (0 for none) after the array's stream in `mode`, without the
     /// pointer check (`cai_sync`). An array with no stream needs nothing and loads no driver.
     ///
@@ -338,6 +347,19 @@ impl Array {
     /// ```
     pub unsafe fn from_raw(raw: CaiArray) -> Array {
         Array { description: Description::borrowing(Box::new(raw)), _mask: None }
+    }
+
+    /// Consumer side, in another process than the exporter's: the array of `descriptor`,
+    /// mapped on the device of its UUID and ordered after the exporter's pending work as
+    /// `options` say (`cai_ipc_open`). Dropping it lets go of the mapping (the last array of an
+    /// allocation unmaps it). Refused: a corrupt descriptor, another version, or one this
+    /// process exported ([`Status::IpcDescriptor`]); a device this process lacks
+    /// ([`Status::NotShareable`]); memory its exporter freed ([`Status::Driver`]).
+    pub fn ipc_open(descriptor: &super::IpcDescriptor, options: &ImportOptions) -> Result<Array> {
+        let raw = crate::device_calls::ipc_open(descriptor.as_raw(), options.as_raw())?;
+        // SAFETY: an owning struct cai_ipc_open wrote (no mask, no descr, stream 0), whose
+        // release may run once on any thread.
+        Ok(unsafe { Array::from_raw(raw) })
     }
 
     /// Borrows the array for as long as `self` is borrowed.

@@ -7,10 +7,12 @@
 
 mod array;
 mod dlpack;
+mod ipc;
 mod options;
 
 pub use array::{Array, ArrayBuilder, ArrayRef, ArrayView, Memory, OpenClStream};
 pub use dlpack::{DlpackTensor, IntoDlpackError, LegacyDlpackTensor};
+pub use ipc::IpcDescriptor;
 pub use options::{ImportOptions, PendingMode, PointerCheck, SyncMode};
 
 use std::ffi::c_void;

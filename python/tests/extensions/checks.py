@@ -999,18 +999,18 @@ def check_other_table_version():
     new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     name = ctypes.create_string_buffer(b"cai._native._C_API")
     refused_tables = 0
-    # another major; this major before the offer (minor 2), before cai_python_view_or_own (3)
-    # and before cai_release_after (4)
-    for major, minor in [(2, 0), (1, 1), (1, 2), (1, 3)]:
+    # another major; this major before the offer (minor 2), before cai_python_view_or_own (3),
+    # before cai_release_after (4) and before cai_ipc_export (5)
+    for major, minor in [(2, 0), (1, 1), (1, 2), (1, 3), (1, 4)]:
         table = Table(major, minor, ctypes.sizeof(Table))
         cai._native._C_API = new_capsule(ctypes.addressof(table), name, None)
         for module in PRODUCERS:  # cai_python.h's import, and cai-python's
             try:
                 __import__(module)
             except ImportError as refused:
-                assert f"offers C API {major}.{minor}" in str(refused) and "cai_python.h 1.4" in str(refused), refused
+                assert f"offers C API {major}.{minor}" in str(refused) and "cai_python.h 1.5" in str(refused), refused
                 refused_tables += 1
-    if refused_tables == 8:
+    if refused_tables == 10:
         return 1
     raise AssertionError("an extension imported a table of another major version, or an older minor")
 

@@ -167,7 +167,7 @@ fn table_layout(py: Python<'_>) -> PyResult<(usize, u64, usize)> {
     Ok((
         std::mem::size_of::<CaiPythonApi>(),
         api.size,
-        std::mem::offset_of!(CaiPythonApi, cai_release_pending),
+        std::mem::offset_of!(CaiPythonApi, cai_ipc_open),
     ))
 }
 
