@@ -671,7 +671,8 @@ typedef struct CaiIpcDescriptor {
   uint8_t event_handle[CAI_IPC_HANDLE_SIZE];
   // Zero; later fields go here.
   uint64_t reserved[CAI_IPC_DESCRIPTOR_RESERVED_WORDS];
-  // FNV-1a 64 of every byte before this field: a corrupt descriptor is refused.
+  // FNV-1a 64 taken a native 64-bit word at a time over every word before this field
+  // (hash = (hash ^ word) * 0x100000001b3 from 0xcbf29ce484222325): a corrupt one is refused.
   uint64_t checksum;
 } CaiIpcDescriptor;
 

@@ -798,7 +798,8 @@ pub struct CaiIpcDescriptor {
     pub event_handle: [u8; CAI_IPC_HANDLE_SIZE],
     /// Zero; later fields go here.
     pub reserved: [u64; CAI_IPC_DESCRIPTOR_RESERVED_WORDS],
-    /// FNV-1a 64 of every byte before this field: a corrupt descriptor is refused.
+    /// FNV-1a 64 taken a native 64-bit word at a time over every word before this field
+    /// (hash = (hash ^ word) * 0x100000001b3 from 0xcbf29ce484222325): a corrupt one is refused.
     pub checksum: u64,
 }
 

@@ -20,15 +20,18 @@ use crate::validate::{reserved_are_zero, stream_for_version, validate};
 /// Bytes the checksum covers: every byte before it.
 const CHECKSUMMED: usize = CAI_IPC_DESCRIPTOR_SIZE - 8;
 
-/// FNV-1a, 64 bits, of `bytes`.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+/// FNV-1a 64's step, taken a native 64-bit word at a time instead of a byte: 191 steps for a
+/// descriptor instead of 1,528 (the byte-wise hash was about a third of an export's time on the
+/// fake driver). Each step is a bijection of the state, so a change to any one word (any flipped
+/// bit or byte) changes the sum.
+fn fnv1a64_words(bytes: &[u8]) -> u64 {
+    bytes.chunks_exact(8).fold(0xcbf2_9ce4_8422_2325, |hash, word| {
+        (hash ^ u64::from_ne_bytes(word.try_into().expect("8 bytes"))).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn checksum_of(descriptor: &CaiIpcDescriptor) -> u64 {
-    fnv1a64(&descriptor.as_bytes()[..CHECKSUMMED])
+    fnv1a64_words(&descriptor.as_bytes()[..CHECKSUMMED])
 }
 
 /// This process's token, made once from the kernel's random bytes and again in a forked child
@@ -270,11 +273,20 @@ pub fn open_count(descriptor: &CaiIpcDescriptor) -> u64 {
 mod tests {
     use super::*;
 
+    /// One word is FNV-1a's step on it: the offset basis xor the word, times the prime; a
+    /// change of any one byte of a descriptor changes its sum.
     #[test]
-    fn fnv1a64_matches_its_published_values() {
-        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    fn the_checksum_is_fnv1a_by_words_and_sees_every_byte() {
+        assert_eq!(fnv1a64_words(&[]), 0xcbf2_9ce4_8422_2325);
+        let one = (0xcbf2_9ce4_8422_2325u64 ^ 7).wrapping_mul(0x0100_0000_01b3);
+        assert_eq!(fnv1a64_words(&7u64.to_ne_bytes()), one);
+        let descriptor = CaiIpcDescriptor::zeroed();
+        let sum = checksum_of(&descriptor);
+        for at in 0..CHECKSUMMED {
+            let mut bytes = *descriptor.as_bytes();
+            bytes[at] ^= 0x80;
+            assert_ne!(checksum_of(&CaiIpcDescriptor::from_bytes(&bytes)), sum, "byte {at}");
+        }
     }
 
     #[test]
