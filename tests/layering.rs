@@ -49,7 +49,7 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// The Python binding's layers (python/src), lowest first: every raw CPython call (cpython/)
 /// and the class queries, the leaves, the cai.Array's state, its objects, the protocol readers
 /// (read/), the one negotiation, the class as Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 23] = [
+const PYTHON_LAYERS: [(&str, u32); 24] = [
     ("cpython", 0),
     ("classes", 0),
     ("c_api_rules", 1),
@@ -68,6 +68,7 @@ const PYTHON_LAYERS: [(&str, u32); 23] = [
     ("release_after", 5),
     ("negotiate", 6),
     ("exchange_offered", 7),
+    ("ipc", 7),
     ("array_methods", 8),
     ("offer", 8),
     ("capi", 9),

@@ -22,7 +22,7 @@ except ImportError as error:  # PyPy, a CPython before 3.10, another platform's 
 from ._errors import CaiError, PointerNotCheckedWarning
 from ._native import (
     POINTER_CHECK_ALWAYS, POINTER_CHECK_DEFAULT, POINTER_CHECK_NEVER, SYNC_BLOCKING, SYNC_DEFAULT, SYNC_NONE,
-    SYNC_STREAM_ORDERED, Array, from_buffer_interface, from_object, release_pending, validate,
+    SYNC_STREAM_ORDERED, Array, from_buffer_interface, from_object, ipc_export, ipc_open, release_pending, validate,
 )
 from . import ctypes_api
 # The ctypes struct's canonical name is cai.ctypes_api.CaiArray; cai.CaiArray stays its alias.
@@ -53,7 +53,7 @@ def cffi_cdef() -> str:
 
 __all__ = [
     "Array", "CaiArray", "CaiError", "PointerNotCheckedWarning", "from_buffer_interface", "from_object", "validate",
-    "release_pending",
+    "release_pending", "ipc_export", "ipc_open",
     "library_path", "lib", "ctypes_api", "get_include", "cffi_cdef",
     "SYNC_DEFAULT", "SYNC_STREAM_ORDERED", "SYNC_BLOCKING", "SYNC_NONE",
     "POINTER_CHECK_DEFAULT", "POINTER_CHECK_ALWAYS", "POINTER_CHECK_NEVER",

@@ -122,6 +122,12 @@ def from_buffer_interface(
 ) -> Array:
     """Imports an object of the OpenCL/CUDA Buffer Interface (or a pyopencl.array.Array),
     checked by the same rules as a CAI array and ordered after its producer."""
+def ipc_export(obj: Any, stream: Any = None) -> bytes:
+    """The bytes of a CaiIpcDescriptor of `obj`'s device memory, for `ipc_open` in another
+    process on this machine; `obj` must stay alive while that process uses the memory."""
+def ipc_open(descriptor: bytes | bytearray, stream: Any = None, sync: bool | int | None = None) -> Array:
+    """Opens an IPC descriptor another process exported: a view of the same memory, ordered
+    after the exporter's work, whose release closes the handle."""
 def release_pending(wait: bool = False) -> int:
     """Runs the releases deferred by `Array.release(stream=...)` whose stream has passed the
     point (with `wait=True` all of them, waiting); returns how many are still pending."""

@@ -20,6 +20,7 @@ mod offer;
 mod release_after;
 
 mod exchange_offered;
+mod ipc;
 
 mod negotiate;
 
@@ -64,6 +65,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::from_buffer_interface, m)?)?;
     m.add_function(wrap_pyfunction!(functions::validate_interface, m)?)?;
     m.add_function(wrap_pyfunction!(functions::read_protocol, m)?)?;
+    m.add_function(wrap_pyfunction!(ipc::ipc_export, m)?)?;
+    m.add_function(wrap_pyfunction!(ipc::ipc_open, m)?)?;
     m.add("SYNC_DEFAULT", CAI_SYNC_DEFAULT)?;
     m.add("SYNC_STREAM_ORDERED", CAI_SYNC_STREAM_ORDERED)?;
     m.add("SYNC_BLOCKING", CAI_SYNC_BLOCKING)?;
