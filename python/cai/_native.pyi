@@ -103,6 +103,9 @@ class Array:
         copy: bool | None = None,
     ) -> Any:
         """A DLPack capsule viewing this array's memory; never copies."""
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        """Pickles device memory to its IPC descriptor (`ipc_export`), opened by `ipc_open`
+        when loaded in another process; refused in this one, and for host memory."""
 
 def from_object(
     obj: Any,
@@ -128,6 +131,8 @@ def ipc_export(obj: Any, stream: Any = None) -> bytes:
 def ipc_open(descriptor: bytes | bytearray, stream: Any = None, sync: bool | int | None = None) -> Array:
     """Opens an IPC descriptor another process exported: a view of the same memory, ordered
     after the exporter's work, whose release closes the handle."""
+def _ipc_rebuild(descriptor: bytes | bytearray) -> Array:
+    """What a pickled cai.Array calls when loaded: `ipc_open(descriptor)`."""
 def release_pending(wait: bool = False) -> int:
     """Runs the releases deferred by `Array.release(stream=...)` whose stream has passed the
     point (with `wait=True` all of them, waiting); returns how many are still pending."""

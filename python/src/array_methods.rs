@@ -123,7 +123,7 @@ strides None when C-contiguous, data 0 when empty.",
 ];
 
 /// Every method.
-pub static METHODS: [Definition; 4] = [
+pub static METHODS: [Definition; 5] = [
     Definition::fast_class(
         c"from_c",
         from_c,
@@ -176,6 +176,18 @@ does). The consumer's `stream` (None: the legacy default stream; -1: no sync) is
 wait for the array's stream, stream-ordered. `max_version` (1, n) or above gives the
 versioned struct (with the read-only flag), else the legacy one. Never copies:
 `copy=True`, or a `dl_device` other than the array's, raise BufferError.",
+    ),
+    Definition::no_arguments(
+        c"__reduce__",
+        reduce,
+        c"__reduce__($self, /)
+--
+
+Pickles an array over CUDA device memory to its IPC descriptor (`cai.ipc_export(a)`): loaded
+in another process on this machine, it is `cai.ipc_open` of it there, a view of the same
+memory (no copy), which this Array must keep alive while it is used. Loaded in this process
+(`pickle.loads` here, `copy.deepcopy`), it is this Array itself while it lives, as the driver
+opens no IPC handle in its own process. Host and OpenCL memory raise cai.CaiError naming why.",
     ),
 ];
 
@@ -284,6 +296,15 @@ unsafe extern "C" fn dlpack(
     } else {
         run_attached(body)
     }
+}
+
+/// `a.__reduce__()`: its body is python/src/ipc.rs's.
+unsafe extern "C" fn reduce(slf: *mut PyObject, _unused: *mut PyObject) -> *mut PyObject {
+    run_attached(|py| {
+        // SAFETY: the method's `self`, checked by its descriptor.
+        let this = unsafe { ArrayObject::borrowed(py, slf) };
+        Ok(crate::ipc::reduce(&this)?.into_ptr())
+    })
 }
 
 fn ptr(this: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {

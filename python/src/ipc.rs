@@ -1,6 +1,8 @@
 //! Arrays across processes from Python: `cai.ipc_export(obj, stream=None)` (the bytes of the
-//! core's `CaiIpcDescriptor`) and `cai.ipc_open(descriptor, stream=None, sync=None)` (an owning
-//! cai.Array whose release closes the IPC handle).
+//! core's `CaiIpcDescriptor`), `cai.ipc_open(descriptor, stream=None, sync=None)` (an owning
+//! cai.Array whose release closes the IPC handle), and a cai.Array's pickling through the
+//! descriptor: `__reduce__`'s body is here, its entry in the type's table array_methods.rs's
+//! (the type is made from a static table of `PyMethodDef`s, not by `#[pymethods]`).
 //!
 //! PyO3's safe API only: the core does every driver call and every rule of the descriptor.
 
@@ -10,9 +12,12 @@ use cai::{
     CAI_SYNC_DEFAULT,
 };
 use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyByteArray, PyBytes};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyBytes, PyDict};
+use pyo3::IntoPyObjectExt;
 
 use crate::array_object::ArrayObject;
 use crate::described::Read;
@@ -83,6 +88,80 @@ pub fn ipc_open<'py>(
         ..CaiImportOptions::default()
     };
     open_bytes(descriptor, &options)
+}
+
+/// `cai._native._ipc_rebuild(descriptor)`: what a pickled cai.Array calls when it is loaded.
+/// In the process that pickled it, the Array itself while it lives (`pickled`): the driver opens
+/// no IPC handle in its own process, and a pickle loaded there (Dask's scheduler in a
+/// `LocalCluster`, which unpickles a task's arguments in the client's process, `copy.deepcopy`)
+/// gets the same view of the same memory another process gets. Elsewhere `cai.ipc_open` with its
+/// defaults.
+#[pyfunction]
+#[pyo3(name = "_ipc_rebuild")]
+pub fn ipc_rebuild<'py>(descriptor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = descriptor.py();
+    if descriptor.is_instance_of::<PyBytes>() {
+        let found = pickled(py)?.call_method1(intern!(py, "get"), (descriptor,))?;
+        if !found.is_none() {
+            return Ok(found);
+        }
+    }
+    open_bytes(descriptor, &CaiImportOptions::default()).map_err(|error| {
+        with_note(
+            py,
+            error,
+            "while unpickling a cai.Array: it pickles to a CUDA IPC descriptor, which opens in another process, or in the process that pickled it while that cai.Array is alive (it is given back itself)",
+        )
+    })
+}
+
+/// The cai.Arrays this process pickled, by their descriptor's bytes, held weakly
+/// (`weakref.WeakValueDictionary`); emptied in a forked child, whose descriptors are its own.
+fn pickled(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static PICKLED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    PICKLED
+        .get_or_try_init(py, || {
+            let made = py.import("weakref")?.getattr("WeakValueDictionary")?.call0()?;
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("after_in_child", made.getattr("clear")?)?;
+            py.import("os")?.getattr("register_at_fork")?.call((), Some(&kwargs))?;
+            Ok::<_, PyErr>(made.unbind())
+        })
+        .map(|made| made.bind(py))
+}
+
+/// `a.__reduce__()` (array_methods.rs's entry): `(cai._native._ipc_rebuild, (descriptor,))`
+/// for an array over device memory, exported as `cai.ipc_export(a)` exports it and remembered
+/// for a load in this process (`ipc_rebuild`); a cai.CaiError naming the reason for what cannot
+/// be shared (host memory, OpenCL memory, a mask, a released array).
+pub(crate) fn reduce(slf: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
+    let py = slf.py();
+    static REBUILD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let rebuild = REBUILD.get_or_try_init(py, || {
+        Ok::<_, PyErr>(py.import("cai._native")?.getattr("_ipc_rebuild")?.unbind())
+    })?;
+    let descriptor = ipc_export(slf.as_any(), None).map_err(|error| pickling_refusal(py, error))?;
+    pickled(py)?.set_item(&descriptor, slf.as_any())?;
+    (rebuild.bind(py), (descriptor,)).into_py_any(py)
+}
+
+/// A refusal of `__reduce__`, with a note saying what pickling a cai.Array does.
+fn pickling_refusal(py: Python<'_>, error: PyErr) -> PyErr {
+    let status = error.value(py).getattr("status").ok().and_then(|status| status.extract::<String>().ok());
+    let note = if status.as_deref() == Some(Status::NotShareable.name()) {
+        "while pickling a cai.Array: it pickles to a CUDA IPC descriptor (cai.ipc_export), so only device memory from cuMemAlloc pickles; send host memory as a numpy array (numpy.from_dlpack(a))"
+    } else {
+        "while pickling a cai.Array: it pickles to a CUDA IPC descriptor (cai.ipc_export)"
+    };
+    with_note(py, error, note)
+}
+
+/// `error` with `note` added (`BaseException.add_note`, CPython 3.11 and later; as it is before).
+fn with_note(py: Python<'_>, error: PyErr, note: &str) -> PyErr {
+    if error.value(py).hasattr(intern!(py, "add_note")).unwrap_or(false) {
+        let _ = error.value(py).call_method1(intern!(py, "add_note"), (note,));
+    }
+    error
 }
 
 /// `descriptor` (bytes or a bytearray of exactly a descriptor's size) opened with `options`.

@@ -67,6 +67,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::read_protocol, m)?)?;
     m.add_function(wrap_pyfunction!(ipc::ipc_export, m)?)?;
     m.add_function(wrap_pyfunction!(ipc::ipc_open, m)?)?;
+    m.add_function(wrap_pyfunction!(ipc::ipc_rebuild, m)?)?;
     m.add("SYNC_DEFAULT", CAI_SYNC_DEFAULT)?;
     m.add("SYNC_STREAM_ORDERED", CAI_SYNC_STREAM_ORDERED)?;
     m.add("SYNC_BLOCKING", CAI_SYNC_BLOCKING)?;

@@ -44,6 +44,20 @@ def open_read_write(descriptor, written):
     return seen
 
 
+def read_array(array):
+    """A cai.Array that arrived pickled: its type, pid and elements' bytes."""
+    _current_device()
+    return type(array).__name__, os.getpid(), elements(array)
+
+
+def read_from_queue(inbox, outbox):
+    """A `multiprocessing` child: reads the cai.Array put on `inbox`, answers on `outbox`."""
+    try:
+        outbox.put(read_array(inbox.get(timeout=60)))
+    except BaseException as error:  # reported to the parent
+        outbox.put(("raised", repr(error)))
+
+
 def open_refused(descriptor):
     """What `cai.ipc_open(descriptor)` raises here: (type name, status, message)."""
     _current_device()

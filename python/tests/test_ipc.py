@@ -3,14 +3,18 @@ docs/conformance.md, "Other processes"), on the fake CUDA driver, whose device m
 shared memory another process maps (tests/fake_cuda/fake_cuda.c): `cai.ipc_export` here and
 `cai.ipc_open` in a spawned process, the bytes seen and written both ways, a strided view at
 its offset inside a larger allocation, the importer ordered after the exporter's pending work,
-and every refusal from Python. The children
+a cai.Array pickled through a `multiprocessing` queue, a `ProcessPoolExecutor` and Dask's
+`LocalCluster`, and every refusal from Python. The children
 run python/tests/ipc_children.py and get the fake driver by CAI_CUDA_DRIVER, which conftest.py
 sets in this process's environment before any child starts."""
 
 import concurrent.futures
+import copy
 import ctypes
+import gc
 import multiprocessing
 import os
+import pickle
 import time
 
 import numpy
@@ -108,20 +112,72 @@ def test_fake_driver_the_importer_is_ordered_after_the_exporters_pending_work_by
         assert returned < finished
 
 
-def test_fake_driver_a_descriptor_opened_in_the_process_that_exported_it_is_refused_by_name(fake):
+def test_fake_driver_a_cai_array_pickles_through_a_multiprocessing_queue_spawn(fake):
+    base, pattern = filled(fake, 64)
+    array = cai.from_object(Exposed({"shape": (16,), "typestr": "<i4", "data": (base, False), "version": 3}))
+    inbox, outbox = SPAWN.Queue(), SPAWN.Queue()
+    child = SPAWN.Process(target=ipc_children.read_from_queue, args=(inbox, outbox))
+    child.start()
+    try:
+        inbox.put(array)
+        answer = outbox.get(timeout=120)
+    finally:
+        child.join(timeout=60)
+    assert answer[0] == "Array", answer
+    assert answer[1] == child.pid and b"".join(answer[2]) == pattern
+    assert child.exitcode == 0
+
+
+def test_fake_driver_a_cai_array_pickles_to_a_process_pool_executor_spawn(fake, spawned):
+    base, pattern = filled(fake, 128)
+    array = cai.from_object(Exposed({"shape": (2, 16), "typestr": "<f4", "data": (base, False), "version": 3}))
+    name, pid, seen = spawned.submit(ipc_children.read_array, array).result(timeout=120)
+    assert name == "Array" and pid != os.getpid()
+    assert b"".join(seen) == pattern
+
+
+def test_fake_driver_a_cai_array_passed_to_a_dask_task_in_a_local_cluster(fake):
+    distributed = pytest.importorskip("distributed")
+    base, pattern = filled(fake, 96)
+    array = cai.from_object(Exposed({"shape": (24,), "typestr": "<u4", "data": (base, False), "version": 3}))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:
+        name, pid, seen = client.submit(ipc_children.read_array, array, pure=False).result(timeout=120)
+    assert name == "Array" and pid != os.getpid()
+    assert b"".join(seen) == pattern
+
+
+def test_fake_driver_a_pickle_loaded_in_its_own_process_is_the_array_itself_while_it_lives(fake):
+    """The driver opens no IPC handle in the process that made it: there a pickled cai.Array
+    loads as the Array itself while it is alive (`copy.deepcopy`, `pickle.loads`, Dask's
+    scheduler in the client's process), and once it was collected the load is refused by
+    name, as `cai.ipc_open` of a descriptor of this process always is."""
     base, _ = filled(fake, 16)
     array = cai.from_object(Exposed({"shape": (4,), "typestr": "<f4", "data": (base, False), "version": 3}))
+    pickled = pickle.dumps(array)
+    assert pickle.loads(pickled) is array
+    assert copy.deepcopy(array) is array and copy.copy(array) is array
     with pytest.raises(cai.CaiError, match="exported by this very process") as refused:
         cai.ipc_open(cai.ipc_export(array))
     assert refused.value.status == "CAI_ERROR_IPC_DESCRIPTOR"
+    del array
+    gc.collect()
+    with pytest.raises(cai.CaiError, match="exported by this very process") as refused:
+        pickle.loads(pickled)
+    assert refused.value.status == "CAI_ERROR_IPC_DESCRIPTOR"
+    assert any("while unpickling a cai.Array" in note for note in refused.value.__notes__)
 
 
-def test_fake_driver_host_memory_is_refused_for_export_by_name(fake):
+def test_fake_driver_host_memory_is_refused_for_export_and_pickling_by_name(fake):
     host = numpy.arange(4, dtype=numpy.float32)
-    for exported in (host, cai.from_object(host, allow_host=True)):
-        with pytest.raises(cai.CaiError) as refused:
-            cai.ipc_export(exported)
-        assert refused.value.status == "CAI_ERROR_NOT_SHAREABLE", refused.value
+    with pytest.raises(cai.CaiError) as refused:
+        cai.ipc_export(host)
+    assert refused.value.status == "CAI_ERROR_NOT_SHAREABLE", refused.value
+    host_array = cai.from_object(host, allow_host=True)
+    with pytest.raises(cai.CaiError) as refused:
+        pickle.dumps(host_array)
+    assert refused.value.status == "CAI_ERROR_NOT_SHAREABLE", refused.value
+    assert any("numpy.from_dlpack" in note for note in refused.value.__notes__)
     # The fake driver's pinned host memory and managed memory: known to the driver, not shareable.
     for memory_type, flags in ((1, 0), (2, 1)):
         base, _ = filled(fake, 16, memory_type, flags)

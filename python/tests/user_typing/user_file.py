@@ -62,7 +62,7 @@ def use(producer: object, host: object, buffer_producer: object) -> None:
     still_pending: int = cai.release_pending(wait=True)
     descriptor: bytes = cai.ipc_export(producer, stream=None)
     opened: cai.Array = cai.ipc_open(descriptor, stream=1, sync=cai.SYNC_DEFAULT)
-    print(opened.shape)
+    print(opened.shape, opened.__reduce__())
     print(still_pending)
     try:
         cai.validate({"shape": (3,), "typestr": "<f4", "data": (0x1000, False), "version": 3, "stream": 0})
