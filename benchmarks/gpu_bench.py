@@ -8,7 +8,8 @@ cupy.asarray, torch.as_tensor, numba.cuda.as_cuda_array and cuda.core's StridedM
 the same CuPy array. The same for a torch CUDA tensor
 (read through torch's DLPack exchange table) next to torch.from_dlpack, cupy.from_dlpack and
 StridedMemoryView. Then, with a 10 ms kernel pending on the producer's stream: how long each
-import takes to return.
+import takes to return. Last, benchmarks/ipc_bench.py's rows: a torch CUDA tensor shared with
+another process by cai.ipc_export/ipc_open and by torch.multiprocessing's reduce and rebuild.
 
     python3 benchmarks/gpu_bench.py   (with the cai package installed; see scripts/gpu-check.sh)
 """
@@ -134,6 +135,12 @@ def main():
                     ("cai blocking", lambda: cai.from_object(on_producer)),
                     ("cupy.asarray (syncs as CuPy does)", lambda: cupy.asarray(on_producer))]:
         print(f"  {name:44s} {min(pending(f) for _ in range(5)):8.3f} ms")
+
+    # Arrays across processes: cai.ipc_export/ipc_open next to torch.multiprocessing's
+    # reduce_tensor and rebuild (benchmarks/ipc_bench.py, beside this file).
+    import ipc_bench
+
+    ipc_bench.main()
     return 0
 
 
