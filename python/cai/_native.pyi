@@ -1,6 +1,6 @@
 """Type stubs for cai._native, libcai's CPython extension module (python/src)."""
 
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 SYNC_DEFAULT: Final[int]
 SYNC_STREAM_ORDERED: Final[int]
@@ -105,7 +105,10 @@ class Array:
         """A DLPack capsule viewing this array's memory; never copies."""
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:
         """Pickles device memory to its IPC descriptor (`ipc_export`), opened by `ipc_open`
-        when loaded in another process; refused in this one, and for host memory."""
+        when loaded in another process, and this Array itself in this one while it lives;
+        host memory is refused."""
+    def __deepcopy__(self, memo: Any, /) -> NoReturn:
+        """Raises TypeError: a deep copy would be this same view; copy with the producer."""
 
 def from_object(
     obj: Any,

@@ -123,7 +123,7 @@ strides None when C-contiguous, data 0 when empty.",
 ];
 
 /// Every method.
-pub static METHODS: [Definition; 5] = [
+pub static METHODS: [Definition; 6] = [
     Definition::fast_class(
         c"from_c",
         from_c,
@@ -186,8 +186,19 @@ versioned struct (with the read-only flag), else the legacy one. Never copies:
 Pickles an array over CUDA device memory to its IPC descriptor (`cai.ipc_export(a)`): loaded
 in another process on this machine, it is `cai.ipc_open` of it there, a view of the same
 memory (no copy), which this Array must keep alive while it is used. Loaded in this process
-(`pickle.loads` here, `copy.deepcopy`), it is this Array itself while it lives, as the driver
+(`pickle.loads` here, `copy.copy`), it is this Array itself while it lives, as the driver
 opens no IPC handle in its own process. Host and OpenCL memory raise cai.CaiError naming why.",
+    ),
+    Definition::one_argument(
+        c"__deepcopy__",
+        deepcopy,
+        c"__deepcopy__($self, memo, /)
+--
+
+Raises TypeError: a cai.Array views memory it does not own, and copy.deepcopy can copy no
+device memory (it would give this same view, and writes through the copy would change the
+original). Copy the memory with its producer (`cupy.array(a)`, `torch.as_tensor(a).clone()`);
+`copy.copy(a)` gives the same view.",
     ),
 ];
 
@@ -304,6 +315,15 @@ unsafe extern "C" fn reduce(slf: *mut PyObject, _unused: *mut PyObject) -> *mut 
         // SAFETY: the method's `self`, checked by its descriptor.
         let this = unsafe { ArrayObject::borrowed(py, slf) };
         Ok(crate::ipc::reduce(&this)?.into_ptr())
+    })
+}
+
+/// `a.__deepcopy__(memo)`: refused, with the message python/src/ipc.rs writes.
+unsafe extern "C" fn deepcopy(slf: *mut PyObject, _memo: *mut PyObject) -> *mut PyObject {
+    run_attached(|py| {
+        // SAFETY: the method's `self`, checked by its descriptor.
+        let this = unsafe { ArrayObject::borrowed(py, slf) };
+        Err(crate::ipc::refuse_deepcopy(&this))
     })
 }
 

@@ -93,9 +93,9 @@ pub fn ipc_open<'py>(
 /// `cai._native._ipc_rebuild(descriptor)`: what a pickled cai.Array calls when it is loaded.
 /// In the process that pickled it, the Array itself while it lives (`pickled`): the driver opens
 /// no IPC handle in its own process, and a pickle loaded there (Dask's scheduler in a
-/// `LocalCluster`, which unpickles a task's arguments in the client's process, `copy.deepcopy`)
-/// gets the same view of the same memory another process gets. Elsewhere `cai.ipc_open` with its
-/// defaults.
+/// `LocalCluster`, which unpickles a task's arguments in the client's process; `copy.copy`)
+/// gets the same view of the same memory another process gets. (`copy.deepcopy` never comes
+/// here: `__deepcopy__` refuses it.) Elsewhere `cai.ipc_open` with its defaults.
 #[pyfunction]
 #[pyo3(name = "_ipc_rebuild")]
 pub fn ipc_rebuild<'py>(descriptor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -143,6 +143,20 @@ pub(crate) fn reduce(slf: &ArrayObject<'_>) -> PyResult<Py<PyAny>> {
     let descriptor = ipc_export(slf.as_any(), None).map_err(|error| pickling_refusal(py, error))?;
     pickled(py)?.set_item(&descriptor, slf.as_any())?;
     (rebuild.bind(py), (descriptor,)).into_py_any(py)
+}
+
+/// `a.__deepcopy__(memo)`'s TypeError: a deep copy would be this same view (its pickle loads
+/// as the Array itself in this process), so writes through the "copy" would change the
+/// original; the memory is the producer's to copy.
+pub(crate) fn refuse_deepcopy(slf: &ArrayObject<'_>) -> PyErr {
+    let what = if slf.get().dlpack_device().is_some_and(|device| device.device_type == cai::CAI_DL_CPU) {
+        "host memory"
+    } else {
+        "device memory"
+    };
+    PyTypeError::new_err(format!(
+        "copy.deepcopy of a cai.Array: it is a view of {what} it does not own, and libcai copies no memory (a deep copy would be this same view, so writes through it would change the original); copy the memory with its producer (cupy.array(a), torch.as_tensor(a).clone(), numpy.array(a) for host memory), or use copy.copy(a) for the same view"
+    ))
 }
 
 /// A refusal of `__reduce__`, with a note saying what pickling a cai.Array does.

@@ -149,14 +149,14 @@ def test_fake_driver_a_cai_array_passed_to_a_dask_task_in_a_local_cluster(fake):
 
 def test_fake_driver_a_pickle_loaded_in_its_own_process_is_the_array_itself_while_it_lives(fake):
     """The driver opens no IPC handle in the process that made it: there a pickled cai.Array
-    loads as the Array itself while it is alive (`copy.deepcopy`, `pickle.loads`, Dask's
+    loads as the Array itself while it is alive (`copy.copy`, `pickle.loads`, Dask's
     scheduler in the client's process), and once it was collected the load is refused by
     name, as `cai.ipc_open` of a descriptor of this process always is."""
     base, _ = filled(fake, 16)
     array = cai.from_object(Exposed({"shape": (4,), "typestr": "<f4", "data": (base, False), "version": 3}))
     pickled = pickle.dumps(array)
     assert pickle.loads(pickled) is array
-    assert copy.deepcopy(array) is array and copy.copy(array) is array
+    assert copy.copy(array) is array
     with pytest.raises(cai.CaiError, match="exported by this very process") as refused:
         cai.ipc_open(cai.ipc_export(array))
     assert refused.value.status == "CAI_ERROR_IPC_DESCRIPTOR"
@@ -166,6 +166,20 @@ def test_fake_driver_a_pickle_loaded_in_its_own_process_is_the_array_itself_whil
         pickle.loads(pickled)
     assert refused.value.status == "CAI_ERROR_IPC_DESCRIPTOR"
     assert any("while unpickling a cai.Array" in note for note in refused.value.__notes__)
+
+
+def test_fake_driver_deepcopy_of_an_array_is_refused_not_an_alias(fake):
+    """copy.deepcopy would give the same view (a pickle loads as the Array itself here), so a
+    write through the "copy" would change the original: it raises TypeError naming the fix,
+    for device and host memory alike, and inside a container too."""
+    base, _ = filled(fake, 16)
+    device = cai.from_object(Exposed({"shape": (4,), "typestr": "<f4", "data": (base, False), "version": 3}))
+    host = cai.from_object(numpy.zeros(4, dtype=numpy.float32), allow_host=True)
+    for array, memory in ((device, "device memory"), (host, "host memory")):
+        with pytest.raises(TypeError, match=f"copy.deepcopy of a cai.Array: it is a view of {memory}"):
+            copy.deepcopy(array)
+        with pytest.raises(TypeError, match="copy the memory with its producer"):
+            copy.deepcopy({"weights": [array]})
 
 
 def test_fake_driver_host_memory_is_refused_for_export_and_pickling_by_name(fake):

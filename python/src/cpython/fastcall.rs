@@ -77,6 +77,17 @@ impl Definition {
         })
     }
 
+    /// A method of one positional argument (`METH_O`): CPython passes it as the entry's second
+    /// argument, borrowed for the call.
+    pub const fn one_argument(name: &'static CStr, entry: NoArguments, doc: &'static CStr) -> Definition {
+        Definition(ffi::PyMethodDef {
+            ml_name: name.as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer { PyCFunction: entry },
+            ml_flags: ffi::METH_O,
+            ml_doc: doc.as_ptr(),
+        })
+    }
+
     /// The pointer CPython's constructors take (they never write through it).
     fn as_ptr(&'static self) -> *mut ffi::PyMethodDef {
         &self.0 as *const ffi::PyMethodDef as *mut ffi::PyMethodDef
