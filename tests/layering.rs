@@ -47,9 +47,10 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 }
 
 /// The Python binding's layers (python/src), lowest first: every raw CPython call (cpython/)
-/// and the class queries, the leaves, the cai.Array's state, its objects, the protocol readers
-/// (read/), the one negotiation, the class as Python sees it, the entry points.
-const PYTHON_LAYERS: [(&str, u32); 24] = [
+/// and the class queries, the leaves, the cai.Array's state, its objects and the import step,
+/// the protocol readers (read/), the one negotiation, the class as Python sees it, the entry
+/// points.
+const PYTHON_LAYERS: [(&str, u32); 25] = [
     ("cpython", 0),
     ("classes", 0),
     ("c_api_rules", 1),
@@ -63,17 +64,18 @@ const PYTHON_LAYERS: [(&str, u32); 24] = [
     ("array", 3),
     ("dlpack_export", 3),
     ("array_object", 4),
+    ("import", 4),
     ("offered", 5),
-    ("read", 5),
     ("release_after", 5),
-    ("negotiate", 6),
-    ("exchange_offered", 7),
-    ("ipc", 7),
-    ("array_methods", 8),
-    ("offer", 8),
-    ("capi", 9),
-    ("functions", 9),
-    ("hot", 10),
+    ("read", 6),
+    ("negotiate", 7),
+    ("exchange_offered", 8),
+    ("ipc", 8),
+    ("array_methods", 9),
+    ("offer", 9),
+    ("capi", 10),
+    ("functions", 10),
+    ("hot", 11),
 ];
 
 #[test]

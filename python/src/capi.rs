@@ -8,8 +8,7 @@
 //! of cai.h, by the names cai_python.h gives them.
 //! The layout is fixed per major version; a minor version appends members only.
 
-use cai::binding::dlpack::discard;
-use cai::{CaiArray, CaiDLManagedTensorVersioned, CaiError, CaiImportOptions, Error, Status, CAI_OK};
+use cai::{CaiArray, CaiError, CaiImportOptions, Error, Status, CAI_OK};
 // The table's layout is defined once, in cai-python (the crate Rust extensions read it with):
 // this module fills it, and any drift between the two is a compile error.
 // The C API table's layout (include/cai_python.h), not CPython's.
@@ -22,12 +21,10 @@ use crate::cpython::fastcall::with_thread_attached;
 use crate::cpython::interpreter::{in_a_subinterpreter, refuse_subinterpreter};
 use crate::cpython::{self, PyObject};
 use crate::described::Read;
-use crate::errors::{cai_error_type, to_python, CaiResult, Failure};
-use crate::negotiate::{
-    import_c_api_for_c, import_for_c, import_read, own_by_exchange_table, read_cleanly, remembered_table,
-    settle_uncounted_run, view_by_exchange_table, view_object, view_offered, view_or_own_object, ForC,
-    Remembered,
-};
+use crate::errors::{cai_error_type, to_python, BoxedResult, Failure};
+use crate::import::{import_read, Caller, Hold, Outcome, ToOwn};
+use crate::negotiate::pipeline::{import_object, unexpected_outcome};
+use crate::negotiate::type_facts::{cleanliness, settle_uncounted_run, Clean, Remembered};
 use crate::read::buffer::read_buffer_interface;
 
 /// The table every extension reads: static, immutable, its members functions of this module.
@@ -80,37 +77,54 @@ unsafe extern "C" fn python_from_object(
     out: *mut CaiArray,
     error: *mut CaiError,
 ) -> i32 {
-    const NAME: &str = "cai_python_from_object";
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
-        match remembered(obj) {
-            Some(Remembered::Exchange(exchange)) => {
-                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
-                    own_by_exchange_table(obj, exchange, options, release_tensor, out)
-                })
-            }
-            Some(Remembered::OfferedCApi(api)) => {
-                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
-                    own_for_c(import_c_api_for_c(obj, api, options, out), out)
-                })
-            }
-            None => {}
-        }
-        object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
-            own_for_c(import_for_c(obj, options, release_tensor, out), out)
-        })
+        object_entry(
+            "cai_python_from_object",
+            Negotiated::Yes,
+            obj,
+            options,
+            out,
+            error,
+            |obj, options, out, remembered| owned_for_c(obj, options, out, remembered, false),
+        )
     }
 }
 
-/// Writes into `out` the struct that owns what `import_for_c` read (where it did not write it
-/// already). Matched whole, not through `?`: the large result is then not moved once more.
-fn own_for_c(imported: CaiResult<ForC>, out: &mut CaiArray) -> CaiResult<()> {
-    match imported {
-        Ok(ForC::Written) => {}
-        Ok(ForC::Read(read, imported)) => own(read, imported, out),
-        Err(failure) => return Err(failure),
+/// The import for C of a way of holding that may own (`Hold::OwnInto`, or `Hold::BorrowOrOwn`
+/// where `view_first`): `out` written by the pipeline, or with the struct that owns what it
+/// read.
+#[inline(always)]
+fn owned_for_c(
+    obj: &Bound<'_, PyAny>,
+    options: &CaiImportOptions,
+    out: &mut CaiArray,
+    remembered: Option<Remembered>,
+    view_first: bool,
+) -> BoxedResult<()> {
+    let mut to_own = None;
+    let hold = if view_first { Hold::BorrowOrOwn(out, &mut to_own) } else { Hold::OwnInto(out, &mut to_own) };
+    let outcome = import_object(obj, options, Caller::CApi, hold, remembered);
+    own_outcome(outcome, &mut to_own, out)
+}
+
+/// Writes into `out` the struct that owns what the import read (where it did not write it
+/// already). Forced inline with the pipeline (negotiate/pipeline.rs's `import_object`).
+#[inline(always)]
+fn own_outcome(outcome: BoxedResult<Outcome>, to_own: &mut ToOwn, out: &mut CaiArray) -> BoxedResult<()> {
+    match outcome? {
+        Outcome::Written => Ok(()),
+        Outcome::ToOwn => {
+            // Taken only here: moved whole (300 bytes) on every call, it cost each owning
+            // import about 40 instructions.
+            let Some((read, imported)) = to_own.take() else {
+                return Err(Box::new(unexpected_outcome("a cai_python.h entry")));
+            };
+            own(read, imported, out);
+            Ok(())
+        }
+        Outcome::Declined => Err(Box::new(unexpected_outcome("a cai_python.h entry"))),
     }
-    Ok(())
 }
 
 /// `cai_python_from_buffer_interface`: `cai.from_buffer_interface`'s reading and import (the
@@ -130,9 +144,9 @@ unsafe extern "C" fn python_from_buffer_interface(
             options,
             out,
             error,
-            |obj, options, out| {
-                let read = read_buffer_interface(obj)?;
-                let imported = import_read(obj.py(), &read, &options)?;
+            |obj, options, out, _| {
+                let read = read_buffer_interface(obj).map_err(Box::new)?;
+                let imported = import_read(obj.py(), &read, options).map_err(Box::new)?;
                 own(read, imported, out);
                 Ok(())
             },
@@ -148,18 +162,7 @@ fn own(read: Read, imported: cai::binding::import::Imported, out: &mut CaiArray)
     out.release = Some(release_imported);
 }
 
-/// The release of a struct that owns a managed tensor an exchange table gave: runs the
-/// tensor's deleter attached to the interpreter, on whatever thread the consumer releases it (a
-/// deleter that needs the interpreter then has it). Once the interpreter is finalizing nothing
-/// may attach, so the tensor is then leaked on purpose.
-unsafe extern "C" fn release_tensor(array: *mut CaiArray) {
-    // SAFETY: `owner` is the managed tensor the import handed over; cai_release runs this once.
-    let tensor = unsafe { (*array).owner.cast::<CaiDLManagedTensorVersioned>() };
-    // SAFETY: the tensor the producer handed over, deleted once, here.
-    with_thread_attached(|_| unsafe { discard(tensor) });
-}
-
-/// `cai_python_view`: the same negotiation and import, borrowed (see `view_object`): no
+/// `cai_python_view`: the same negotiation and import, borrowed (`Hold::Borrow`): no
 /// reference taken, nothing allocated, `release` NULL. On failure as `python_from_object`.
 unsafe extern "C" fn python_view(
     obj: *mut PyObject,
@@ -167,25 +170,24 @@ unsafe extern "C" fn python_view(
     out: *mut CaiArray,
     error: *mut CaiError,
 ) -> i32 {
-    const NAME: &str = "cai_python_view";
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
-        match remembered(obj) {
-            Some(Remembered::Exchange(exchange)) => {
-                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
-                    view_by_exchange_table(obj, exchange, options, out)
-                })
-            }
-            Some(Remembered::OfferedCApi(api)) => {
-                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
-                    view_offered(obj, api, options, out)
-                })
-            }
-            None => {}
-        }
-        object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
-            view_object(obj, options, out)
-        })
+        // A borrowed import always writes `out` (`Outcome::Written`).
+        object_entry(
+            "cai_python_view",
+            Negotiated::Yes,
+            obj,
+            options,
+            out,
+            error,
+            |obj, options, out, remembered| {
+                own_outcome(
+                    import_object(obj, options, Caller::CApi, Hold::Borrow(out), remembered),
+                    &mut None,
+                    out,
+                )
+            },
+        )
     }
 }
 
@@ -199,72 +201,22 @@ unsafe extern "C" fn python_view_or_own(
     out: *mut CaiArray,
     error: *mut CaiError,
 ) -> i32 {
-    const NAME: &str = "cai_python_view_or_own";
     // SAFETY: the caller's arguments, as cai_python.h describes them.
     unsafe {
-        match remembered(obj) {
-            Some(Remembered::Exchange(exchange)) => {
-                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
-                    match view_by_exchange_table(obj, exchange, options, out) {
-                        Err(Failure::CannotBorrow(_)) => {
-                            own_by_exchange_table(obj, exchange, options, release_tensor, out)
-                        }
-                        viewed => viewed,
-                    }
-                })
-            }
-            Some(Remembered::OfferedCApi(api)) => {
-                return remembered_entry(NAME, obj, options, out, error, |obj, options, out| {
-                    view_offered(obj, api, options, out)
-                })
-            }
-            None => {}
-        }
-        object_entry(NAME, Negotiated::Yes, obj, options, out, error, |obj, options, out| {
-            own_for_c(view_or_own_object(obj, options, release_tensor, out), out)
-        })
-    }
-}
-
-/// The table this thread chose before for `obj`'s type (its DLPack exchange table, or a
-/// C-level table libcai's glue offered), the facts unchanged since (`remembered_table`): the
-/// way in of a loop over one producer type, which reads `obj` through that table without a
-/// negotiation (`remembered_entry`). None for a NULL `obj`.
-///
-/// # Safety
-/// `obj` is NULL or a live object.
-unsafe fn remembered(obj: *mut PyObject) -> Option<Remembered> {
-    // SAFETY: `obj` checked non-NULL, a live object (the contract).
-    (!obj.is_null()).then(|| unsafe { remembered_table(obj) }).flatten()
-}
-
-/// The entry of a read through a remembered table (`remembered`): its success drops nothing
-/// PyO3 would defer (the audited paths `read_cleanly` names), so it runs on the caller's
-/// attachment alone, as `object_entry`'s clean way does; a failure is reported attached. One
-/// instance per table kind: the exchange table's stays as lean as a body of its own.
-///
-/// # Safety
-/// As `object_entry`'s.
-unsafe fn remembered_entry(
-    name: &str,
-    obj: *mut PyObject,
-    options: *const CaiImportOptions,
-    out: *mut CaiArray,
-    error: *mut CaiError,
-    body: impl FnOnce(&Bound<'_, PyAny>, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
-) -> i32 {
-    if in_a_subinterpreter() {
-        return refused_in_subinterpreter(name, error);
-    }
-    // SAFETY: attached (the contract); the caller's arguments.
-    match unsafe { read_entry(Python::assume_attached(), name, obj, options, out, body) } {
-        Ok(()) => CAI_OK,
-        Err(failure) => Python::attach(|py| report(py, *failure, error)),
+        object_entry(
+            "cai_python_view_or_own",
+            Negotiated::Yes,
+            obj,
+            options,
+            out,
+            error,
+            |obj, options, out, remembered| owned_for_c(obj, options, out, remembered, true),
+        )
     }
 }
 
 /// Whether an entry reads its object through the negotiation (whose audited paths may run
-/// uncounted: `read_cleanly`), or through one reader not audited for it.
+/// uncounted: `cleanliness`), or through one reader not audited for it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Negotiated {
     Yes,
@@ -285,33 +237,41 @@ unsafe fn object_entry(
     options: *const CaiImportOptions,
     out: *mut CaiArray,
     error: *mut CaiError,
-    body: impl FnOnce(&Bound<'_, PyAny>, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
+    body: impl FnOnce(&Bound<'_, PyAny>, &CaiImportOptions, &mut CaiArray, Option<Remembered>) -> BoxedResult<()>,
 ) -> i32 {
     if in_a_subinterpreter() {
         return refused_in_subinterpreter(name, error);
     }
-    let run = |py: Python<'_>| read_entry(py, name, obj, options, out, body);
     // The caller is attached (the function's contract). An object read by an audited path
-    // (negotiate/type_facts.rs's `read_cleanly`, whose success drops nothing PyO3 would defer) runs on
-    // that word alone; any other runs inside `Python::attach`, which only counts the thread,
-    // so that what is dropped is let go of at once. A failure is reported counted either way
-    // (attaching also lets go of whatever the failed run deferred).
-    // SAFETY: attached (the contract); `obj` NULL or a live object.
-    let clean = negotiated == Negotiated::Yes && !obj.is_null() && unsafe { read_cleanly(obj) };
-    if clean {
-        // SAFETY: attached (the contract).
-        match run(unsafe { Python::assume_attached() }) {
-            Ok(()) => {
-                settle_uncounted_run();
-                CAI_OK
-            }
-            Err(failure) => Python::attach(|py| report(py, *failure, error)),
+    // (negotiate/type_facts.rs's `cleanliness`, whose success drops nothing PyO3 would defer)
+    // runs on that word alone, read by the table its type's mark names where it names one,
+    // with no negotiation and nothing to settle after; any other runs inside `Python::attach`,
+    // which only counts the thread, so that what is dropped is let go of at once. A failure is
+    // reported counted either way (attaching also lets go of whatever the failed run deferred).
+    let clean = match negotiated {
+        // SAFETY: attached (the contract); `obj` checked non-NULL, a live object.
+        Negotiated::Yes if !obj.is_null() => unsafe { cleanliness(obj) },
+        _ => Clean::No,
+    };
+    let (remembered, settle) = match clean {
+        Clean::No => {
+            return Python::attach(|py| match read_entry(py, name, obj, options, out, None, body) {
+                Ok(()) => CAI_OK,
+                Err(failure) => report(py, *failure, error),
+            })
         }
-    } else {
-        Python::attach(|py| match run(py) {
-            Ok(()) => CAI_OK,
-            Err(failure) => report(py, *failure, error),
-        })
+        Clean::Yes => (None, true),
+        Clean::ByRemembered(choice) => (Some(choice), false),
+    };
+    // SAFETY: attached (the contract).
+    match read_entry(unsafe { Python::assume_attached() }, name, obj, options, out, remembered, body) {
+        Ok(()) => {
+            if settle {
+                settle_uncounted_run();
+            }
+            CAI_OK
+        }
+        Err(failure) => Python::attach(|py| report(py, *failure, error)),
     }
 }
 
@@ -339,10 +299,11 @@ fn read_entry(
     obj: *mut PyObject,
     options: *const CaiImportOptions,
     out: *mut CaiArray,
-    body: impl FnOnce(&Bound<'_, PyAny>, CaiImportOptions, &mut CaiArray) -> Result<(), Failure>,
-) -> Result<(), Box<Failure>> {
-    // The failure boxed: what crosses the boundary and returns is one word, not the failure's
-    // 64 bytes moved through memory (about 40 instructions a call).
+    remembered: Option<Remembered>,
+    body: impl FnOnce(&Bound<'_, PyAny>, &CaiImportOptions, &mut CaiArray, Option<Remembered>) -> BoxedResult<()>,
+) -> BoxedResult<()> {
+    // The failure boxed (the pipeline's already is): what crosses the boundary and returns is
+    // one word, not the failure's 64 bytes moved through memory (about 40 instructions a call).
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if obj.is_null() || out.is_null() {
             let which = if obj.is_null() { "obj" } else { "out" };
@@ -354,7 +315,7 @@ fn read_entry(
         let obj = unsafe { pyo3::Borrowed::from_ptr(py, obj) };
         // SAFETY: the caller's out-parameter, checked non-NULL; `body` writes it only on
         // success.
-        body(&obj, options, unsafe { &mut *out }).map_err(Box::new)
+        body(&obj, &options, unsafe { &mut *out }, remembered)
     }));
     match outcome {
         Ok(result) => result,

@@ -21,9 +21,10 @@ use pyo3::types::PyType;
 use crate::array_object::ArrayObject;
 use crate::cpython::CString;
 use crate::described::Read;
-use crate::dlpack::{device_of_taken, take_capsule, Taken, TakenTensor};
+use crate::dlpack::{device_of_taken, take_capsule, Taken};
 use crate::errors::Failure;
-use crate::negotiate::{import_object, import_read, Caller};
+use crate::import::{import_read, taken_from, Caller, Hold};
+use crate::negotiate::pipeline::{import_object, unexpected_outcome};
 use crate::options::{consumer_stream, pointer_check_mode, sync_mode};
 use crate::pool::Pooled;
 use crate::read::buffer::read_buffer_interface;
@@ -67,7 +68,9 @@ pub fn from_object(
         allow_host: u32::from(allow_host),
         ..CaiImportOptions::default()
     };
-    let (read, imported) = import_object(obj, &options, Caller::Python)?;
+    let mut to_own = None;
+    import_object(obj, &options, Caller::Python, Hold::Own(&mut to_own), None)?;
+    let Some((read, imported)) = to_own else { return Err(unexpected_outcome("cai.from_object").into()) };
     // One compare on the path with a driver (a non-empty array there is always checked).
     if imported.info.checked == 0 && options.pointer_check == CAI_POINTER_CHECK_DEFAULT {
         warn_if_unchecked(obj.py(), &read, &imported)?;
@@ -238,9 +241,7 @@ pub fn read_protocol(obj: &Bound<'_, PyAny>, protocol: &str) -> PyResult<Option<
         }
         Protocol::Exchange { owning: true } => {
             let Some(exchange) = lookup_exchange_api(&obj.get_type())? else { return Ok(None) };
-            let TakenTensor { taken, device, validated } =
-                take_by_exchange(obj, exchange, ProducerOrdering::NotWanted, host)?;
-            Read::borrowing(taken.into_inner(), Some(device), keep, Some(validated))
+            taken_from(obj, take_by_exchange(obj, exchange, ProducerOrdering::NotWanted, host)?)
         }
         Protocol::Exchange { owning: false } => {
             let Some(exchange) = lookup_exchange_api(&obj.get_type())? else { return Ok(None) };

@@ -12,7 +12,7 @@ use pyo3::Borrowed;
 use crate::cpython::fastcall::{is_absent_or_small_int, run_assumed, run_attached, Definition, Signature};
 use crate::cpython::{CStr, PyObject, Py_ssize_t};
 use crate::functions;
-use crate::negotiate::{read_cleanly, settle_uncounted_run};
+use crate::negotiate::type_facts::{read_cleanly, settle_uncounted_run};
 
 /// `from_object(obj, stream=None, sync=None, writable=False, pointer_check=None,
 /// allow_host=False)`: any of them by position, `obj` required.

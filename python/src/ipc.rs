@@ -22,7 +22,8 @@ use pyo3::IntoPyObjectExt;
 use crate::array_object::ArrayObject;
 use crate::described::Read;
 use crate::errors::Failure;
-use crate::negotiate::{import_object, Caller};
+use crate::import::{Caller, Hold};
+use crate::negotiate::pipeline::{import_object, unexpected_outcome};
 use crate::options::{consumer_stream, sync_mode};
 use crate::pool::Pooled;
 use crate::values::TypeOf;
@@ -56,7 +57,9 @@ pub fn ipc_export<'py>(
         allow_host: 1,
         ..CaiImportOptions::default()
     };
-    let (read, _imported) = import_object(obj, &options, Caller::Python)?;
+    let mut to_own = None;
+    import_object(obj, &options, Caller::Python, Hold::Own(&mut to_own), None)?;
+    let Some((read, _)) = to_own else { return Err(unexpected_outcome("cai.ipc_export").into()) };
     let mut view = *read.array();
     // The copy owns nothing: `read` releases what it holds once the descriptor is made.
     view.release = None;

@@ -9,7 +9,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 // The modules, top down (data flows down only; tests/layering.rs keeps it so):
-// the entry points, the class, the negotiation, its readers, the leaves.
+// the entry points, the class, the negotiation, its readers, the import step, the leaves.
 mod hot;
 
 mod capi;
@@ -26,6 +26,8 @@ mod negotiate;
 
 mod offered;
 mod read;
+
+mod import;
 
 mod array;
 mod array_object;

@@ -93,7 +93,7 @@ thread_local! {
 }
 
 /// A type read by an audited path: its address, the generation of the facts then, and the
-/// table `choose` chose for it from the first route on, when that was one (see `Remembered`),
+/// table the pipeline chose for it first, when that was one (see `Remembered`),
 /// which it then chooses again for every instance while the generation stands.
 #[derive(Clone, Copy)]
 struct CleanMark {
@@ -155,12 +155,34 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 /// # Safety
 /// `obj` is a live object.
 pub unsafe fn read_cleanly(obj: *mut PyObject) -> bool {
+    // SAFETY: the caller's contract.
+    !matches!(unsafe { cleanliness(obj) }, Clean::No)
+}
+
+/// Whether `obj` is read by an audited path (`read_cleanly`), and where that path is the table
+/// this thread chose first for its type, which table (`remembered_choice`'s answer, found
+/// in the same read of this thread's record): an entry then hands it to the pipeline, which
+/// reads `obj` by it with no negotiation, and needs no settling after.
+pub enum Clean {
+    No,
+    Yes,
+    ByRemembered(Remembered),
+}
+
+/// `obj`'s `Clean`.
+///
+/// # Safety
+/// `obj` is a live object.
+pub unsafe fn cleanliness(obj: *mut PyObject) -> Clean {
     // SAFETY: a live object (the caller's contract).
     let ty = unsafe { cpython::type_address(obj) };
     let generation = FACTS_GENERATION.load(Ordering::Acquire);
-    THREAD_MEMORY
-        .try_with(|memory| memory.clean.get())
-        .is_ok_and(|marked| (marked.ty, marked.generation) == (ty, generation))
+    match THREAD_MEMORY.try_with(|memory| memory.clean.get()) {
+        Ok(marked) if (marked.ty, marked.generation) == (ty, generation) => {
+            marked.choice.map_or(Clean::Yes, Clean::ByRemembered)
+        }
+        _ => Clean::No,
+    }
 }
 
 /// Marks `obj`'s type as read by an audited path (see `read_cleanly`), and this negotiation as
@@ -185,7 +207,7 @@ pub(super) fn mark_clean_with(obj: &Bound<'_, PyAny>, choice: Option<Remembered>
     });
 }
 
-/// The table `choose` chose, from the first route on, for the type this thread last read by an
+/// The table the pipeline chose first for the type this thread last read by an
 /// audited path, when `obj` is of that type and the facts have not changed since: the choice
 /// then is the same (a dict, a cai.Array and the routes before the table are told by the type
 /// alone), so it is made again without asking. Marks the negotiation audited.
@@ -196,21 +218,6 @@ pub(super) fn remembered_choice(obj: &Bound<'_, PyAny>) -> Option<Remembered> {
     let choice = marked.choice.filter(|_| (marked.ty, marked.generation) == (ty, generation))?;
     let _ = THREAD_MEMORY.try_with(|memory| memory.audited.set(true));
     Some(choice)
-}
-
-/// The table this thread chose last, from the first route on, for `obj`'s type, while the
-/// facts stand (`remembered_choice`'s answer, asked without a `Bound` and without marking the
-/// negotiation audited: a caller that takes it runs no negotiation and settles nothing, its
-/// reader being audited: see `read_cleanly`). The negotiation would choose it again.
-///
-/// # Safety
-/// `obj` is a live object.
-pub unsafe fn remembered_table(obj: *mut PyObject) -> Option<Remembered> {
-    // SAFETY: a live object (the caller's contract).
-    let ty = unsafe { cpython::type_address(obj) };
-    let generation = FACTS_GENERATION.load(Ordering::Acquire);
-    let marked = THREAD_MEMORY.try_with(|memory| memory.clean.get()).ok()?;
-    marked.choice.filter(|_| (marked.ty, marked.generation) == (ty, generation))
 }
 
 /// After an entry ran uncounted on `read_cleanly`'s word and succeeded: if this thread's last

@@ -17,7 +17,11 @@ use pyo3::types::{PyString, PyType};
 use crate::c_api_rules::memory_other_than_cuda;
 use crate::classes;
 use crate::cpython;
+use crate::described::Read;
 use crate::errors::{CaiResult, Failure};
+use crate::import::{import_then_copy, imported_holding_object, owned, Hold, Outcome, Request};
+use crate::offered::Offered;
+use crate::pool::Pooled;
 use crate::values::TypeOf;
 
 /// A type's table of major 1. It lives as long as the type (the proposal's rule), which the
@@ -205,4 +209,61 @@ fn described_by_the_rules(out: &CaiArray, owning: bool) -> Result<Validated, (St
 
 fn refused(obj: &Bound<'_, PyAny>, status: Status, what: &str) -> Failure {
     Failure::Cai(Error::new(status, format!("the C-level CAI table of '{}' {what}", TypeOf::new(obj))))
+}
+
+/// The type's C-level table. One libcai's glue offered is described by its fill directly,
+/// with the device the fill said and its validation: an owning struct holds a reference to
+/// `obj` (what the glue's `acquire` holds). Any other table is asked to `acquire` (or, for a
+/// borrowed struct, to describe without it); `Outcome::Declined` where it answers
+/// CAI_ERROR_NOT_SUPPORTED.
+pub fn import_by_c_api(
+    obj: &Bound<'_, PyAny>,
+    api: CApi,
+    request: &Request,
+    hold: &mut Hold<'_>,
+) -> CaiResult<Outcome> {
+    let py = obj.py();
+    let keep = || Some(obj.clone().unbind());
+    if let Some(offered) = Offered::of(api.table()) {
+        // Pooled: only its head is cleared (the fill writes the extents of its rank), where a
+        // struct zeroed on the stack costs a 1,160-byte memset.
+        let mut array = Pooled::cleared();
+        let described = offered.describe_object(obj, request.host, &mut array)?;
+        let (validated, device) = (Some(described.validated), described.known_device());
+        return Ok(match hold {
+            Hold::Own(to_own) => {
+                owned(obj, Read::borrowing(array, device, keep(), validated), request, to_own)?
+            }
+            Hold::OwnInto(out, _) => imported_holding_object(obj, &array, validated, request, device, out)?,
+            Hold::Borrow(out) | Hold::BorrowOrOwn(out, _) => {
+                import_then_copy(py, &array, validated, *request.options, device, out)?;
+                Outcome::Written
+            }
+        });
+    }
+    let asked = request_of(request.options);
+    match hold {
+        Hold::Own(to_own) | Hold::OwnInto(_, to_own) => {
+            let mut array = Pooled::cleared();
+            Ok(match call_c_api(api, true, obj, &asked, &mut array)? {
+                // The struct's release (the producer's) runs with the Read or the Array made of
+                // it; `obj` is kept too, for a table whose acquire forgot to.
+                Called::Described(validated) => {
+                    owned(obj, Read::borrowing(array, None, keep(), Some(validated)), request, to_own)?
+                }
+                Called::NotSupported => Outcome::Declined,
+            })
+        }
+        Hold::Borrow(out) | Hold::BorrowOrOwn(out, _) => {
+            // On the stack: zeroing it costs what taking a pooled one would (both measured).
+            let mut array = CaiArray::zeroed();
+            Ok(match call_c_api(api, false, obj, &asked, &mut array)? {
+                Called::Described(validated) => {
+                    import_then_copy(py, &array, Some(validated), *request.options, None, out)?;
+                    Outcome::Written
+                }
+                Called::NotSupported => Outcome::Declined,
+            })
+        }
+    }
 }

@@ -22,6 +22,9 @@ use std::mem::MaybeUninit;
 use crate::cpython::{self, is_exactly, Builtin};
 use crate::described::Read;
 use crate::errors::{CaiResult, Failure};
+use crate::import::{
+    cannot_borrow, import_then_copy, imported_holding_object, owned, Hold, Outcome, Request,
+};
 use crate::pool::Pooled;
 use crate::values::{scalar, PyValue, TypeOf};
 
@@ -466,4 +469,35 @@ fn first_items<'a, 'py, const N: usize>(tuple: Option<Borrowed<'a, 'py, PyTuple>
 fn item<'a, 'py>(tuple: Borrowed<'a, 'py, PyTuple>, i: usize) -> Option<Borrowed<'a, 'py, PyAny>> {
     // Past the end, the IndexError is cleared by the interpreter (see values.rs).
     cpython::tuple_item(tuple, i)
+}
+
+/// A CAI dict (the object, or what its `__cuda_array_interface__` gave), read once. One with
+/// neither a mask nor named descr fields (every framework's) is written into the caller's
+/// struct, an owning one holding a reference to `obj` (no Array made for it: a box, 280 bytes
+/// moved, its drop); any other is described from what was read, for an Array to own.
+pub fn import_by_dict(
+    obj: &Bound<'_, PyAny>,
+    dict: &Bound<'_, PyDict>,
+    request: &Request,
+    hold: &mut Hold<'_>,
+) -> CaiResult<Outcome> {
+    let (array, fields, mask) = read_dict_pooled(dict)?;
+    let plain = mask.is_none() && fields.is_empty();
+    // No device is read with a dict: its memory is pointer-checked as the options say.
+    match hold {
+        Hold::OwnInto(out, _) if plain => imported_holding_object(obj, &array, None, request, None, out),
+        Hold::Borrow(out) | Hold::BorrowOrOwn(out, _) if plain => {
+            import_then_copy(obj.py(), &array, None, *request.options, None, out)?;
+            Ok(Outcome::Written)
+        }
+        Hold::Borrow(_) if mask.is_some() => {
+            Err(cannot_borrow("a mask (its struct would need memory of its own)"))
+        }
+        Hold::Borrow(_) => {
+            Err(cannot_borrow("named descr fields (their CaiFields would need memory of their own)"))
+        }
+        Hold::Own(to_own) | Hold::OwnInto(_, to_own) | Hold::BorrowOrOwn(_, to_own) => {
+            owned(obj, interface_read(obj, array, fields, mask)?, request, to_own)
+        }
+    }
 }

@@ -17,6 +17,7 @@ use pyo3::Borrowed;
 use crate::cpython;
 use crate::dlpack::{device_of_taken, take_capsule, Taken, TakenTensor};
 use crate::errors::{CaiResult, Failure};
+use crate::import::{borrowed_copy, import_then_copy, owned, taken_from, Hold, Outcome, Request};
 
 /// The `stream` argument of `__dlpack__` for what the consumer needs (the core's
 /// `producer_ordering`): -1 when no sync is wanted; None for a consumer without a stream, which
@@ -123,7 +124,7 @@ pub enum KnownDevice {
     Reported(CaiDLDevice),
     /// Not asked: where no sync is wanted the producer is asked with None, host memory's
     /// stream argument (for device memory, DLPack's legacy default stream), and the tensor's
-    /// own device is what counts (a jax array's: see negotiate/choose.rs's `choose`).
+    /// own device is what counts (a jax array's: see negotiate/classify.rs's `read_attributes`).
     HostFirst,
 }
 
@@ -224,5 +225,26 @@ fn call_dlpack<'py>(
         // The exception cleared where it is raised, not taken into a `PyErr`: this path makes
         // no value whose drop PyO3 may defer (negotiate/type_facts.rs's `read_cleanly`).
         cpython::clear_error(py);
+    }
+}
+
+/// A tensor taken by `__dlpack__`, held as asked: for an Array to own, or borrowed, the struct
+/// holding the tensor's shape and strides itself and the tensor (a no-copy view of `obj`'s
+/// memory) let go of before returning, the data kept valid by `obj`.
+pub fn import_taken_tensor(
+    obj: &Bound<'_, PyAny>,
+    tensor: TakenTensor,
+    request: &Request,
+    hold: &mut Hold<'_>,
+) -> CaiResult<Outcome> {
+    match hold {
+        Hold::Own(to_own) | Hold::OwnInto(_, to_own) => owned(obj, taken_from(obj, tensor), request, to_own),
+        Hold::Borrow(out) | Hold::BorrowOrOwn(out, _) => {
+            let TakenTensor { mut taken, device, validated } = tensor;
+            let array = borrowed_copy(taken.array());
+            drop(taken);
+            import_then_copy(obj.py(), &array, Some(validated), *request.options, Some(device), out)?;
+            Ok(Outcome::Written)
+        }
     }
 }

@@ -17,12 +17,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyType};
 
 use crate::classes;
+use crate::cpython::fastcall::with_thread_attached;
 use crate::cpython::{self, c_void};
 use crate::dlpack::{Taken, TakenTensor};
 use crate::errors::CaiResult;
 use crate::exchange_api::{
     CurrentWorkStream, DlTensorFromPyObject, ExchangeApi, ExchangeApiHeader, FromPyObject, EXCHANGE_API,
 };
+use crate::import::{cannot_borrow, owned, taken_from, written, Hold, Outcome, Request};
 use crate::values::TypeOf;
 
 /// The two functions libcai calls from a producer type's exchange table.
@@ -150,6 +152,18 @@ impl ExchangeTensor {
     }
 }
 
+/// The release of a struct that owns a managed tensor an exchange table gave
+/// (`ExchangeTensor::write`): runs the tensor's deleter attached to the interpreter, on
+/// whatever thread the consumer releases it (a deleter that needs the interpreter then has
+/// it). Once the interpreter is finalizing nothing may attach, so the tensor is then leaked on
+/// purpose.
+pub unsafe extern "C" fn release_exchange_tensor(array: *mut CaiArray) {
+    // SAFETY: `owner` is the managed tensor the import handed over; cai_release runs this once.
+    let tensor = unsafe { (*array).owner.cast::<CaiDLManagedTensorVersioned>() };
+    // SAFETY: the tensor the producer handed over, deleted once, here.
+    with_thread_attached(|_| unsafe { discard(tensor) });
+}
+
 impl Drop for ExchangeTensor {
     fn drop(&mut self) {
         // SAFETY: the tensor the producer handed over, unwritten: deleted once, here.
@@ -262,4 +276,41 @@ pub fn view_by_exchange(
     let checked = unsafe { check_dltensor(&tensor, SubByte::Packed, host) }?;
     let stream = work_stream(obj.py(), exchange, ordering, tensor.device)?.unwrap_or(CAI_STREAM_NONE);
     Ok(ExchangeView { tensor, checked, stream })
+}
+
+/// The type's DLPack exchange table: the managed tensor it gives, every rule checked before
+/// anything is written; an owning struct owns the tensor as the table gave it (imported in
+/// place, as any DLPack consumer holds it: `release_exchange_tensor` runs its deleter), a
+/// borrowed one takes the table's non-owning DLTensor (refused where the table has none).
+pub fn import_by_exchange(
+    obj: &Bound<'_, PyAny>,
+    exchange: Exchange,
+    request: &Request,
+    hold: &mut Hold<'_>,
+) -> CaiResult<Outcome> {
+    let py = obj.py();
+    let (host, ordering, options) = (request.host, request.ordering, *request.options);
+    match hold {
+        Hold::Own(to_own) => {
+            owned(obj, taken_from(obj, take_by_exchange(obj, exchange, ordering, host)?), request, to_own)
+        }
+        Hold::OwnInto(out, _) => {
+            let tensor = own_by_exchange(obj, exchange, ordering, host)?;
+            let (named, validated, stream) = (Some(tensor.device()), tensor.validated(), tensor.stream());
+            let write = |array: &mut CaiArray| tensor.write(release_exchange_tensor, array);
+            written(py, write, validated, named, stream, options, out)?;
+            Ok(Outcome::Written)
+        }
+        Hold::Borrow(out) | Hold::BorrowOrOwn(out, _) => {
+            let Some(dltensor) = exchange.dltensor_from_py_object else {
+                return Err(cannot_borrow(
+                    "a tensor of a DLPack exchange table without dltensor_from_py_object_no_sync",
+                ));
+            };
+            let view = view_by_exchange(obj, exchange, dltensor, ordering, host)?;
+            let write = |array: &mut CaiArray| view.write(array);
+            written(py, write, view.validated(), Some(view.device()), view.stream(), options, out)?;
+            Ok(Outcome::Written)
+        }
+    }
 }

@@ -21,15 +21,17 @@
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use cai::binding::dlpack::{read_dltensor, AllowHost, SubByte};
+use cai::binding::dlpack::{check_dltensor, read_dltensor, write_dltensor, AllowHost, SubByte};
 use cai::binding::element_type::{dl_dtype_named, names_beyond_numpy};
-use cai::{CaiArray, CaiDLDataType, CaiDLDevice, CaiDLTensor, CAI_DL_CPU, CAI_MAX_NDIM};
+use cai::{CaiArray, CaiDLDataType, CaiDLTensor, CAI_MAX_NDIM, CAI_STREAM_NONE};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyType};
 
+use crate::cpython::fastcall::hold_reference;
 use crate::cpython::{self, c_char, c_int, c_uint, c_void, PyObject, PyTypeObject};
 use crate::dlpack::{Taken, TakenTensor};
 use crate::errors::CaiResult;
+use crate::import::{owned, taken_from, written, Hold, Outcome, Request, HOST};
 
 /// numpy 2's `PyArrayObject_fields`, as far as this reader reads it.
 #[repr(C)]
@@ -176,9 +178,6 @@ pub unsafe fn take_numpy_array(obj: &Bound<'_, PyAny>, host: AllowHost) -> CaiRe
     Ok(Some(TakenTensor { taken, device: HOST, validated }))
 }
 
-/// The host, where a numpy array's memory is.
-const HOST: CaiDLDevice = CaiDLDevice { device_type: CAI_DL_CPU, device_id: 0 };
-
 /// `obj`'s DLTensor as `take_numpy_array` reads it, built on the stack from the array's own
 /// fields and handed to `read` with the array's read-only flag: what `read` returns, or None
 /// (`read` not called) where numpy's `__dlpack__` could answer otherwise. The tensor is valid
@@ -302,4 +301,57 @@ unsafe fn base_is_capsule(mut base: *mut PyObject) -> bool {
         }
     }
     false
+}
+
+/// Exactly a numpy array, read by its fields (`with_numpy_tensor`), every rule checked on them;
+/// `Outcome::Declined` where they could say otherwise than its `__dlpack__`. An owning struct holds a
+/// reference to the array of its own (`hold_reference`; numpy's in-place `resize` then
+/// refuses, as for its own DLPack export: see `take_numpy_array`).
+pub fn import_by_numpy_fields(
+    obj: &Bound<'_, PyAny>,
+    request: &Request,
+    hold: &mut Hold<'_>,
+) -> CaiResult<Outcome> {
+    let py = obj.py();
+    let (host, options) = (request.host, *request.options);
+    Ok(match hold {
+        // SAFETY: an instance of exactly numpy's ndarray (its type's facts), held by the caller.
+        Hold::Own(to_own) => match unsafe { take_numpy_array(obj, host) }? {
+            Some(tensor) => owned(obj, taken_from(obj, tensor), request, to_own)?,
+            None => Outcome::Declined,
+        },
+        Hold::OwnInto(out, _) => {
+            let import = |tensor: &CaiDLTensor, read_only| {
+                // SAFETY: the array's tensor, valid while this runs (`with_numpy_tensor`).
+                let checked = unsafe { check_dltensor(tensor, SubByte::Padded, host) }?;
+                let write = |array: &mut CaiArray| {
+                    // SAFETY: the tensor just checked; it is not read after this write.
+                    unsafe { write_dltensor(tensor, &checked, read_only, array) };
+                    // SAFETY: attached (a Bound exists); `obj` is live.
+                    unsafe { hold_reference(array, obj.as_ptr()) };
+                };
+                written(py, write, checked.validated, Some(HOST), CAI_STREAM_NONE, options, out)
+            };
+            // SAFETY: as above.
+            match unsafe { with_numpy_tensor(obj, import) }? {
+                Some(()) => Outcome::Written,
+                None => Outcome::Declined,
+            }
+        }
+        Hold::Borrow(out) | Hold::BorrowOrOwn(out, _) => {
+            let view = |tensor: &CaiDLTensor, read_only| {
+                // SAFETY: the array's tensor, valid for this call (`with_numpy_tensor`).
+                let checked = unsafe { check_dltensor(tensor, SubByte::Padded, host) }?;
+                // SAFETY: the tensor just checked.
+                let write =
+                    |array: &mut CaiArray| unsafe { write_dltensor(tensor, &checked, read_only, array) };
+                written(py, write, checked.validated, Some(HOST), CAI_STREAM_NONE, options, out)
+            };
+            // SAFETY: as above.
+            match unsafe { with_numpy_tensor(obj, view) }? {
+                Some(()) => Outcome::Written,
+                None => Outcome::Declined,
+            }
+        }
+    })
 }
