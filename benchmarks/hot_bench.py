@@ -1,8 +1,8 @@
-"""cai.from_object's hand-matched entry (python/src/hot.rs) next to the same import body behind
-PyO3's argument handling (`cai._native._from_object_reference`, the entry it replaced), on a
-torch CPU tensor, a numpy array and a CuPy-style CAI dict, called as users write it:
-`cai.from_object(t, sync=False, allow_host=True, pointer_check=cai.POINTER_CHECK_NEVER)`, and
-with the same arguments by position. One interleaved run (bench_common.py's timing: best of
+"""cai.from_object's hand-matched entry (python/src/entry/from_object.rs) next to the same
+import body behind PyO3's argument handling (`cai._native._from_object_reference`, the entry it
+replaced), on a torch CPU tensor, a numpy array and a CuPy-style CAI dict, called as users write
+it: `cai.from_object(t, sync=False, allow_host=True, pointer_check=cai.POINTER_CHECK_NEVER)`,
+and with the same arguments by position. One interleaved run (bench_common.py's timing: best of
 ROUNDS rounds of NUMBER calls, ns per call); with --instructions, instructions per call counted
 by callgrind in a C loop, less the empty loop.
 

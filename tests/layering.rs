@@ -1,6 +1,8 @@
 //! The module trees keep their layers (pure; reads src/ and python/src/): every `crate::` path
 //! in a module names a module of a lower layer, so data flows down and no two modules lean on
-//! each other. A module added to src/ or python/src/ must be given a layer here.
+//! each other. A module added to src/ or python/src/ must be given a layer here. A module is
+//! a first path component under src/ or python/src/, except in python/src's folders whose files
+//! sit at layers of their own (`PYTHON_FOLDERS_BY_FILE`), where each file is one.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,10 +31,42 @@ const LAYERS: [(&str, u32); 20] = [
     ("rust_api", 9),
 ];
 
-fn module_of(path: &Path, src: &Path) -> String {
+/// The module of a file: its first path component under `src`, or, in a folder of
+/// `by_file`, "folder/file" (the folder's mod.rs: "folder").
+fn module_of(path: &Path, src: &Path, by_file: &[&str]) -> String {
     let relative = path.strip_prefix(src).unwrap();
-    let first = relative.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
-    first.trim_end_matches(".rs").to_string()
+    let mut parts =
+        relative.components().map(|c| c.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string());
+    let first = parts.next().unwrap();
+    match parts.next() {
+        Some(file) if by_file.contains(&first.as_str()) && file != "mod" => format!("{first}/{file}"),
+        _ => first,
+    }
+}
+
+/// The module a path `crate::<used>` names: its first component, or, for a folder of
+/// `by_file`, "folder/file" where that has a layer, else the folder. A brace group or a glob
+/// after such a folder (`crate::array::{..}`, `crate::array::*`) names no module (it could
+/// hide any of its files): each file's path is named on its own.
+fn module_used(used: &str, layers: &BTreeMap<&str, u32>, by_file: &[&str]) -> String {
+    fn name(text: &str) -> String {
+        text.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+    }
+    let first = name(used);
+    let Some(rest) = used[first.len()..].strip_prefix("::") else { return first };
+    if !by_file.contains(&first.as_str()) {
+        return first;
+    }
+    let second = name(rest);
+    if second.is_empty() {
+        return format!("{first}::{}", rest.chars().next().unwrap_or(' '));
+    }
+    let file = format!("{first}/{second}");
+    if layers.contains_key(file.as_str()) {
+        file
+    } else {
+        first
+    }
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -47,10 +81,11 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 }
 
 /// The Python binding's layers (python/src), lowest first: every raw CPython call (cpython/)
-/// and the class queries, the leaves, the cai.Array's state, its objects and the import step,
-/// the protocol readers (read/), the one negotiation, the class as Python sees it, the entry
-/// points.
-const PYTHON_LAYERS: [(&str, u32); 25] = [
+/// and the class queries, the leaves, the cai.Array's state (array/), its objects and the
+/// import step, the offered types' records (offer/offered.rs), the protocol readers (read/),
+/// the one negotiation, the class as Python sees it (array/methods.rs) and the offers, the
+/// entry points (entry/).
+const PYTHON_LAYERS: [(&str, u32); 26] = [
     ("cpython", 0),
     ("classes", 0),
     ("c_api_rules", 1),
@@ -62,53 +97,58 @@ const PYTHON_LAYERS: [(&str, u32); 25] = [
     ("dlpack", 2),
     ("options", 2),
     ("array", 3),
-    ("dlpack_export", 3),
-    ("array_object", 4),
+    ("array/dlpack_export", 3),
+    ("array/object", 4),
     ("import", 4),
-    ("offered", 5),
+    ("offer/offered", 5),
     ("release_after", 5),
     ("read", 6),
     ("negotiate", 7),
-    ("exchange_offered", 8),
-    ("ipc", 8),
-    ("array_methods", 9),
+    ("entry/ipc", 8),
+    ("offer/exchange", 8),
+    ("array/methods", 9),
     ("offer", 9),
-    ("capi", 10),
-    ("functions", 10),
-    ("hot", 11),
+    ("entry/c_api_table", 10),
+    ("entry/functions", 10),
+    ("entry/from_object", 11),
+    ("entry", 12),
 ];
+
+/// The folders of python/src whose files sit at layers of their own: each file is a module
+/// ("folder/file"; its mod.rs, "folder").
+const PYTHON_FOLDERS_BY_FILE: [&str; 3] = ["array", "entry", "offer"];
 
 #[test]
 fn every_module_uses_only_modules_of_lower_layers() {
-    uses_go_down(&LAYERS, "src");
+    uses_go_down(&LAYERS, "src", &[]);
 }
 
 #[test]
 fn every_module_of_the_python_binding_uses_only_modules_of_lower_layers() {
-    uses_go_down(&PYTHON_LAYERS, "python/src");
+    uses_go_down(&PYTHON_LAYERS, "python/src", &PYTHON_FOLDERS_BY_FILE);
 }
 
-fn uses_go_down(layers: &[(&str, u32)], dir: &str) {
+fn uses_go_down(layers: &[(&str, u32)], dir: &str, by_file: &[&str]) {
     let layers: BTreeMap<&str, u32> = layers.iter().copied().collect();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let mut broken = Vec::new();
     for file in files {
-        let module = module_of(&file, &src);
+        let module = module_of(&file, &src, by_file);
         if module == "lib" {
             continue;
         }
         let layer = *layers.get(module.as_str()).unwrap_or_else(|| panic!("{dir}/{module} has no layer"));
         let text = std::fs::read_to_string(&file).unwrap();
         for used in text.split("crate::").skip(1) {
-            let name: String = used.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            let name = module_used(used, &layers, by_file);
             if name == module {
                 continue;
             }
             match layers.get(name.as_str()) {
                 Some(&used_layer) if used_layer < layer => {}
-                _ => broken.push(format!("{} uses crate::{name}", file.display())),
+                _ => broken.push(format!("{} uses crate::{}", file.display(), name.replace('/', "::"))),
             }
         }
     }

@@ -1,6 +1,7 @@
-//! include/cai_python.h's table, member for member, as the installed `cai` package publishes
-//! it in the capsule `cai._native._C_API`. The package's extension (python/src/capi.rs) fills
-//! this very struct, so the Rust side has one definition of the layout.
+//! include/cai_python.h's table, member for member, as the installed `cai` package publishes it
+//! in the capsule `cai._native._C_API`. The package's extension
+//! (python/src/entry/c_api_table.rs) fills this very struct, so the Rust side has one
+//! definition of the layout.
 
 use std::ffi::{c_char, CStr};
 

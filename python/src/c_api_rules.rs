@@ -1,6 +1,6 @@
 //! The C-level CAI table's rules on what a description holds (docs/c-level-cai.md section 5)
 //! that the rules of the CAI itself (the core's `validate`) do not say: kept by the glue that
-//! writes descriptions from a fill (offered.rs) and by the reader of any other type's table
+//! writes descriptions from a fill (offer/offered.rs) and by the reader of any other type's table
 //! (read/c_api.rs).
 
 use cai::{CaiArray, CAI_MAX_MASK_DEPTH, CAI_MEMORY_CUDA};

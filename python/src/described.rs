@@ -1,6 +1,6 @@
 //! What a reader hands the negotiation: a producer's description (the struct, its descr fields
 //! and mask, wired by the core) and what keeps the memory it describes alive. Never a
-//! cai.Array: the class wraps one of these (python/src/array.rs).
+//! cai.Array: the class wraps one of these (python/src/array/mod.rs).
 
 use std::mem::ManuallyDrop;
 

@@ -1,6 +1,6 @@
 //! dlpack.h's C exchange table (DLPack 1.3's `DLPackExchangeAPI`), declared field for field:
 //! read from a producer's type (python/src/read/exchange.rs) and offered by cai.Array's
-//! (python/src/exchange_offered.rs).
+//! (python/src/offer/exchange.rs).
 
 use crate::cpython::{c_int, c_void, CStr};
 use cai::{CaiDLManagedTensorVersioned, CaiDLPackVersion, CaiDLTensor};

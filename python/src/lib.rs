@@ -10,28 +10,22 @@
 
 // The modules, top down (data flows down only; tests/layering.rs keeps it so):
 // the entry points, the class, the negotiation, its readers, the import step, the leaves.
-mod hot;
+// A folder stands where its mod.rs's layer puts it, and each of its files keeps its own layer:
+// entry/ holds the entry points; offer/ the offers, its records (offered.rs) below the
+// negotiation; array/ the cai.Array's state (mod.rs, below the import step), its objects, its
+// DLPack export, and the class as Python sees it (methods.rs), above the negotiation.
+mod entry;
 
-mod capi;
-mod functions;
-
-mod array_methods;
 mod offer;
 mod release_after;
 
-mod exchange_offered;
-mod ipc;
-
 mod negotiate;
 
-mod offered;
 mod read;
 
 mod import;
 
 mod array;
-mod array_object;
-mod dlpack_export;
 
 mod described;
 mod dlpack;
@@ -60,16 +54,16 @@ pub use cai::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     refuse_subinterpreters(py)?;
-    array_methods::add_array_type(m)?;
-    hot::add_from_object(m)?;
+    array::methods::add_array_type(m)?;
+    entry::from_object::add_from_object(m)?;
     release_after::add_to_module(m)?;
-    m.add_function(wrap_pyfunction!(functions::from_object, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::from_buffer_interface, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::validate_interface, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::read_protocol, m)?)?;
-    m.add_function(wrap_pyfunction!(ipc::ipc_export, m)?)?;
-    m.add_function(wrap_pyfunction!(ipc::ipc_open, m)?)?;
-    m.add_function(wrap_pyfunction!(ipc::ipc_rebuild, m)?)?;
+    m.add_function(wrap_pyfunction!(entry::functions::from_object, m)?)?;
+    m.add_function(wrap_pyfunction!(entry::functions::from_buffer_interface, m)?)?;
+    m.add_function(wrap_pyfunction!(entry::functions::validate_interface, m)?)?;
+    m.add_function(wrap_pyfunction!(entry::functions::read_protocol, m)?)?;
+    m.add_function(wrap_pyfunction!(entry::ipc::ipc_export, m)?)?;
+    m.add_function(wrap_pyfunction!(entry::ipc::ipc_open, m)?)?;
+    m.add_function(wrap_pyfunction!(entry::ipc::ipc_rebuild, m)?)?;
     m.add("SYNC_DEFAULT", CAI_SYNC_DEFAULT)?;
     m.add("SYNC_STREAM_ORDERED", CAI_SYNC_STREAM_ORDERED)?;
     m.add("SYNC_BLOCKING", CAI_SYNC_BLOCKING)?;
@@ -84,7 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("STATUS_CODES", codes)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // The C API for compiled extensions (include/cai_python.h).
-    m.add("_C_API", capi::python_api_capsule(py)?)?;
+    m.add("_C_API", entry::c_api_table::python_api_capsule(py)?)?;
     Ok(())
 }
 

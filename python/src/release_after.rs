@@ -17,8 +17,8 @@ use cai::binding::{release_after, release_pending as run_pending};
 use cai::CaiArray;
 use pyo3::prelude::*;
 
+use crate::array::object::ArrayObject;
 use crate::array::run_release;
-use crate::array_object::ArrayObject;
 use crate::cpython::fastcall::{run_attached, with_thread_attached, Signature};
 use crate::cpython::Kept;
 use crate::cpython::{c_void, PyObject, Py_ssize_t};
@@ -39,7 +39,7 @@ struct Deferred {
 /// `release`'s one keyword.
 static RELEASE_SIGNATURE: Signature<1> = Signature::new("release", [c"stream"], 0, 0);
 
-/// `a.release(*, stream=None)`: see its docstring (array_methods.rs).
+/// `a.release(*, stream=None)`: see its docstring (array/methods.rs).
 pub(crate) unsafe extern "C" fn release(
     slf: *mut PyObject,
     args: *const *mut PyObject,

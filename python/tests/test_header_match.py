@@ -73,7 +73,7 @@ def _function_type(ffi, name):
 
 def test_the_python_c_api_table_lists_every_function_of_cai_h_in_one_order():
     """cai_python.h's table, its macros and the Rust table (cai-python/src/ffi.rs, which the
-    extension's python/src/capi.rs fills and Rust extensions read) name
+    extension's python/src/entry/c_api_table.rs fills and Rust extensions read) name
     every function of cai.h, member for member in the same order (then the members appended by
     minor versions); capi.pxd's array sizes are cai.h's."""
     functions = re.findall(r"^\w[\w *]*?\b(cai_\w+)\(", (ROOT / "include" / "cai.h").read_text(), re.M)

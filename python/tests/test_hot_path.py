@@ -1,9 +1,9 @@
-"""cai.from_object's entry (python/src/hot.rs: METH_FASTCALL | METH_KEYWORDS on pyo3-ffi, its
-arguments matched by hand) against the entry it replaced, the same import body behind PyO3's
-argument handling, kept as cai._native._from_object_reference: the oracle. Same Array (every
-field, the same owner) by position and by keyword on every producer installed, the same errors
-with the same words, keyword names that are not the interned ones. Fake driver: no call here
-asks it (sync=False, pointer_check NEVER, host memory)."""
+"""cai.from_object's entry (python/src/entry/from_object.rs: METH_FASTCALL | METH_KEYWORDS on
+pyo3-ffi, its arguments matched by hand) against the entry it replaced, the same import body
+behind PyO3's argument handling, kept as cai._native._from_object_reference: the oracle. Same
+Array (every field, the same owner) by position and by keyword on every producer installed, the
+same errors with the same words, keyword names that are not the interned ones. Fake driver: no
+call here asks it (sync=False, pointer_check NEVER, host memory)."""
 
 import gc
 import sys
@@ -181,7 +181,7 @@ def test_the_argument_errors_keep_pyo3s_words_fake_driver():
 def test_signature_docstring_and_names_are_the_old_ones():
     assert str(inspect.signature(cai.from_object)) == SIGNATURE
     assert cai.from_object.__text_signature__ == SIGNATURE
-    assert cai.from_object.__doc__ == REFERENCE.__doc__.split("\n\n`cai.from_object` is hot.rs")[0]
+    assert cai.from_object.__doc__ == REFERENCE.__doc__.split("\n\n`cai.from_object` is entry/from_object.rs")[0]
     assert cai.from_object.__doc__.startswith("Imports `obj.__cuda_array_interface__`")
     assert (cai.from_object.__name__, cai.from_object.__module__) == ("from_object", "cai._native")
 

@@ -163,7 +163,7 @@ def test_a_cai_array_is_made_only_by_the_functions_that_read_one():
 
 
 def test_cai_array_objects_made_again_from_freed_ones_are_whole_fake_driver(fake):
-    """A freed cai.Array's memory may make the next one (array_object.rs, `spare`): each made
+    """A freed cai.Array's memory may make the next one (array/object.rs, `spare`): each made
     that way is tracked by the collector, weakly referenceable anew, holds its own producer,
     and the type's reference count comes back to where it was (each object references its
     type once)."""

@@ -445,7 +445,7 @@ def test_c_entries_on_a_type_whose_table_was_chosen_before_give_the_negotiations
     kind, ext, fault
 ):
     """cai_python_view and cai_python_from_object on an offered type whose C-level table this
-    thread chose last (capi.rs's `remembered`: read with no negotiation) give what the
+    thread chose last (entry/c_api_table.rs's `remembered`: read with no negotiation) give what the
     negotiation gives (the object read first after a numpy array, which this thread then
     remembers with no table): the same struct or the same refusal."""
     forget = np.zeros(1)

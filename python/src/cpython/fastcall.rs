@@ -1,10 +1,10 @@
-//! What the raw `METH_FASTCALL | METH_KEYWORDS` entries share (hot.rs's `cai.from_object`,
-//! offer.rs's `__dlpack__` of offered types, array_methods.rs's methods): their definitions
-//! (`Definition`) and how one becomes a function or a method descriptor, a signature that
-//! matches a call's arguments itself (keywords as cheap as positions), its TypeErrors in the
-//! words PyO3's argument handling uses, and the way into the body, which the DLPack exchange
-//! tables' functions (exchange_offered.rs) take too. What an entry and a body may do, and why it is sound, is
-//! the "Entries" part of mod.rs's audit.
+//! What the raw `METH_FASTCALL | METH_KEYWORDS` entries share (entry/from_object.rs's
+//! `cai.from_object`, offer/mod.rs's `__dlpack__` of offered types, array/methods.rs's
+//! methods): their definitions (`Definition`) and how one becomes a function or a method
+//! descriptor, a signature that matches a call's arguments itself (keywords as cheap as
+//! positions), its TypeErrors in the words PyO3's argument handling uses, and the way into the
+//! body, which the DLPack exchange tables' functions (offer/exchange.rs) take too. What an
+//! entry and a body may do, and why it is sound, is the "Entries" part of mod.rs's audit.
 //!
 //! Why: PyO3's generated argument handling turns each keyword name into UTF-8 and compares
 //! strings (about 400 instructions per call with three keywords). Here a keyword name is first

@@ -80,7 +80,7 @@
 //!     may not raise, catch panics themselves.
 //!   - Spare objects are kept only where a GIL serializes every allocation and deallocation of
 //!     the type (see `spare`).
-//! - **C tables** (the C-level CAI table of an offered type, python/src/offered.rs):
+//! - **C tables** (the C-level CAI table of an offered type, python/src/offer/offered.rs):
 //!   - `view` and `acquire` are called by a consumer attached to the interpreter (the table's
 //!     contract), with `obj` a live object it holds, `out` writable and `error` NULL or
 //!     writable. They use this module's calls that make no PyO3 value, so nothing waits in PyO3's

@@ -1,5 +1,5 @@
 //! A type object made from a spec whose objects hold one Rust value each (`cai.Array`'s, whose
-//! value is python/src/array.rs's `Array`): the layout, allocation and deallocation, spare
+//! value is python/src/array/mod.rs's `Array`): the layout, allocation and deallocation, spare
 //! objects, the collector's traversal, `repr`, and attributes read by plain functions. An
 //! import makes and frees one per call: here that is CPython's allocation, one write of the
 //! Rust value and its drop, without the layers of a PyO3 class. Why it is sound is the "Type

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::type_facts::{mark_clean, mark_unaudited, remembered_choice, type_facts, Remembered};
-use crate::array_object::ArrayObject;
+use crate::array::object::ArrayObject;
 use crate::cpython::{is_exactly, Builtin};
 use crate::dlpack::TakenTensor;
 use crate::errors::{CaiResult, Failure};

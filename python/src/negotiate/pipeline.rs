@@ -11,7 +11,7 @@ use super::classify::{classify, not_an_array, read_attributes, ByAttributes, Pro
 use super::type_facts::{mark_clean, mark_clean_with, Remembered};
 use crate::errors::{BoxedResult, Failure};
 use crate::import::{Caller, Hold, Outcome, Request};
-use crate::offered::Offered;
+use crate::offer::offered::Offered;
 use crate::read::array::import_by_array;
 use crate::read::c_api::import_by_c_api;
 use crate::read::dict::import_by_dict;

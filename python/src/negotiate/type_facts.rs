@@ -132,13 +132,13 @@ pub fn type_facts(obj: &Bound<'_, PyAny>) -> PyResult<TypeFacts> {
 
 /// Whether `obj` is read by a path whose success drops no `Py<T>` and no `PyErr` (the values
 /// PyO3 defers while it does not count the thread), so that an entry may run its negotiation
-/// and import uncounted (cpython/fastcall.rs's `run_assumed`, capi.rs's entries): its type is the one
-/// this thread last read by such a path (the negotiation marks it: `mark_clean`), the
-/// remembered facts unchanged since. Such a path is its type's DLPack exchange table, a C-level
-/// table libcai's glue offered, a CAI dict (the object itself, or what its
-/// `__cuda_array_interface__` gave), a cai.Array (read_array: its export counted, the one new
-/// `Py<PyAny>` moved into the Read), or a numpy array read by its fields (read/numpy.rs: no
-/// Python call; an import's struct keeps a raw reference, a view none).
+/// and import uncounted (cpython/fastcall.rs's `run_assumed`, entry/c_api_table.rs's entries):
+/// its type is the one this thread last read by such a path (the negotiation marks it:
+/// `mark_clean`), the remembered facts unchanged since. Such a path is its type's DLPack
+/// exchange table, a C-level table libcai's glue offered, a CAI dict (the object itself, or
+/// what its `__cuda_array_interface__` gave), a cai.Array (read_array: its export counted, the
+/// one new `Py<PyAny>` moved into the Read), or a numpy array read by its fields
+/// (read/numpy.rs: no Python call; an import's struct keeps a raw reference, a view none).
 ///
 /// The audit of those paths' success: the facts come from this thread's copy; the table's
 /// call, the dict's reading (values.rs and read/dict.rs clear the errors they recover from by

@@ -4,8 +4,8 @@
 use cai::binding::dlpack::device_is_cuda_or_allowed_host;
 use pyo3::prelude::*;
 
+use crate::array::object::ArrayObject;
 use crate::array::Array;
-use crate::array_object::ArrayObject;
 use crate::described::Read;
 use crate::errors::CaiResult;
 use crate::import::{borrowed_copy, import_then_copy, owned, Hold, Outcome, Request};

@@ -20,7 +20,7 @@ use crate::cpython;
 use crate::described::Read;
 use crate::errors::{CaiResult, Failure};
 use crate::import::{import_then_copy, imported_holding_object, owned, Hold, Outcome, Request};
-use crate::offered::Offered;
+use crate::offer::offered::Offered;
 use crate::pool::Pooled;
 use crate::values::TypeOf;
 

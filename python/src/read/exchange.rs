@@ -98,7 +98,7 @@ pub fn take_by_exchange(
     let tensor = own_by_exchange(obj, exchange, ordering, host)?;
     let (device, validated) = (tensor.device(), tensor.validated());
     let mut taken = Taken::new();
-    // The struct of an Array, released by an attached thread only (see array.rs's `Kept`), as
+    // The struct of an Array, released by an attached thread only (see array/mod.rs's `Kept`), as
     // any deleter may want.
     tensor.write(RELEASE_VERSIONED, taken.array());
     Ok(TakenTensor { taken, device, validated })

@@ -237,7 +237,7 @@ pub unsafe fn with_numpy_tensor<R>(
 
 /// The release of the reference `take_numpy_array` stored in the struct's `owner`. The struct
 /// goes only to a Taken, a Read and an Array, which are only ever dropped by an attached
-/// thread (array.rs's `Kept`): no attach of its own.
+/// thread (array/mod.rs's `Kept`): no attach of its own.
 unsafe extern "C" fn release_array_reference(array: *mut CaiArray) {
     // SAFETY: attached (above); the strong reference take_numpy_array stored, released once
     // (a release runs once: the holders clear it).

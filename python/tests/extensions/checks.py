@@ -568,12 +568,12 @@ def check_dict_import_holds_the_object():
 
 def check_remembered_exchange_entries_give_the_negotiations_outcome():
     """cai_python_view and cai_python_from_object on a type whose DLPack exchange table this
-    thread chose last (capi.rs's `exchange_entry`: the entry reads by the table without a
-    negotiation) give what the negotiation gives: the same status, bytes (an owning struct's
-    tensor address aside), CaiError message and exception; a refusal (by a rule, by the import,
-    by the producer's work stream) leaves `out` untouched; every tensor taken is deleted once.
-    Each object is read first after a numpy array (this thread then remembers no table), then
-    again (the table remembered)."""
+    thread chose last (entry/c_api_table.rs's `exchange_entry`: the entry reads by the table
+    without a negotiation) give what the negotiation gives: the same status, bytes (an owning
+    struct's tensor address aside), CaiError message and exception; a refusal (by a rule, by the
+    import, by the producer's work stream) leaves `out` untouched; every tensor taken is deleted
+    once. Each object is read first after a numpy array (this thread then remembers no table),
+    then again (the table remembered)."""
     import cai_c_ext
     import numpy
 

@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
-use crate::array_object::ArrayObject;
+use crate::array::object::ArrayObject;
 use crate::cpython::CString;
 use crate::described::Read;
 use crate::dlpack::{device_of_taken, take_capsule, Taken};
@@ -47,9 +47,9 @@ use pyo3::types::PyBool;
 /// producer is passed the consumer's `stream` (-1 when `sync=False`) and orders its work
 /// before it; CUDA memory is taken, host memory only with `allow_host=True`.
 ///
-/// `cai.from_object` is hot.rs's entry, which runs this body; registered under this name too
-/// (`_native._from_object_reference`), its PyO3 argument handling is the oracle the entry's
-/// tests compare with.
+/// `cai.from_object` is entry/from_object.rs's entry, which runs this body; registered under
+/// this name too (`_native._from_object_reference`), its PyO3 argument handling is the oracle
+/// the entry's tests compare with.
 #[pyfunction]
 #[pyo3(name = "_from_object_reference", signature = (obj, stream=None, sync=None, writable=false, pointer_check=None, allow_host=false))]
 pub fn from_object(

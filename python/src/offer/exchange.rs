@@ -10,7 +10,7 @@
 //! or a `PyErr`: the object is borrowed, or owned as a `Bound` let go of at once; a cai.Array's
 //! checks (`live`, `begin_export`), its device and its export return their values; an offered
 //! type's record is found without a failing lookup, and its fill, validation and export are
-//! those of the offered `__dlpack__` (offer.rs); a tensor is handed out raw, a new cai.Array as
+//! those of the offered `__dlpack__` (offer/mod.rs); a tensor is handed out raw, a new cai.Array as
 //! the new reference it is.
 
 use cai::binding::dlpack::AllowHost;
@@ -20,15 +20,15 @@ use cai::{
 };
 use pyo3::prelude::*;
 
+use crate::array::object::ArrayObject;
 use crate::array::Array;
-use crate::array_object::ArrayObject;
 use crate::cpython::fastcall::run_assumed_status;
 use crate::cpython::{self, c_int, c_void, PyObject};
 use crate::described::Read;
 use crate::dlpack::{device_of_taken, Taken};
 use crate::errors::Failure;
 use crate::exchange_api::{ExchangeApi, ExchangeApiHeader, EXCHANGE_API};
-use crate::offered::Offered;
+use crate::offer::offered::Offered;
 use crate::pool::with_fill_array;
 use crate::values::TypeOf;
 

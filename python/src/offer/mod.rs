@@ -1,5 +1,5 @@
 //! `cai_python_offer`: a type's author supplies one fill function and the type gains every
-//! producer protocol, each read through the fill (python/src/offered.rs) and exported by the
+//! producer protocol, each read through the fill (python/src/offer/offered.rs) and exported by the
 //! same code as a cai.Array's:
 //! - `__cuda_array_interface__`, a descriptor building the v3 dict when read;
 //! - `__dlpack__` and `__dlpack_device__`, methods (descriptors CPython makes of a static
@@ -8,6 +8,14 @@
 //! - `__cuda_array_interface_c_api__`, the type's C-level CAI table.
 //!
 //! Each protocol describes the object when used, never when looked up: `hasattr` runs no fill.
+//!
+//! By job, each file at its own layer (tests/layering.rs):
+//! - `offered`: an offered type's record and the one description routine (below the
+//!   negotiation, which reads an offered type's table);
+//! - `exchange`: the DLPack exchange tables, cai.Array's and the offered types'.
+
+pub mod exchange;
+pub mod offered;
 
 // The C API table's layout (include/cai_python.h), not CPython's.
 use c_api::{CaiPythonFill, CAI_C_API_CAPSULE_NAME};
@@ -18,13 +26,13 @@ use pyo3::types::{PyDict, PyType};
 
 use cai::binding::dlpack::AllowHost;
 
+use crate::array::dlpack_export::{plain_arguments, DlpackArguments, DLPACK_SIGNATURE};
 use crate::cpython::fastcall::{run_assumed, run_attached, Definition};
 use crate::cpython::interpreter::{in_a_subinterpreter, refuse_subinterpreter};
 use crate::cpython::{self, PyObject, PyTypeObject, Py_ssize_t};
 use crate::dlpack::capsule_of;
-use crate::dlpack_export::{plain_arguments, DlpackArguments, DLPACK_SIGNATURE};
-use crate::exchange_offered::offered_exchange_api_capsule;
-use crate::offered::Offered;
+use crate::offer::exchange::offered_exchange_api_capsule;
+use crate::offer::offered::Offered;
 use crate::pool::with_fill_array;
 
 /// The attributes an offer gives a type, in the order they are set.

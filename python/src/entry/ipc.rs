@@ -1,7 +1,7 @@
 //! Arrays across processes from Python: `cai.ipc_export(obj, stream=None)` (the bytes of the
 //! core's `CaiIpcDescriptor`), `cai.ipc_open(descriptor, stream=None, sync=None)` (an owning
 //! cai.Array whose release closes the IPC handle), and a cai.Array's pickling through the
-//! descriptor: `__reduce__`'s body is here, its entry in the type's table array_methods.rs's
+//! descriptor: `__reduce__`'s body is here, its entry in the type's table array/methods.rs's
 //! (the type is made from a static table of `PyMethodDef`s, not by `#[pymethods]`).
 //!
 //! PyO3's safe API only: the core does every driver call and every rule of the descriptor.
@@ -19,7 +19,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyDict};
 use pyo3::IntoPyObjectExt;
 
-use crate::array_object::ArrayObject;
+use crate::array::object::ArrayObject;
 use crate::described::Read;
 use crate::errors::Failure;
 use crate::import::{Caller, Hold};
@@ -133,7 +133,7 @@ fn pickled(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
         .map(|made| made.bind(py))
 }
 
-/// `a.__reduce__()` (array_methods.rs's entry): `(cai._native._ipc_rebuild, (descriptor,))`
+/// `a.__reduce__()` (array/methods.rs's entry): `(cai._native._ipc_rebuild, (descriptor,))`
 /// for an array over device memory, exported as `cai.ipc_export(a)` exports it and remembered
 /// for a load in this process (`ipc_rebuild`); a cai.CaiError naming the reason for what cannot
 /// be shared (host memory, OpenCL memory, a mask, a released array).

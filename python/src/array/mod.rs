@@ -1,8 +1,15 @@
 //! `cai.Array`, what it holds: a description (python/src/described.rs, from any reader) with
 //! what the import established, the producer kept alive, and the count of its exports. An
 //! Array owns its `CaiArray` (and the descr fields and mask it points to) and never changes
-//! after it is made, so it is shared freely between threads. Its objects are
-//! python/src/array_object.rs's (the type cpython/object.rs makes); what Python sees of it is in python/src/array_methods.rs.
+//! after it is made, so it is shared freely between threads. By job, each file at its own layer
+//! (tests/layering.rs):
+//! - `object`: its objects (the type cpython/object.rs makes);
+//! - `dlpack_export`: `__dlpack__` as every producer of the module answers it;
+//! - `methods`: what Python sees of it (above the negotiation, which reads an Array).
+
+pub mod dlpack_export;
+pub mod methods;
+pub mod object;
 
 use std::ops::DerefMut;
 use std::sync::OnceLock;
@@ -36,7 +43,7 @@ unsafe impl Send for Described {}
 // SAFETY: as for Send: nothing writes through the pointers once the Array is made.
 unsafe impl Sync for Described {}
 
-/// A validated device array, held by a `cai.Array` object (python/src/array_object.rs) or by a
+/// A validated device array, held by a `cai.Array` object (python/src/array/object.rs) or by a
 /// struct `cai_python_from_object` wrote.
 pub struct Array {
     described: Described,
@@ -280,7 +287,7 @@ impl Array {
 }
 
 impl Array {
-    /// `release()`: see array_methods.rs.
+    /// `release()`: see array/methods.rs.
     pub(crate) fn release_now(&self, py: Python<'_>) -> PyResult<()> {
         let (owner, release) = self.take_hold(py)?;
         run_release(release, self.array());

@@ -1,5 +1,5 @@
 //! `cai.Array`'s objects: the type (cpython/object.rs's, made from the tables of attributes
-//! and methods that python/src/array_methods.rs writes) and what an Array does as an object
+//! and methods that python/src/array/methods.rs writes) and what an Array does as an object
 //! (its exports, its mask as an Array, its adoption of a C producer's struct).
 
 use pyo3::prelude::*;

@@ -21,7 +21,7 @@ use c_api::{
 use cai_python::ffi as c_api;
 use pyo3::prelude::*;
 
-use crate::array_object::ArrayObject;
+use crate::array::object::ArrayObject;
 use crate::c_api_rules::memory_other_than_cuda;
 use crate::cpython::fastcall::{hold_reference, let_go_of_reference};
 use crate::cpython::{self, c_void, PyObject, PyTypeObject};

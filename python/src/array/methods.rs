@@ -1,6 +1,6 @@
 //! `cai.Array`, what Python sees of it: its attributes, the CAI it exports, and DLPack
-//! (`__dlpack__`, `__dlpack_device__`, and the exchange table of python/src/exchange_offered.rs).
-//! The type object that serves them is cpython/object.rs's (array_object.rs): each attribute
+//! (`__dlpack__`, `__dlpack_device__`, and the exchange table of python/src/offer/exchange.rs).
+//! The type object that serves them is cpython/object.rs's (array/object.rs): each attribute
 //! is a `Getter` of `GETTERS`, each method a definition of `METHODS`.
 
 use cai::binding::dict::Repr;
@@ -14,15 +14,15 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyModule, PyTuple};
 use pyo3::{Borrowed, IntoPyObjectExt};
 
+use crate::array::dlpack_export::{dlpack_capsule, plain_arguments, DlpackArguments, DLPACK_SIGNATURE};
+use crate::array::object::{array_type, ArrayObject, Getter};
 use crate::array::Array;
-use crate::array_object::{array_type, ArrayObject, Getter};
 use crate::cpython::fastcall::{run_assumed, run_attached, Definition, Signature};
 use crate::cpython::Kept;
 use crate::cpython::{CStr, PyObject, Py_ssize_t};
 use crate::described::Read;
-use crate::dlpack_export::{dlpack_capsule, plain_arguments, DlpackArguments, DLPACK_SIGNATURE};
 use crate::errors::Failure;
-use crate::exchange_offered::exchange_api_capsule;
+use crate::offer::exchange::exchange_api_capsule;
 use crate::pool::Pooled;
 use crate::values::scalar;
 
@@ -270,7 +270,7 @@ unsafe extern "C" fn dlpack_device(slf: *mut PyObject, _unused: *mut PyObject) -
 /// `a.__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`.
 ///
 /// With plain arguments (`plain_arguments`) the body runs without PyO3's count of the thread
-/// (`run_assumed`), as an offered type's `__dlpack__` does (offer.rs). The audit of its success
+/// (`run_assumed`), as an offered type's `__dlpack__` does (offer/mod.rs). The audit of its success
 /// path, which drops no `Py<T>` and no `PyErr`: the arguments are read without a failing
 /// conversion; `self` is borrowed; `live`, the device, the export's count and the tensor return
 /// their values; the capsule is handed out as a raw pointer. Any other call runs attached.
@@ -309,21 +309,21 @@ unsafe extern "C" fn dlpack(
     }
 }
 
-/// `a.__reduce__()`: its body is python/src/ipc.rs's.
+/// `a.__reduce__()`: its body is python/src/entry/ipc.rs's.
 unsafe extern "C" fn reduce(slf: *mut PyObject, _unused: *mut PyObject) -> *mut PyObject {
     run_attached(|py| {
         // SAFETY: the method's `self`, checked by its descriptor.
         let this = unsafe { ArrayObject::borrowed(py, slf) };
-        Ok(crate::ipc::reduce(&this)?.into_ptr())
+        Ok(crate::entry::ipc::reduce(&this)?.into_ptr())
     })
 }
 
-/// `a.__deepcopy__(memo)`: refused, with the message python/src/ipc.rs writes.
+/// `a.__deepcopy__(memo)`: refused, with the message python/src/entry/ipc.rs writes.
 unsafe extern "C" fn deepcopy(slf: *mut PyObject, _memo: *mut PyObject) -> *mut PyObject {
     run_attached(|py| {
         // SAFETY: the method's `self`, checked by its descriptor.
         let this = unsafe { ArrayObject::borrowed(py, slf) };
-        Err(crate::ipc::refuse_deepcopy(&this))
+        Err(crate::entry::ipc::refuse_deepcopy(&this))
     })
 }
 

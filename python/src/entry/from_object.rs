@@ -1,7 +1,7 @@
 //! `cai.from_object`'s entry: a plain `extern "C"` function registered with
 //! `METH_FASTCALL | METH_KEYWORDS` (cpython/fastcall.rs's `Definition`), which matches its arguments itself
 //! (cpython/fastcall.rs: keywords as cheap as positions) and then runs the import body of
-//! functions.rs. The audit of what such an entry may do, and why it is sound, is
+//! entry/functions.rs. The audit of what such an entry may do, and why it is sound, is
 //! cpython/fastcall.rs's.
 
 use pyo3::exceptions::PySystemError;
@@ -11,7 +11,7 @@ use pyo3::Borrowed;
 
 use crate::cpython::fastcall::{is_absent_or_small_int, run_assumed, run_attached, Definition, Signature};
 use crate::cpython::{CStr, PyObject, Py_ssize_t};
-use crate::functions;
+use crate::entry::functions;
 use crate::negotiate::type_facts::{read_cleanly, settle_uncounted_run};
 
 /// `from_object(obj, stream=None, sync=None, writable=False, pointer_check=None,
