@@ -4,7 +4,8 @@ replaced), on a torch CPU tensor, a numpy array and a CuPy-style CAI dict, calle
 it: `cai.from_object(t, sync=False, allow_host=True, pointer_check=cai.POINTER_CHECK_NEVER)`,
 and with the same arguments by position. One interleaved run (bench_common.py's timing: best of
 ROUNDS rounds of NUMBER calls, ns per call); with --instructions, instructions per call counted
-by callgrind in a C loop, less the empty loop.
+by callgrind in a C loop, less the empty loop. The reference is registered only in the test
+suites' builds (python/Cargo.toml's test-oracle feature, which scripts/python-env.sh turns on).
 
     OPENBLAS_NUM_THREADS=1 target/venv/bin/python benchmarks/hot_bench.py [--instructions]
 """
@@ -22,6 +23,9 @@ from cai import _native  # noqa: E402
 from framework_dicts import PRODUCERS  # noqa: E402
 
 NEVER = cai.POINTER_CHECK_NEVER
+if not hasattr(_native, "_from_object_reference"):
+    raise SystemExit("hot_bench.py: this build of cai has no _native._from_object_reference; build it with "
+                     "the test-oracle feature: MATURIN_PEP517_ARGS=\"--features test-oracle\" pip install ./python")
 
 
 def arguments():

@@ -14,11 +14,14 @@ echo "python-env: the test tools into $venv (python/test-requirements.txt; the f
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -r python/test-requirements.txt
 echo "python-env: building and installing the package (pip install ./python, maturin; about a minute)"
 # The README's install command as written (scripts/readme-block.py), run with this environment's
-# pip and quiet, reinstalling flags.
+# pip and quiet, reinstalling flags, and with the test-oracle feature: the suite's build also
+# registers `_native._from_object_reference`, which test_hot_path.py compares cai.from_object
+# with (python/Cargo.toml); nothing else of the build differs from a user's.
 install=$(python3 scripts/readme-block.py sh 4)
 case "$install" in
   "pip install "*) ;;
   *) echo "python-env: README.md's install block is not a pip install: $install" >&2; exit 1 ;;
 esac
-"$PYTHON" -m $install --quiet --disable-pip-version-check --force-reinstall --no-deps
+MATURIN_PEP517_ARGS="--features test-oracle" "$PYTHON" -m $install --quiet --disable-pip-version-check \
+  --force-reinstall --no-deps
 export PYTHON

@@ -22,7 +22,9 @@ PYTHON="$venv/bin/python"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check \
   $(grep -E '^(pytest|hypothesis|numpy|pybind11|nanobind|Cython|maturin)==' python/test-requirements.txt)
 echo "free-threaded leg: building the package for $("$PYTHON" -c 'import sys; print(sys.version.split()[0])')t"
-"$PYTHON" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./python
+# With the test-oracle feature, as scripts/python-env.sh builds it.
+MATURIN_PEP517_ARGS="--features test-oracle" "$PYTHON" -m pip install --quiet --disable-pip-version-check \
+  --force-reinstall --no-deps ./python
 
 # From another directory, so that the installed package is what imports; -W error turns
 # CPython's "the GIL has been enabled" RuntimeWarning into a failure.

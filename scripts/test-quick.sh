@@ -22,7 +22,9 @@ PYTHON="$venv/bin/python"
 # The pinned versions of python/test-requirements.txt, only those the quick tier needs.
 "$PYTHON" -m pip install --quiet --disable-pip-version-check \
   $(grep -E '^(pytest|hypothesis|numpy|cffi|pybind11|nanobind|Cython|maturin)==' python/test-requirements.txt)
-"$PYTHON" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./python
+# With the test-oracle feature, as scripts/python-env.sh builds it.
+MATURIN_PEP517_ARGS="--features test-oracle" "$PYTHON" -m pip install --quiet --disable-pip-version-check \
+  --force-reinstall --no-deps ./python
 left_out=(--ignore=python/tests/test_buffer_interface.py)
 deselect="not test_the_user_file_passes_mypy_strict and not test_the_user_file_passes_pyright_strict and not _pocl"
 named="the OpenCL tests (pyopencl, PoCL), mypy and pyright"

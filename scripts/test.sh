@@ -163,7 +163,13 @@ release_wheel_and_free_threaded() {
   grep -q 'consistent with the.*following platform tag: "manylinux_' <(tr '\n' ' ' <"$wheels/show")
   echo "wheel $(basename "$wheel"): 1 passed, 0 failed"
   "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps --target "$wheels/site" "$wheel"
-  for name in hot_path any_argument hostile negotiation read_numpy dlpack torch frameworks extensions offer \
+  # The wheel users install leaves out the test oracle (python/Cargo.toml's test-oracle), so
+  # test_hot_path.py, which compares with it, runs on the suite's build alone.
+  "$PYTHON" -c 'import sys; sys.path.insert(0, sys.argv[1]); from cai import _native
+assert _native.__file__.startswith(sys.argv[1]), _native.__file__
+assert not hasattr(_native, "_from_object_reference"), "the release wheel registers the test oracle"
+print("the release wheel has no test oracle: 1 passed, 0 failed")' "$wheels/site"
+  for name in any_argument hostile negotiation read_numpy dlpack torch frameworks extensions offer \
     offer_consumers lifetime thread_stress; do
     release_files+=("python/tests/test_$name.py")
   done

@@ -57,6 +57,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     array::methods::add_array_type(m)?;
     entry::from_object::add_from_object(m)?;
     release_after::add_to_module(m)?;
+    #[cfg(feature = "test-oracle")]
     m.add_function(wrap_pyfunction!(entry::functions::from_object, m)?)?;
     m.add_function(wrap_pyfunction!(entry::functions::from_buffer_interface, m)?)?;
     m.add_function(wrap_pyfunction!(entry::functions::validate_interface, m)?)?;

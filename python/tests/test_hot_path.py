@@ -1,6 +1,7 @@
 """cai.from_object's entry (python/src/entry/from_object.rs: METH_FASTCALL | METH_KEYWORDS on
 pyo3-ffi, its arguments matched by hand) against the entry it replaced, the same import body
-behind PyO3's argument handling, kept as cai._native._from_object_reference: the oracle. Same
+behind PyO3's argument handling, kept as cai._native._from_object_reference in the test
+suites' builds (the test-oracle feature of python/Cargo.toml): the oracle. Same
 Array (every field, the same owner) by position and by keyword on every producer installed, the
 same errors with the same words, keyword names that are not the interned ones. Fake driver: no
 call here asks it (sync=False, pointer_check NEVER, host memory)."""
@@ -17,6 +18,10 @@ import cai
 from cai import _native
 from conftest import NOT_SHARED_BY_TWO_READS, diverging_producer, public_fields
 
+if not hasattr(_native, "_from_object_reference"):
+    pytest.fail("this build of cai has no _native._from_object_reference, the oracle of this file: build it "
+                "with the test-oracle feature (MATURIN_PEP517_ARGS=\"--features test-oracle\" pip install ./python, "
+                "as scripts/python-env.sh does)", pytrace=False)
 REFERENCE = _native._from_object_reference
 NEVER = cai.POINTER_CHECK_NEVER
 SIGNATURE = "(obj, stream=None, sync=None, writable=False, pointer_check=None, allow_host=False)"
@@ -298,7 +303,7 @@ def test_dlpack_producers_read_without_pyo3s_count_let_go_at_once_fake_driver():
     """A type read by `__dlpack__` is audited once its facts are settled: from then on the
     entry runs without PyO3's count of the thread. 2,000 reads of an object with only
     `__dlpack__` and `__dlpack_device__` (over a numpy array), and of the numpy array itself
-    (read by its fields: read_numpy.rs), leave both counts where they were; a producer from
+    (read by its fields: read/numpy.rs), leave both counts where they were; a producer from
     before DLPack 1.0, which refuses `max_version` with a TypeError holding an object, has that
     object let go of before the call returns (the retry clears the error where it is raised,
     not in PyO3's deferred pool), on every call."""

@@ -1,4 +1,4 @@
-"""A numpy array is read by numpy's C ABI (python/src/read_numpy.rs), handed to the core as the
+"""A numpy array is read by numpy's C ABI (python/src/read/numpy.rs), handed to the core as the
 DLTensor numpy's `__dlpack__` gives: the oracle is the same array read by its `__dlpack__`
 (a proxy with only `__dlpack__` and `__dlpack_device__`), which must give the same Array, field
 for field, and the same errors, word for word, for every dtype, layout and flag numpy has, from
@@ -18,7 +18,7 @@ from conftest import numpy_exports_read_only, public_fields
 
 NEVER = cai.POINTER_CHECK_NEVER
 # Before numpy 2.1 (no DLPack 1 versioned export) numpy's C ABI is not read: its arrays take
-# `__dlpack__`, which refuses read-only ones (python/src/read_numpy.rs checks the version).
+# `__dlpack__`, which refuses read-only ones (python/src/read/numpy.rs checks the version).
 pytestmark = pytest.mark.skipif(
     not numpy_exports_read_only(),
     reason="numpy's C ABI is read for numpy 2.1 or later; python/test-requirements.txt pins one",

@@ -127,7 +127,7 @@ def test_shared_arrays_exported_reimported_and_released_from_many_threads_real_n
 
 
 def test_numpy_arrays_read_by_their_fields_from_many_threads_real_numpy():
-    """numpy arrays read by numpy's C ABI (read_numpy.rs) and cai.Arrays read as input, both on
+    """numpy arrays read by numpy's C ABI (read/numpy.rs) and cai.Arrays read as input, both on
     the uncounted path, from many threads at once: every read sees its array's own layout, and
     once every thread let go, each array's reference count is where it was."""
     base = numpy.arange(4 * 6, dtype=numpy.float32).reshape(4, 6)

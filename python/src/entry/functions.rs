@@ -48,10 +48,14 @@ use pyo3::types::PyBool;
 /// before it; CUDA memory is taken, host memory only with `allow_host=True`.
 ///
 /// `cai.from_object` is entry/from_object.rs's entry, which runs this body; registered under
-/// this name too (`_native._from_object_reference`), its PyO3 argument handling is the oracle
-/// the entry's tests compare with.
-#[pyfunction]
-#[pyo3(name = "_from_object_reference", signature = (obj, stream=None, sync=None, writable=false, pointer_check=None, allow_host=false))]
+/// this name too (`_native._from_object_reference`) in the test suites' builds (the
+/// `test-oracle` feature), its PyO3 argument handling is the oracle the entry's tests compare
+/// with.
+#[cfg_attr(feature = "test-oracle", pyfunction)]
+#[cfg_attr(
+    feature = "test-oracle",
+    pyo3(name = "_from_object_reference", signature = (obj, stream=None, sync=None, writable=false, pointer_check=None, allow_host=false))
+)]
 pub fn from_object(
     obj: &Bound<'_, PyAny>,
     stream: Option<&Bound<'_, PyAny>>,
