@@ -7,12 +7,13 @@
 use cai::{CaiImportOptions, Error, Status};
 use pyo3::prelude::*;
 
-use super::classify::{classify, not_an_array, read_attributes, ByAttributes, Protocol, Route};
+use super::classify::{classify, Protocol, Route};
 use super::type_facts::{mark_clean, mark_clean_with, Remembered};
 use crate::errors::{BoxedResult, Failure};
 use crate::import::{Caller, Hold, Outcome, Request};
 use crate::offer::offered::Offered;
 use crate::read::array::import_by_array;
+use crate::read::attributes::{not_an_array, read_attributes, Attributes, ByAttributes};
 use crate::read::c_api::import_by_c_api;
 use crate::read::dict::import_by_dict;
 use crate::read::dlpack::import_taken_tensor;
@@ -132,8 +133,15 @@ fn read_by(
             read
         }
         Protocol::Attributes(facts) => match read_attributes(obj, facts, request, hold.borrows()) {
-            Ok(ByAttributes::Dict(dict)) => import_by_dict(obj, &dict, request, hold),
-            Ok(ByAttributes::Taken(tensor)) => import_taken_tensor(obj, tensor, request, hold),
+            Ok(Attributes { found, audited }) => {
+                if audited {
+                    mark_clean(obj);
+                }
+                match found {
+                    ByAttributes::Dict(dict) => import_by_dict(obj, &dict, request, hold),
+                    ByAttributes::Taken(tensor) => import_taken_tensor(obj, tensor, request, hold),
+                }
+            }
             Err(failure) => Err(failure),
         },
     };

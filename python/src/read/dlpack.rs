@@ -124,7 +124,7 @@ pub enum KnownDevice {
     Reported(CaiDLDevice),
     /// Not asked: where no sync is wanted the producer is asked with None, host memory's
     /// stream argument (for device memory, DLPack's legacy default stream), and the tensor's
-    /// own device is what counts (a jax array's: see negotiate/classify.rs's `read_attributes`).
+    /// own device is what counts (a jax array's: see read/attributes.rs).
     HostFirst,
 }
 
